@@ -1,0 +1,8 @@
+"""memstore: event-sourced long-term memory for LLM agents on one SQLite file."""
+
+from memstore.config import Settings
+from memstore.errors import *  # noqa: F403
+from memstore.errors import __all__ as _errors_all
+
+__version__ = "0.1.0"
+__all__ = ["Settings", "__version__", *_errors_all]

@@ -1,0 +1,33 @@
+"""The ``memstore`` command line: groups by noun, ``--db`` everywhere, ``--json`` on lists."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from memstore.cli.app import cli
+from memstore.errors import MemstoreError
+
+# Each module registers its commands on ``cli`` when imported.
+from memstore.cli import core as _core  # noqa: F401,E402  isort: skip
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="memstore", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except MemstoreError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,58 @@
+"""The root click group and options shared by every command."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from memstore.config import Settings, default_db_path
+from memstore.store import Store
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="memstore")
+def cli() -> None:
+    """memstore: event-sourced long-term memory for LLM agents, on one SQLite file.
+
+    Every command takes --db PATH (default: $MEMSTORE_DB, else the user data
+    directory). Commands that list data take --json.
+
+    \b
+    Example:
+      memstore doctor
+      memstore demo
+    """
+
+
+def db_option(f: F) -> F:
+    return click.option(
+        "--db",
+        "db",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        envvar="MEMSTORE_DB",
+        show_envvar=True,
+        help="Database file.",
+    )(f)
+
+
+def json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(f)
+
+
+def resolve_db(db: Path | None) -> Path:
+    return db if db is not None else default_db_path()
+
+
+def open_store(db: Path | None, **kwargs: Any) -> Store:
+    return Store.open(resolve_db(db), settings=Settings.load(), **kwargs)
+
+
+def echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))

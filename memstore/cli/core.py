@@ -1,0 +1,258 @@
+"""Core commands: doctor, db, events, projections."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from tqdm import tqdm
+
+from memstore.cli.app import cli, db_option, echo_json, json_option, open_store, resolve_db
+from memstore.db import migrate
+from memstore.db.driver import module_name, sqlite_module
+from memstore.db.engine import Database
+from memstore.errors import MemstoreError
+
+
+def doctor_report(db: Path) -> tuple[dict[str, Any], list[str]]:
+    """Collect what doctor shows; returns (report, problems)."""
+    problems: list[str] = []
+    report: dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform()}
+    try:
+        mod = sqlite_module()
+        report["sqlite_module"] = module_name(mod)
+        report["sqlite_version"] = mod.sqlite_version
+    except MemstoreError as e:
+        problems.append(str(e))
+        return report, problems
+    report["database"] = str(db)
+    try:
+        database = Database(db)
+        try:
+            report["sqlite_vec"] = database.vec_version()
+            with database.read() as conn:
+                conn.exec_driver_sql("CREATE VIRTUAL TABLE temp.doctor_fts USING fts5(x)")
+            report["fts5"] = True
+            report["schema_revision"] = migrate.current_revision(database)
+            report["schema_head"] = migrate.head_revision()
+        finally:
+            database.close()
+    except MemstoreError as e:
+        problems.append(str(e))
+    if report.get("schema_revision") not in (None, report.get("schema_head")):
+        problems.append(
+            f"schema at {report['schema_revision']}, code expects {report['schema_head']}: "
+            "run `memstore db upgrade`"
+        )
+    from memstore.cli import doctor_extra
+
+    for fn in doctor_extra.HOOKS:
+        fn(db, report, problems)
+    return report, problems
+
+
+@cli.command()
+@db_option
+@json_option
+def doctor(db: Path | None, as_json: bool) -> None:
+    """Check the installation: Python, SQLite, sqlite-vec, FTS5, schema, embedder, LLM.
+
+    Exits non-zero with a clear message when something essential is missing.
+
+    \b
+    Example:
+      memstore doctor
+      memstore doctor --db ./agent.db --json
+    """
+    report, problems = doctor_report(resolve_db(db))
+    report["problems"] = problems
+    if as_json:
+        echo_json(report)
+    else:
+        for key, value in report.items():
+            if key != "problems":
+                click.echo(f"{key:>18}: {value}")
+        for p in problems:
+            click.echo(f"problem: {p}", err=True)
+        if not problems:
+            click.echo("ok")
+    if problems:
+        sys.exit(1)
+
+
+@cli.group("db")
+def db_group() -> None:
+    """Schema migrations of the database file.
+
+    \b
+    Example:
+      memstore db current
+      memstore db upgrade
+    """
+
+
+@db_group.command("upgrade")
+@db_option
+@click.argument("revision", default="head")
+def db_upgrade(db: Path | None, revision: str) -> None:
+    """Upgrade the schema (default: to the newest revision).
+
+    \b
+    Example:
+      memstore db upgrade --db ./agent.db
+    """
+    database = Database(resolve_db(db))
+    try:
+        migrate.upgrade(database, revision)
+        click.echo(f"at {migrate.current_revision(database)}")
+    finally:
+        database.close()
+
+
+@db_group.command("downgrade")
+@db_option
+@click.argument("revision")
+def db_downgrade(db: Path | None, revision: str) -> None:
+    """Downgrade the schema to REVISION ("base" empties it; projections are rebuilt on next open).
+
+    \b
+    Example:
+      memstore db downgrade 0001
+    """
+    database = Database(resolve_db(db))
+    try:
+        migrate.downgrade(database, revision)
+        click.echo(f"at {migrate.current_revision(database) or 'base'}")
+    finally:
+        database.close()
+
+
+@db_group.command("current")
+@db_option
+def db_current(db: Path | None) -> None:
+    """Show the schema revision of the database and the newest one this code knows.
+
+    \b
+    Example:
+      memstore db current
+    """
+    database = Database(resolve_db(db))
+    try:
+        cur = migrate.current_revision(database)
+        click.echo(f"current: {cur or 'none'}\nhead:    {migrate.head_revision()}")
+    finally:
+        database.close()
+
+
+@cli.group("events")
+def events_group() -> None:
+    """Read the event log (the only source of truth).
+
+    \b
+    Example:
+      memstore events tail -n 5
+    """
+
+
+@events_group.command("tail")
+@db_option
+@json_option
+@click.option("-n", "n", default=20, show_default=True, help="How many events.")
+def events_tail(db: Path | None, as_json: bool, n: int) -> None:
+    """Show the newest N events.
+
+    \b
+    Example:
+      memstore events tail -n 50 --json
+    """
+    with open_store(db) as store:
+        rows = store.tail(max(1, n))
+    if as_json:
+        echo_json(
+            [
+                {
+                    "position": e.position,
+                    "stream": e.stream,
+                    "seq": e.seq,
+                    "type": e.type,
+                    "version": e.version,
+                    "user_id": e.user_id,
+                    "occurred_at": e.occurred_at,
+                    "recorded_at": e.recorded_at,
+                    "payload": e.payload.to_dict(),
+                }
+                for e in rows
+            ]
+        )
+        return
+    for e in rows:
+        click.echo(f"{e.position:>8} {e.occurred_at} {e.type:<24} {e.user_id or '-':<12} {e.stream}")
+
+
+@cli.group("projections")
+def projections_group() -> None:
+    """Projections: tables derived from the log, rebuildable at any time.
+
+    \b
+    Example:
+      memstore projections status
+      memstore projections rebuild --all
+    """
+
+
+@projections_group.command("status")
+@db_option
+@json_option
+def projections_status(db: Path | None, as_json: bool) -> None:
+    """Show each projection's checkpoint and lag behind the log.
+
+    \b
+    Example:
+      memstore projections status --json
+    """
+    with open_store(db) as store:
+        rows = store.projection_status()
+    data = [
+        {
+            "name": s.name,
+            "inline": s.inline,
+            "position": s.position,
+            "head": s.head,
+            "lag": s.lag,
+            "version": s.code_version,
+        }
+        for s in rows
+    ]
+    if as_json:
+        echo_json(data)
+        return
+    for d in data:
+        kind = "inline" if d["inline"] else "background"
+        click.echo(f"{d['name']:<16} {kind:<10} at {d['position']:>8} / {d['head']:<8} lag {d['lag']}")
+
+
+@projections_group.command("rebuild")
+@db_option
+@click.argument("name", required=False)
+@click.option("--all", "all_", is_flag=True, help="Rebuild every projection.")
+def projections_rebuild(db: Path | None, name: str | None, all_: bool) -> None:
+    """Empty a projection (or all) and replay the log into it, with a progress bar.
+
+    \b
+    Example:
+      memstore projections rebuild --all
+      memstore projections rebuild l1_memories
+    """
+    if not name and not all_:
+        raise click.UsageError("give a projection NAME or --all")
+    with open_store(db) as store:
+        names = None if all_ else [name or ""]
+        if names:
+            store.projections.get(names[0])
+        total = store.event_count()
+        with tqdm(total=total, unit="ev", desc="rebuild", disable=None) as bar:
+            n = store.rebuild(names, progress=bar.update)
+    click.echo(f"replayed {n} events into {'all projections' if all_ else name}")

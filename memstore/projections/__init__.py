@@ -1,0 +1,5 @@
+"""Projections: tables derived from the log, rebuildable at any time."""
+
+from memstore.projections.base import Projection, Projections
+
+__all__ = ["Projection", "Projections"]

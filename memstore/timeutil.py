@@ -1,0 +1,61 @@
+"""Time helpers: one text format for stored instants, and a replaceable clock.
+
+Instants are stored as fixed-width UTC ISO-8601 text with microseconds
+(``2023-05-08T13:56:00.000000Z``) so that text order is time order in SQL.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from memstore.errors import InvalidInputError
+
+_FMT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+class Clock(Protocol):
+    def __call__(self) -> datetime: ...
+
+
+def system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+def to_iso(dt: datetime) -> str:
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC).strftime(_FMT)
+
+
+def from_iso(text: str) -> datetime:
+    return datetime.strptime(text, _FMT).replace(tzinfo=UTC)
+
+
+def parse_when(value: object) -> datetime:
+    """Accept a datetime, epoch seconds (or milliseconds) or ISO-8601 text."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, bool):
+        raise InvalidInputError(f"not a timestamp: {value!r}")
+    if isinstance(value, int | float):
+        seconds = float(value)
+        if seconds > 1e11:  # milliseconds, as JavaScript hosts send
+            seconds /= 1000.0
+        try:
+            return datetime.fromtimestamp(seconds, UTC)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise InvalidInputError(f"timestamp out of range: {value!r}") from exc
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        try:
+            dt = datetime.fromisoformat(text)
+        except ValueError as exc:
+            raise InvalidInputError(f"not an ISO-8601 timestamp: {value!r}") from exc
+        return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+    raise InvalidInputError(f"not a timestamp: {value!r}")
+
+
+__all__ = ["UTC", "Clock", "from_iso", "parse_when", "system_clock", "timedelta", "to_iso"]

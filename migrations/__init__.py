@@ -1,0 +1,1 @@
+"""Alembic migrations; installed as ``memstore._migrations`` (see pyproject.toml)."""
