@@ -58,6 +58,8 @@ class Settings:
     embed_batch_size: int = 64
     embed_timeout_s: float = 30.0
     embed_max_retries: int = 3
+    embed_query_prefix: str = ""
+    embed_document_prefix: str = ""
 
     # LLM for derivation: empty base_url and model = offline rule-based deriver
     llm_base_url: str = ""
@@ -67,6 +69,7 @@ class Settings:
     llm_max_tokens: int = 4096
     llm_max_retries: int = 3
     llm_temperature: float = 0.0
+    llm_json_mode: bool = False
 
     # pipeline cadence (upstream defaults)
     extract_every: int = 5
@@ -84,6 +87,7 @@ class Settings:
     retry_delay_s: float = 30.0
     max_retries: int = 5
     scheduler: bool = True
+    background_indexer: bool = True
 
     # recall
     recall_limit: int = 5

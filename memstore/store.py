@@ -12,18 +12,40 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import hashlib
+from dataclasses import dataclass, field
+
+from sqlalchemy import text
+
 from memstore.config import Settings, default_db_path
 from memstore.db import migrate
 from memstore.db.engine import Database
-from memstore.errors import StorageError
+from memstore.embeddings import Embedder, make_embedder
+from memstore.errors import InvalidInputError, StorageError
 from memstore.events.log import EventLog, NewEvent, StoredEvent
+from memstore.l0.capture import check_id, prepare_messages
+from memstore.l0.events import MessagesCaptured, l0_stream
+from memstore.l0.projection import L0Projection
 from memstore.projections.base import Projection, Projections, ProjectionStatus
 from memstore.projections.stats import StatsProjection
+from memstore.search import Hit, SearchEngine
 from memstore.timeutil import Clock, system_clock
+from memstore.vectors.indexer import BackgroundIndexer, Indexer
 
 
 def default_projections() -> list[Projection]:
-    return [StatsProjection()]
+    return [StatsProjection(), L0Projection()]
+
+
+@dataclass(frozen=True)
+class CaptureResult:
+    """What a capture stored: the new message ids, and those it had already."""
+
+    event_position: int | None
+    stored: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+    truncated: list[str] = field(default_factory=list)
+    dropped_empty: int = 0
 
 
 class Store:
@@ -43,6 +65,18 @@ class Store:
             self.log, projections if projections is not None else default_projections()
         )
         self._closed = False
+        self.embedder: Embedder | None = make_embedder(settings)
+        self.search_engine = SearchEngine(db, self.embedder, rrf_k=settings.rrf_k)
+        self.indexer: Indexer | None = (
+            Indexer(db, self.embedder, clock) if self.embedder is not None else None
+        )
+        self._bg_indexer: BackgroundIndexer | None = None
+
+    def start_background(self) -> None:
+        """Start the background vector indexer (Store.open does, unless disabled)."""
+        if self.indexer is not None and self._bg_indexer is None:
+            self._bg_indexer = BackgroundIndexer(self.indexer)
+            self._bg_indexer.start()
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -70,6 +104,8 @@ class Store:
             store = cls(db, settings, projections=projections, clock=clock)
             with db.write() as conn:
                 store.projections.bring_current(conn)
+            if settings.background_indexer:
+                store.start_background()
         except BaseException:
             db.close()
             raise
@@ -79,6 +115,9 @@ class Store:
         if self._closed:
             return
         self._closed = True
+        if self._bg_indexer is not None:
+            self._bg_indexer.stop()
+            self._bg_indexer = None
         self.db.close()
 
     def __enter__(self) -> Store:
@@ -132,6 +171,164 @@ class Store:
         with self.db.read() as conn:
             head = self.log.last_position(conn)
             return self.log.read(conn, after=max(0, head - n))
+
+    # -- L0 capture ------------------------------------------------------------
+
+    def capture(
+        self,
+        user_id: str,
+        session_id: str,
+        messages: Sequence[Any],
+        *,
+        agent_id: str | None = None,
+    ) -> CaptureResult:
+        """Store conversation messages for a user's session as one L0 event.
+
+        ``messages`` are ``{"role", "content", "timestamp"?, "id"?}`` mappings.
+        Returns as soon as the event is committed; embeddings and derivation
+        happen later. Messages already captured (same id) are not stored again.
+        """
+        self._check_open()
+        user_id = check_id("user_id", user_id)
+        session_id = check_id("session_id", session_id)
+        if agent_id is not None:
+            agent_id = check_id("agent_id", agent_id)
+        prepared = prepare_messages(
+            session_id, messages, now=self.clock(), max_bytes=self.settings.max_message_bytes
+        )
+        dropped = len(messages) - len(prepared)
+        with self.db.write() as conn:
+            ids = [m.id for m in prepared]
+            known: set[str] = set()
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                marks = ",".join(f":p{j}" for j in range(len(chunk)))
+                known |= {
+                    r[0]
+                    for r in conn.execute(
+                        text(
+                            "SELECT message_id FROM l0_messages WHERE user_id = :u "
+                            f"AND message_id IN ({marks})"
+                        ),
+                        {"u": user_id, **{f"p{j}": v for j, v in enumerate(chunk)}},
+                    )
+                }
+            fresh, seen = [], set()
+            for m in prepared:
+                if m.id in known or m.id in seen:
+                    continue
+                seen.add(m.id)
+                fresh.append(m)
+            if not fresh:
+                return CaptureResult(None, [], ids, [], dropped)
+            key = hashlib.sha256(
+                "\x1f".join([user_id, session_id, *(m.id for m in fresh)]).encode()
+            ).hexdigest()
+            stored = self.log.append(
+                conn,
+                [
+                    NewEvent(
+                        l0_stream(user_id, session_id),
+                        MessagesCaptured(
+                            session_id=session_id,
+                            messages=[m.as_payload() for m in fresh],
+                            agent_id=agent_id,
+                        ),
+                        user_id=user_id,
+                        occurred_at=max(self._parse(m.occurred_at) for m in fresh),
+                        idempotency_key=f"l0:{key}",
+                    )
+                ],
+            )
+            self.projections.apply_inline(conn, stored)
+        if self._bg_indexer is not None:
+            self._bg_indexer.notify()
+        return CaptureResult(
+            stored[0].position,
+            [m.id for m in fresh],
+            [i for i in ids if i in known],
+            [m.id for m in fresh if m.truncated],
+            dropped,
+        )
+
+    @staticmethod
+    def _parse(iso: str) -> Any:
+        from memstore.timeutil import from_iso
+
+        return from_iso(iso)
+
+    def capture_turn(
+        self,
+        user_id: str,
+        session_id: str,
+        user_text: Any,
+        assistant_text: Any = None,
+        *,
+        agent_id: str | None = None,
+        timestamp: Any = None,
+        turn_id: str | None = None,
+    ) -> CaptureResult:
+        """Capture one user/assistant exchange (either side may be empty)."""
+        msgs: list[dict[str, Any]] = [{"role": "user", "content": user_text}]
+        if assistant_text is not None:
+            msgs.append({"role": "assistant", "content": assistant_text})
+        for i, m in enumerate(msgs):
+            if timestamp is not None:
+                m["timestamp"] = timestamp
+            if turn_id:
+                m["id"] = f"{turn_id}:{i}"
+        return self.capture(user_id, session_id, msgs, agent_id=agent_id)
+
+    # -- search ------------------------------------------------------------------
+
+    def search_conversations(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        session_id: str | None = None,
+        limit: object = 5,
+        strategy: str = "hybrid",
+    ) -> list[Hit]:
+        """Search a user's captured messages (L0)."""
+        self._check_open()
+        return self.search_engine.search(
+            "l0", query, user_id=user_id, session_id=session_id, limit=limit, strategy=strategy
+        )
+
+    def search_memories(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        type: str | None = None,
+        scene: str | None = None,
+        limit: object = 5,
+        strategy: str = "hybrid",
+    ) -> list[Hit]:
+        """Search a user's active L1 memories (optionally one type or scene)."""
+        self._check_open()
+        if type is not None and type not in ("persona", "episodic", "instruction"):
+            raise InvalidInputError("type must be persona, episodic or instruction")
+        return self.search_engine.search(
+            "l1", query, user_id=user_id, type=type, scene=scene, limit=limit, strategy=strategy
+        )
+
+    def reindex(self, progress: Callable[[int], None] | None = None) -> int:
+        """Embed everything not yet embedded with the configured model, now."""
+        self._check_open()
+        if self.indexer is None:
+            return 0
+        return self.indexer.run_until_idle(progress=progress)
+
+    def embedding_status(self) -> dict[str, Any]:
+        if self.indexer is None or self.embedder is None:
+            return {"embedder": "none", "vector_search": False}
+        out: dict[str, Any] = {"model_id": self.embedder.model_id}
+        for kind in ("l0", "l1"):
+            sp = self.indexer.space(kind)
+            out[kind] = {"dims": sp.dims, "ready": sp.ready, "pending": self.indexer.pending(kind)}
+        return out
 
     # -- projections -----------------------------------------------------------
 

@@ -12,7 +12,7 @@ from memstore.store import Store
 @pytest.fixture
 def settings() -> Settings:
     # Tests never read the developer's config file or environment.
-    return Settings(embedder="hashing", scheduler=False)
+    return Settings(embedder="hashing", scheduler=False, background_indexer=False)
 
 
 @pytest.fixture

@@ -167,8 +167,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         failure = fake._take_failure(path)
         if failure is not None:
-            status, headers = failure
-            self._send_json(status, _error_body(status, f"fake failure {status}"), headers)
+            status, message, headers = failure
+            self._send_json(status, _error_body(status, message), headers)
             return
         request = body if isinstance(body, dict) else {}
         if method == "POST" and path == CHAT_PATH:
@@ -363,7 +363,7 @@ class FakeOpenAI:
         self.requests: list[dict[str, Any]] = []
         self.base_url = ""
         self._lock = threading.Lock()
-        self._failures: dict[str, list[tuple[int, dict[str, str]]]] = {}
+        self._failures: dict[str, list[tuple[int, str, dict[str, str]]]] = {}
         self._delays: dict[str, list[float]] = {}
         self._connections: set[socket.socket] = set()
         self._stopping = threading.Event()
@@ -426,15 +426,18 @@ class FakeOpenAI:
         n: int = 1,
         path: str = CHAT_PATH,
         retry_after: float | None = None,
+        message: str | None = None,
     ) -> None:
         """Answer the next ``n`` requests to ``path`` with HTTP ``status``.
 
         ``retry_after`` (seconds) adds ``retry-after-ms``, which the openai
         client honours instead of its own backoff: handy to keep tests fast.
+        ``message`` replaces the default error message.
         """
         headers = {"retry-after-ms": str(int(retry_after * 1000))} if retry_after else {}
         with self._lock:
-            self._failures.setdefault(path, []).extend([(status, headers)] * n)
+            entry = (status, message or f"fake failure {status}", headers)
+            self._failures.setdefault(path, []).extend([entry] * n)
 
     def delay_next(self, seconds: float, n: int = 1, path: str = CHAT_PATH) -> None:
         with self._lock:
@@ -456,7 +459,7 @@ class FakeOpenAI:
         with self._lock:
             self.requests.append({"path": path, "json": body})
 
-    def _take_failure(self, path: str) -> tuple[int, dict[str, str]] | None:
+    def _take_failure(self, path: str) -> tuple[int, str, dict[str, str]] | None:
         with self._lock:
             queue = self._failures.get(path)
             return queue.pop(0) if queue else None

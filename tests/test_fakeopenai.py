@@ -11,7 +11,8 @@ from typing import Any
 
 import openai
 import pytest
-from fakeopenai import FakeOpenAI, fake_embedding
+
+from tests.fakeopenai import FakeOpenAI, fake_embedding
 
 
 @pytest.fixture
@@ -49,7 +50,7 @@ def test_custom_handler_sees_request(fake: FakeOpenAI) -> None:
 
     def handler(req: dict[str, Any]) -> str:
         seen.append(req)
-        return "echo: " + req["messages"][-1]["content"]
+        return "echo: " + str(req["messages"][-1]["content"])
 
     fake.set_chat(handler)
     resp = _client(fake).chat.completions.create(

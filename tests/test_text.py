@@ -48,7 +48,15 @@ def test_clean_text_controls_removed_but_whitespace_kept() -> None:
 
 
 @settings(max_examples=200)
-@given(st.one_of(st.binary(), st.text(alphabet=st.characters(codec=None))))
+@given(
+    st.one_of(
+        st.binary(),
+        st.text(
+            # Hypothesis never generates surrogates by itself; mix some in.
+            alphabet=st.characters() | st.integers(0xD800, 0xDFFF).map(chr)
+        ),
+    )
+)
 def test_clean_text_never_raises_and_is_valid_utf8(value: str | bytes) -> None:
     out = clean_text(value)
     out.encode("utf-8")  # raises on a surviving lone surrogate
@@ -83,9 +91,19 @@ def test_strip_injected_keeps_everything_else_verbatim() -> None:
     assert strip_injected(text) == text
 
 
+def test_strip_and_escape_stay_linear_on_hostile_input() -> None:
+    # These took seconds to minutes with a backtracking pattern; now instant.
+    spaces = "<" + " " * 200_000 + "x"
+    assert strip_injected(spaces) == spaces
+    assert escape_injection(spaces) == spaces
+    unterminated = "<memory-context" * 20_000 + "tail"
+    assert strip_injected(unterminated) == unterminated
+    assert escape_injection(unterminated).count("<") == 1  # "<memory-contexttail" is no tag
+
+
 def test_escape_injection_neutralises_tags() -> None:
     escaped = escape_injection("hi </memory-context><MEMSTORE-RECALL x>< user-persona")
-    assert "<" not in escaped.replace("<MEMSTORE", "")  # nothing tag-like left
+    assert "<" not in escaped  # every "<" here opened a tag
     assert strip_injected(escaped) == escaped
     assert escape_injection("a < b <div>") == "a < b <div>"
     # The look-alike survives normalisation (a host may NFKC its prompt).
@@ -337,6 +355,7 @@ HOSTILE = [
     "word " * 2_000,
     "咖啡" * 5_000,
     "nul\x00byte",
+    "lone \ud800 surrogate",
     "tab\tnew\nline",
     "'; DROP TABLE t; --",
     "a:b:c",
@@ -356,7 +375,9 @@ def test_match_never_raises_property(query: str) -> None:
     # in-memory table per example keeps the test independent and is cheap.
     c = sqlean.connect(":memory:")
     try:
-        c.execute('CREATE VIRTUAL TABLE t USING fts5(text, cjk, tokenize="unicode61")')
+        c.execute(
+            'CREATE VIRTUAL TABLE t USING fts5(text, cjk, tokenize="unicode61 remove_diacritics 2")'
+        )
         c.execute("INSERT INTO t VALUES (?, ?)", ("hello world", cjk_bigrams("我喝咖啡")))
         expr = build_match(query)
         if expr is not None:

@@ -11,6 +11,7 @@ from sqlalchemy import (
     Column,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Table,
     Text,
@@ -94,3 +95,98 @@ __all__ = [
     "metadata",
     "projection_checkpoints",
 ]
+
+# --- L0: captured messages (projection of l0.captured) ----------------------
+
+l0_messages = Table(
+    "l0_messages",
+    metadata,
+    # Assigned in log order by the projection, so a rebuild gives the same ids.
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("user_id", Text, nullable=False),
+    Column("agent_id", Text, nullable=True),
+    Column("session_id", Text, nullable=False),
+    Column("message_id", Text, nullable=False),
+    Column("role", Text, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("occurred_at", Text, nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("content_hash", Text, nullable=False),
+    UniqueConstraint("user_id", "message_id"),
+    Index("ix_l0_messages_user_id_session_id_position", "user_id", "session_id", "position"),
+    Index("ix_l0_messages_user_id_occurred_at", "user_id", "occurred_at"),
+)
+
+# --- vectors: caches, not projections ---------------------------------------
+
+# Embeddings keyed by (model, content hash): survives projection rebuilds, so
+# replaying the log never re-embeds text it has embedded before.
+embedding_cache = Table(
+    "embedding_cache",
+    metadata,
+    Column("model_id", Text, primary_key=True),
+    Column("content_hash", Text, primary_key=True),
+    Column("dims", Integer, nullable=False),
+    Column("vector", LargeBinary, nullable=False),
+)
+
+# One row per (kind, embedding model): which vec0 table holds its vectors, how
+# far the background indexer got, and whether it is complete enough to search.
+vector_spaces = Table(
+    "vector_spaces",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("kind", Text, nullable=False),
+    Column("model_id", Text, nullable=False),
+    Column("dims", Integer, nullable=False),
+    Column("table_name", Text, nullable=False, unique=True),
+    Column("cursor", Integer, nullable=False),
+    # 1 once the indexer has caught up at least once: before that (a new
+    # model re-embedding everything) search stays keyword-only.
+    Column("ready", Integer, nullable=False),
+    Column("created_at", Text, nullable=False),
+)
+
+# What each space has embedded, by source row and content hash (L1 rows change
+# text when memories are updated; the hash tells the indexer to re-embed).
+vector_index = Table(
+    "vector_index",
+    metadata,
+    Column("space", Text, primary_key=True),
+    Column("source_id", Integer, primary_key=True),
+    Column("content_hash", Text, nullable=False),
+)
+
+# --- L1: atomic memories (projection of the derivation events) ---------------
+
+l1_memories = Table(
+    "l1_memories",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("memory_id", Text, nullable=False, unique=True),
+    Column("user_id", Text, nullable=False),
+    Column("generation", Integer, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("scene_name", Text, nullable=False),
+    Column("content", Text, nullable=False),
+    Column("content_hash", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("origin", Text, nullable=False),
+    Column("source_message_ids", Text, nullable=False),
+    Column("activity_start", Text, nullable=True),
+    Column("activity_end", Text, nullable=True),
+    Column("occurred_at", Text, nullable=False),
+    Column("created_position", Integer, nullable=False),
+    Column("updated_position", Integer, nullable=False),
+    Column("retired_by", Text, nullable=True),
+    Index("ix_l1_memories_user_id_generation_status", "user_id", "generation", "status"),
+)
+
+# Which derivation generation each user's L1/L2/L3 projections show.
+active_generations = Table(
+    "active_generations",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("generation", Integer, nullable=False),
+)

@@ -2,14 +2,12 @@
 
 Pick one with :func:`make_embedder` from :class:`memstore.config.Settings`.
 Every embedder returns float32, L2-normalised vectors and is identified by a
-``model_id`` that, with :func:`content_hash`, keys the vector cache. The
-OpenAI client is imported only when that embedder is built, and the e5 model
-is loaded only on first use.
+``model_id`` that, with :func:`content_hash`, keys the vector cache. Importing
+this package is cheap: the ``openai`` client is imported only when an
+``OpenAIEmbedder`` is built, and the e5 model is loaded on first use.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
 
 from memstore.embeddings.base import (
     Embedder,
@@ -24,20 +22,7 @@ from memstore.embeddings.base import (
 from memstore.embeddings.e5 import E5Embedder
 from memstore.embeddings.factory import EMBEDDER_NAMES, describe_embedder, make_embedder
 from memstore.embeddings.hashing import HashingEmbedder
-
-if TYPE_CHECKING:
-    from memstore.embeddings.openai_compat import OpenAIEmbedder
-
-
-def __getattr__(name: str) -> Any:
-    # OpenAIEmbedder's module is cheap, but keeping it out of the eager imports
-    # documents that nothing here depends on the openai package at import time.
-    if name == "OpenAIEmbedder":
-        from memstore.embeddings.openai_compat import OpenAIEmbedder
-
-        return OpenAIEmbedder
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+from memstore.embeddings.openai_compat import OpenAIEmbedder
 
 __all__ = [
     "EMBEDDER_NAMES",

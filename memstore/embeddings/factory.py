@@ -70,7 +70,6 @@ def _make_openai(settings: Settings) -> Embedder:
             f"embed_dimensions must be >= 0 and embed_batch_size >= 1 "
             f"(got {settings.embed_dimensions} and {settings.embed_batch_size})"
         )
-    extra = settings.extra
     return OpenAIEmbedder(
         base_url=settings.embed_base_url.strip(),
         api_key=settings.embed_api_key,
@@ -79,8 +78,8 @@ def _make_openai(settings: Settings) -> Embedder:
         batch_size=settings.embed_batch_size,
         timeout=settings.embed_timeout_s,
         max_retries=settings.embed_max_retries,
-        query_prefix=str(extra.get("embed_query_prefix", "")),
-        document_prefix=str(extra.get("embed_document_prefix", "")),
+        query_prefix=settings.embed_query_prefix,
+        document_prefix=settings.embed_document_prefix,
     )
 
 

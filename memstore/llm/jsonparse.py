@@ -100,9 +100,7 @@ def _next_start(text: str, pos: int) -> int:
         ch = text[i]
         if ch not in _OPENERS:
             continue
-        j = i + 1
-        while j < n and text[j] in " \t\r\n":
-            j += 1
+        j = _skip_blank(text, i + 1)
         if j >= n:
             return i  # a lone opener at the very end: report it as truncated
         nxt = text[j]
@@ -114,6 +112,23 @@ def _next_start(text: str, pos: int) -> int:
         elif nxt in "]{[-" or nxt.isdigit() or _LITERAL_AT.match(text, j):
             return i
     return -1
+
+
+def _skip_blank(text: str, j: int) -> int:
+    """Index of the first character at or after ``j`` that is not blank or a comment."""
+    n = len(text)
+    while j < n:
+        if text[j] in " \t\r\n":
+            j += 1
+        elif text.startswith("//", j):
+            nl = text.find("\n", j)
+            j = n if nl < 0 else nl
+        elif text.startswith("/*", j):
+            close = text.find("*/", j + 2)
+            j = n if close < 0 else close + 2
+        else:
+            break
+    return j
 
 
 def _scan(text: str, start: int) -> tuple[int, str, str]:

@@ -34,7 +34,8 @@ DEDUP_ACTIONS: tuple[DedupAction, ...] = ("store", "update", "merge", "skip", "s
 MAX_MEMORY_CHARS = 1000
 MAX_SCENE_NAME_CHARS = 80
 MAX_REASON_CHARS = 500
-MAX_MESSAGE_CHARS = 4000  # per message in the extraction prompt; one huge paste must not evict the rest
+# Per message in the extraction prompt: one huge paste must not crowd out the rest of the batch.
+MAX_MESSAGE_CHARS = 4000
 DEFAULT_PRIORITY = 50  # what a memory gets when the model leaves priority out
 
 # ---------------------------------------------------------------------------
@@ -175,15 +176,28 @@ def dumps(obj: object) -> str:
     return json.dumps(obj, ensure_ascii=False)
 
 
+def raw_json(obj: object) -> str:
+    """The parsed answer back as text for ``LLMOutputError.raw``; never raises."""
+    try:
+        return json.dumps(obj, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        return "<unprintable>"
+
+
+def short_repr(value: object, limit: int = 60) -> str:
+    """A bounded repr for error messages and notes (the value can be a huge object)."""
+    return clip(raw_json(value), limit)
+
+
 def require_object(obj: object, list_key: str | None = None) -> dict[str, object]:
     """Top-level shape check shared by all validators."""
     if not isinstance(obj, dict):
-        raise LLMOutputError(f"expected a JSON object, got {type(obj).__name__}", raw=dumps(obj))
+        raise LLMOutputError(f"expected a JSON object, got {type(obj).__name__}", raw=raw_json(obj))
     if list_key is not None:
         if list_key not in obj:
-            raise LLMOutputError(f"the object has no {list_key!r} key", raw=dumps(obj))
+            raise LLMOutputError(f"the object has no {list_key!r} key", raw=raw_json(obj))
         if not isinstance(obj[list_key], list):
-            raise LLMOutputError(f"{list_key!r} is not a list", raw=dumps(obj))
+            raise LLMOutputError(f"{list_key!r} is not a list", raw=raw_json(obj))
     return {str(key): val for key, val in obj.items()}
 
 
@@ -192,9 +206,9 @@ JSON_ONLY = (
     "no Markdown code fence. Use the keys exactly as in the schema."
 )
 LANGUAGE_RULE = (
-    "Language: write every free-text value in the language the user writes in (a conversation "
-    "in Chinese gives Chinese text, one in English gives English). Keys, type names and "
-    "action names stay in English exactly as in the schema."
+    "Language: write content and scene_name in the user's language, that is the language of the "
+    "user messages the memory comes from (Chinese messages give Chinese text, English ones "
+    "English); never translate. Keys and type names stay in English exactly as in the schema."
 )
 
 # ---------------------------------------------------------------------------
@@ -281,7 +295,8 @@ If nothing is worth remembering, answer {{"memories": []}}.
 Example. New messages:
 {{"id": "m7", "role": "user", "at": "2025-03-14T09:12:00+01:00", "text": "Back from Lisbon since \
 yesterday! Any dinner ideas? I'm allergic to peanuts, by the way."}}
-{{"id": "m8", "role": "user", "at": "2025-03-14T09:13:00+01:00", "text": "以后请一直用中文回答我。"}}
+{{"id": "m8", "role": "user", "at": "2025-03-14T09:13:00+01:00", "text": "以后请一直用中\
+文回答我。"}}
 Answer:
 {{"memories": [{{"content": "The user is allergic to peanuts.", "type": "persona", "priority": 95, \
 "scene_name": "Health and diet", "source_message_ids": ["m7"]}}, {{"content": "The user came back \
@@ -297,9 +312,7 @@ def _message_line(message: PromptMessage, max_chars: int) -> str:
     text = clean_text(message.text)
     if len(text) > max_chars:
         text = clip(text, max_chars) + " …[truncated]"
-    return dumps(
-        {"id": message.id, "role": message.role, "at": message.occurred_at, "text": text}
-    )
+    return dumps({"id": message.id, "role": message.role, "at": message.occurred_at, "text": text})
 
 
 def build_extract_prompt(
@@ -415,7 +428,7 @@ class DedupDecision:
     ``content``/``type``/``priority``/``scene_name`` describe the memory that
     results (the new one for store/supersede, the rewritten one for
     update/merge); for skip ``content`` is "". ``degraded_from`` is set when the
-    validator had to change the model's action (targets unknown → store; an
+    validator had to change the model's action (no known target → store; an
     update naming several memories → merge).
     """
 
@@ -481,7 +494,7 @@ def build_dedup_prompt(
     candidate: CandidateLike, existing: Sequence[ExistingMemory]
 ) -> tuple[str, str]:
     """(system, user) for the decision about one candidate against its nearest matches."""
-    new = {
+    new: dict[str, object] = {
         "content": candidate.content,
         "type": candidate.type,
         "priority": candidate.priority,
@@ -529,9 +542,7 @@ def _as_action(value: object) -> DedupAction | None:
     return _ACTION_ALIASES.get(text)
 
 
-def validate_dedup(
-    obj: object, existing_ids: set[str], candidate: CandidateLike
-) -> DedupDecision:
+def validate_dedup(obj: object, existing_ids: set[str], candidate: CandidateLike) -> DedupDecision:
     """``{"action": ...}`` → a decision the L1 projection can apply without an LLM.
 
     Raises only when the answer is not an object or names no recognisable
@@ -540,11 +551,15 @@ def validate_dedup(
     data = require_object(obj)
     model_action = _as_action(data.get("action"))
     if model_action is None:
-        raise LLMOutputError(f"unknown dedup action {data.get('action')!r}", raw=dumps(obj))
+        raise LLMOutputError(
+            f"unknown dedup action {short_repr(data.get('action'))}", raw=raw_json(obj)
+        )
     action: DedupAction = model_action
     degraded: DedupAction | None = None
     targets = str_ids(data.get("target_ids", []), existing_ids)
-    if action in ("update", "merge", "supersede") and not targets:
+    if action != "store" and not targets:
+        # Every action but store is about existing memories; naming none that exists
+        # means the decision cannot be applied, and storing loses nothing.
         action, degraded = "store", model_action
     elif action == "update" and len(targets) > 1:
         action, degraded = "merge", model_action  # one text replacing several memories is a merge
@@ -560,8 +575,11 @@ def validate_dedup(
     else:
         content = clean_text(data.get("content")) or candidate.content
         memory_type = as_memory_type(data.get("type")) or fallback_type
+        candidate_priority = coerce_int(candidate.priority)
         priority = clamp_priority(
-            data.get("priority"), memory_type, coerce_int(candidate.priority) or DEFAULT_PRIORITY
+            data.get("priority"),
+            memory_type,
+            DEFAULT_PRIORITY if candidate_priority is None else candidate_priority,
         )
         scene = clean_text(data.get("scene_name"), one_line=True) or candidate.scene_name
     return DedupDecision(

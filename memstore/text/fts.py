@@ -38,16 +38,15 @@ usefully and only make the expression large, so they are dropped."""
 # Function words that dominate questions ("what did she say about ...") and
 # carry no topic. Kept small on purpose: BM25's idf handles the rest, and
 # contraction tails ("s", "t", "ll") appear because "'" splits words.
-STOP_WORDS: frozenset[str] = frozenset(
-    """
+_STOP_WORDS_TEXT = """
     a an the is are was were be been being am do does did done doing have has had
     what which who whom whose when where why how i me my mine you your yours he him
     his she her hers it its we us our they them their this that these those there
     here of to in on at for with by from about into onto as and or but if then so
     than too very can could would should will shall may might must not no s t d ll
     re ve m
-    """.split()
-)
+    """
+STOP_WORDS: frozenset[str] = frozenset(_STOP_WORDS_TEXT.split())
 
 # One CJK run, or one word of non-CJK letters/digits ("_" excluded: unicode61
 # treats it as a separator, so it would only produce empty phrases).
@@ -88,9 +87,7 @@ def query_terms(query: str) -> tuple[list[str], list[str]]:
                     seen.add(gram)
                     ordered.append(("cjk", gram))
     content = [
-        (kind, term)
-        for kind, term in ordered
-        if kind == "cjk" or term.casefold() not in STOP_WORDS
+        (kind, term) for kind, term in ordered if kind == "cjk" or term.casefold() not in STOP_WORDS
     ]
     chosen = (content or ordered)[:MAX_TERMS]
     latin = [t for kind, t in chosen if kind == "latin"]
@@ -104,9 +101,7 @@ def _cjk_literal(term: str) -> str:
     return quote_term(term)
 
 
-def build_match(
-    query: str, *, text_column: str = "text", cjk_column: str = "cjk"
-) -> str | None:
+def build_match(query: str, *, text_column: str = "text", cjk_column: str = "cjk") -> str | None:
     """A MATCH expression for ``query``, or ``None`` if nothing is searchable.
 
     >>> build_match('what did "Bob" say about 咖啡?')

@@ -38,9 +38,12 @@ INJECTION_TAGS: tuple[str, ...] = (
 # guaranteed to neutralise everything stripping would match. Whitespace after
 # "<" or "/" is tolerated because a lenient reader (an LLM) would still see a
 # tag there; the look-ahead keeps "<memory-contextual>" from matching.
+# Possessive quantifiers and the bound on attributes keep hostile input
+# ("<" + 100k spaces, thousands of unterminated tags) linear instead of
+# quadratic; a real tag's attributes are far shorter than the bound.
 _NAMES = "|".join(re.escape(t) for t in INJECTION_TAGS)
-_TAG_START = rf"<\s*(?P<close>/)?\s*(?P<name>{_NAMES})(?![\w-])"
-_TAG_RE = re.compile(rf"{_TAG_START}(?P<rest>[^>]*)>", re.IGNORECASE)
+_TAG_START = rf"<\s*+(?P<close>/)?\s*+(?P<name>{_NAMES})(?![\w-])"
+_TAG_RE = re.compile(rf"{_TAG_START}(?P<rest>[^<>]{{0,1000}}+)>", re.IGNORECASE)
 _TAG_START_RE = re.compile(_TAG_START, re.IGNORECASE)
 
 # C0 controls except \t \n \r; they break terminals, JSON consumers and FTS.
@@ -197,8 +200,10 @@ def _text_of_part(part: Any) -> str | bytes | None:
 def _content_text(content: Any) -> str:
     if content is None:
         return ""
-    if isinstance(content, str | bytes | bytearray | memoryview):
+    if isinstance(content, str):
         return clean_text(content)
+    if isinstance(content, bytes | bytearray | memoryview):
+        return clean_text(bytes(content))
     if isinstance(content, bool):
         return ""
     if isinstance(content, int | float):

@@ -1,0 +1,1 @@
+"""Benchmark helpers: retrieval metrics and the LoCoMo data reader."""

@@ -1,0 +1,1 @@
+"""L0: every captured conversation message, verbatim after sanitising."""

@@ -1,0 +1,109 @@
+"""Turning host messages into one ``l0.captured`` event.
+
+Sanitising happens here, before anything is stored: injected memory blocks
+are stripped (so recalled memories are never re-captured as new facts),
+invalid text is cleaned, oversized messages are truncated with a marker, and
+empty messages are dropped. Message ids make capture idempotent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from memstore.errors import InvalidInputError
+from memstore.text import clean_text, sanitize_message
+from memstore.timeutil import parse_when, to_iso
+
+ROLES = frozenset({"user", "assistant", "system", "tool", "developer"})
+
+
+@dataclass(frozen=True)
+class PreparedMessage:
+    id: str
+    role: str
+    text: str
+    occurred_at: str
+    truncated: bool
+    original_bytes: int
+
+    def as_payload(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "role": self.role,
+            "text": self.text,
+            "occurred_at": self.occurred_at,
+            "truncated": self.truncated,
+            "original_bytes": self.original_bytes,
+        }
+
+
+def check_id(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
+    cleaned = clean_text(value).strip()
+    if not cleaned:
+        raise InvalidInputError(f"{name} must not be empty")
+    if len(cleaned) > 256:
+        raise InvalidInputError(f"{name} is longer than 256 characters")
+    return cleaned
+
+
+def message_id(session_id: str, call_digest: str, index: int) -> str:
+    """Id for a message the host gave none: a hash of the session, the whole
+    call's content (roles, texts, timestamps) and the position in the call.
+
+    A retried call therefore gets the same ids (idempotent), while the same
+    short text ("yes") in a later turn with a different reply gets new ones."""
+    h = hashlib.sha256(f"{session_id}\x1f{call_digest}\x1f{index}".encode()).hexdigest()
+    return f"h:{h[:32]}"
+
+
+def prepare_messages(
+    session_id: str,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    now: datetime,
+    max_bytes: int,
+) -> list[PreparedMessage]:
+    if isinstance(messages, Mapping | str | bytes):
+        raise InvalidInputError("messages must be a list of {'role', 'content'} objects")
+    staged: list[tuple[str, str, str, str | None, bool, int, object]] = []
+    now_iso = to_iso(now)
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            raise InvalidInputError(f"message {i} is {type(m).__name__}, expected a mapping")
+        role = str(m.get("role", "")).strip().lower()
+        if role not in ROLES:
+            raise InvalidInputError(
+                f"message {i}: role {m.get('role')!r} is not one of {sorted(ROLES)}"
+            )
+        raw = m.get("content", m.get("text", ""))
+        original = raw if isinstance(raw, bytes) else str(raw if raw is not None else "")
+        text, truncated = sanitize_message(raw, max_bytes)
+        if not text:
+            continue
+        ts = m.get("timestamp", m.get("occurred_at"))
+        stamp = to_iso(parse_when(ts)) if ts not in (None, "") else None
+        given = m.get("id")
+        size = (
+            len(original)
+            if isinstance(original, bytes)
+            else len(original.encode("utf-8", "surrogatepass"))
+        )
+        staged.append((role, text, stamp or now_iso, stamp, truncated, size, given))
+    digest = hashlib.sha256(
+        "\x1e".join(f"{r}\x1f{st or ''}\x1f{t}" for r, t, _, st, *_ in staged).encode()
+    ).hexdigest()
+    out: list[PreparedMessage] = []
+    for i, (role, text, occurred, _stamp, truncated, size, given) in enumerate(staged):
+        mid = (
+            check_id(f"message {i} id", str(given))
+            if given not in (None, "")
+            else message_id(session_id, digest, i)
+        )
+        out.append(PreparedMessage(mid, role, text, occurred, truncated, size))
+    return out

@@ -1,0 +1,67 @@
+"""The L0 projection: ``l0_messages`` rows and their FTS5 index, applied inline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from sqlalchemy import Connection, delete, func, select, text
+
+from memstore.db.schema import l0_messages
+from memstore.embeddings import content_hash
+from memstore.events.log import StoredEvent
+from memstore.l0.events import MessagesCaptured
+from memstore.projections.base import Projection
+from memstore.text import document_columns
+from memstore.vectors import spaces
+
+
+class L0Projection(Projection):
+    name: ClassVar[str] = "l0_messages"
+    handles: ClassVar[frozenset[str] | None] = frozenset({MessagesCaptured.TYPE})
+    tables = (l0_messages,)
+
+    def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
+        next_id = int(conn.execute(select(func.coalesce(func.max(l0_messages.c.id), 0))).scalar_one())
+        rows: list[dict[str, Any]] = []
+        fts: list[dict[str, Any]] = []
+        for ev in events:
+            p = ev.payload
+            assert isinstance(p, MessagesCaptured)
+            for m in p.messages:
+                next_id += 1
+                rows.append(
+                    {
+                        "id": next_id,
+                        "user_id": ev.user_id,
+                        "agent_id": p.agent_id,
+                        "session_id": p.session_id,
+                        "message_id": m["id"],
+                        "role": m["role"],
+                        "text": m["text"],
+                        "occurred_at": m["occurred_at"],
+                        "position": ev.position,
+                        "content_hash": content_hash(m["text"]),
+                    }
+                )
+                latin, cjk = document_columns(m["text"])
+                fts.append({"id": next_id, "t": latin, "c": cjk})
+        if rows:
+            # OR IGNORE: capture already filters known ids; this guards replays of
+            # logs written by older versions that did not.
+            conn.execute(l0_messages.insert().prefix_with("OR IGNORE"), rows)
+            conn.execute(text("INSERT INTO l0_fts(rowid, text, cjk) VALUES (:id, :t, :c)"), fts)
+
+    def clear(self, conn: Connection) -> None:
+        conn.execute(text("DELETE FROM l0_fts"))
+        conn.execute(delete(l0_messages))
+        # Row ids are reassigned on replay, so vectors keyed by them are stale;
+        # the indexer refills them from the embedding cache without re-embedding.
+        spaces.reset_kind(conn, "l0")
+
+    def purge_user(self, conn: Connection, user_id: str) -> None:
+        conn.execute(
+            text("DELETE FROM l0_fts WHERE rowid IN (SELECT id FROM l0_messages WHERE user_id = :u)"),
+            {"u": user_id},
+        )
+        conn.execute(delete(l0_messages).where(l0_messages.c.user_id == user_id))

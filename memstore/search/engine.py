@@ -1,0 +1,277 @@
+"""The search engine behind ``search_conversations`` and ``search_memories``.
+
+Isolation: every query filters by ``user_id`` inside its SQL, including the
+KNN (``user_id`` is the vec0 partition key), never after the fact. User text
+reaches FTS5 only through ``build_match``, which quotes every term.
+Hybrid is reciprocal-rank fusion (k = 60) of the keyword and vector lists; its
+score is normalised so that rank 1 in both lists is 1.0.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from memstore.db.engine import Database
+from memstore.embeddings import Embedder, check_vectors, to_blob
+from memstore.errors import InvalidInputError, MemstoreError
+from memstore.l0.capture import check_id
+from memstore.text import build_match
+from memstore.vectors import spaces
+
+STRATEGIES = ("keyword", "vector", "hybrid")
+MAX_LIMIT = 20
+
+
+def clamp_limit(limit: object, default: int = 5) -> int:
+    """1..20; anything non-numeric gives the default (as the upstream's tools do)."""
+    try:
+        n = int(str(limit).strip()) if not isinstance(limit, int | float) else int(limit)
+    except (TypeError, ValueError):
+        return default
+    return max(1, min(MAX_LIMIT, n))
+
+
+@dataclass(frozen=True)
+class Hit:
+    kind: str  # "l0" message or "l1" memory
+    id: int
+    ref: str  # message_id or memory_id
+    text: str
+    score: float
+    user_id: str
+    occurred_at: str
+    session_id: str | None = None
+    role: str | None = None
+    type: str | None = None
+    scene: str | None = None
+    priority: int | None = None
+    keyword_rank: int | None = None
+    vector_rank: int | None = None
+    similarity: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None and v != {}}
+
+
+_L0_COLS = "m.id, m.message_id, m.text, m.user_id, m.occurred_at, m.session_id, m.role"
+_L1_COLS = (
+    "m.id, m.memory_id, m.content, m.user_id, m.occurred_at, m.type, m.scene_name, m.priority, "
+    "m.activity_start, m.activity_end, m.origin"
+)
+_L1_ACTIVE = (
+    "m.status = 'active' AND m.generation = coalesce("
+    "(SELECT generation FROM active_generations g WHERE g.user_id = m.user_id), 0)"
+)
+
+
+class SearchEngine:
+    def __init__(self, db: Database, embedder: Embedder | None, rrf_k: int = 60) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.rrf_k = rrf_k
+        self._qcache: OrderedDict[str, bytes] = OrderedDict()
+        self._qlock = threading.Lock()
+
+    # -- public ----------------------------------------------------------------
+
+    def search(
+        self,
+        kind: str,
+        query: str,
+        *,
+        user_id: str,
+        limit: object = 5,
+        strategy: str = "hybrid",
+        session_id: str | None = None,
+        type: str | None = None,
+        scene: str | None = None,
+    ) -> list[Hit]:
+        user_id = check_id("user_id", user_id)
+        if strategy not in STRATEGIES:
+            raise InvalidInputError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+        if not isinstance(query, str):
+            raise InvalidInputError("query must be a string")
+        n = clamp_limit(limit)
+        fetch = max(n * 4, 40)
+        with self.db.read() as conn:
+            use_vec = strategy != "keyword" and self._vector_ready(conn, kind)
+            kw: list[tuple[int, float]] = []
+            vec: list[tuple[int, float]] = []
+            if strategy != "vector" or not use_vec:
+                kw = self._keyword(conn, kind, query, user_id, fetch, session_id, type, scene)
+            if use_vec:
+                vec = self._vector(conn, kind, query, user_id, fetch, session_id, type, scene)
+            ranked = self._fuse(strategy if use_vec else "keyword", kw, vec)[:n]
+            return self._materialise(conn, kind, ranked, kw, vec)
+
+    def vector_ready(self, kind: str) -> bool:
+        with self.db.read() as conn:
+            return self._vector_ready(conn, kind)
+
+    # -- pieces ------------------------------------------------------------------
+
+    def _vector_ready(self, conn: Connection, kind: str) -> bool:
+        if self.embedder is None:
+            return False
+        sp = spaces.get_space(conn, kind, self.embedder.model_id)
+        return sp is not None and sp.ready
+
+    def _keyword(
+        self,
+        conn: Connection,
+        kind: str,
+        query: str,
+        user_id: str,
+        k: int,
+        session_id: str | None,
+        type_: str | None,
+        scene: str | None,
+    ) -> list[tuple[int, float]]:
+        match = build_match(query)
+        if match is None:
+            return []
+        params: dict[str, Any] = {"q": match, "u": user_id, "k": k}
+        if kind == "l0":
+            sql = (
+                "SELECT m.id, bm25(l0_fts) AS s FROM l0_fts JOIN l0_messages m ON m.id = l0_fts.rowid "
+                "WHERE l0_fts MATCH :q AND m.user_id = :u"
+            )
+            if session_id:
+                sql += " AND m.session_id = :s"
+                params["s"] = session_id
+        else:
+            sql = (
+                "SELECT m.id, bm25(l1_fts) AS s FROM l1_fts JOIN l1_memories m ON m.id = l1_fts.rowid "
+                f"WHERE l1_fts MATCH :q AND m.user_id = :u AND {_L1_ACTIVE}"
+            )
+            if type_:
+                sql += " AND m.type = :t"
+                params["t"] = type_
+            if scene:
+                sql += " AND m.scene_name = :sc"
+                params["sc"] = scene
+        sql += " ORDER BY s LIMIT :k"
+        return [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
+
+    def _query_blob(self, query: str) -> bytes:
+        assert self.embedder is not None
+        with self._qlock:
+            hit = self._qcache.get(query)
+            if hit is not None:
+                self._qcache.move_to_end(query)
+                return hit
+        vec = check_vectors(self.embedder.embed_query(query).reshape(1, -1), self.embedder.dimensions)
+        blob = to_blob(vec[0])
+        with self._qlock:
+            self._qcache[query] = blob
+            while len(self._qcache) > 256:
+                self._qcache.popitem(last=False)
+        return blob
+
+    def _vector(
+        self,
+        conn: Connection,
+        kind: str,
+        query: str,
+        user_id: str,
+        k: int,
+        session_id: str | None,
+        type_: str | None,
+        scene: str | None,
+    ) -> list[tuple[int, float]]:
+        assert self.embedder is not None
+        sp = spaces.get_space(conn, kind, self.embedder.model_id)
+        if sp is None or not query.strip():
+            return []
+        try:
+            blob = self._query_blob(query)
+        except MemstoreError:
+            return []  # an unreachable remote embedder degrades search to keyword
+        params: dict[str, Any] = {"v": blob, "u": user_id, "k": min(k * (3 if kind == "l1" else 1), 4096)}
+        sql = f'SELECT rowid, distance FROM "{sp.table_name}" WHERE embedding MATCH :v AND k = :k AND user_id = :u'
+        if kind == "l0" and session_id:
+            sql += " AND session_id = :s"
+            params["s"] = session_id
+        if kind == "l1":
+            if type_:
+                sql += " AND mtype = :t"
+                params["t"] = type_
+            if scene:
+                sql += " AND scene = :sc"
+                params["sc"] = scene
+        rows = [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
+        if kind == "l1" and rows:
+            # Retired memories and other generations keep their vectors; drop them here.
+            ids = ",".join(str(i) for i, _ in rows)
+            live = {
+                int(r[0])
+                for r in conn.execute(text(f"SELECT m.id FROM l1_memories m WHERE m.id IN ({ids}) AND {_L1_ACTIVE}"))
+            }
+            rows = [r for r in rows if r[0] in live][:k]
+        return rows
+
+    def _fuse(
+        self, strategy: str, kw: list[tuple[int, float]], vec: list[tuple[int, float]]
+    ) -> list[tuple[int, float]]:
+        if strategy == "keyword":
+            # bm25() is negative, lower is better; present it as a positive score.
+            return [(i, -s) for i, s in kw]
+        if strategy == "vector":
+            return [(i, 1.0 - d) for i, d in vec]
+        k = self.rrf_k
+        scores: dict[int, float] = {}
+        for rank, (i, _) in enumerate(kw, start=1):
+            scores[i] = scores.get(i, 0.0) + 1.0 / (k + rank)
+        for rank, (i, _) in enumerate(vec, start=1):
+            scores[i] = scores.get(i, 0.0) + 1.0 / (k + rank)
+        best = 2.0 / (k + 1)
+        return sorted(((i, s / best) for i, s in scores.items()), key=lambda x: (-x[1], x[0]))
+
+    def _materialise(
+        self,
+        conn: Connection,
+        kind: str,
+        ranked: Sequence[tuple[int, float]],
+        kw: list[tuple[int, float]],
+        vec: list[tuple[int, float]],
+    ) -> list[Hit]:
+        if not ranked:
+            return []
+        ids = ",".join(str(i) for i, _ in ranked)
+        kw_rank = {i: r for r, (i, _) in enumerate(kw, start=1)}
+        vec_rank = {i: r for r, (i, _) in enumerate(vec, start=1)}
+        sims = {i: 1.0 - d for i, d in vec}
+        if kind == "l0":
+            rows = {int(r[0]): r for r in conn.execute(text(f"SELECT {_L0_COLS} FROM l0_messages m WHERE m.id IN ({ids})"))}
+        else:
+            rows = {int(r[0]): r for r in conn.execute(text(f"SELECT {_L1_COLS} FROM l1_memories m WHERE m.id IN ({ids})"))}
+        out: list[Hit] = []
+        for i, score in ranked:
+            r = rows.get(i)
+            if r is None:
+                continue
+            common: dict[str, Any] = {
+                "kind": kind,
+                "id": i,
+                "ref": r[1],
+                "text": r[2],
+                "score": round(float(score), 6),
+                "user_id": r[3],
+                "occurred_at": r[4],
+                "keyword_rank": kw_rank.get(i),
+                "vector_rank": vec_rank.get(i),
+                "similarity": round(sims[i], 6) if i in sims else None,
+            }
+            if kind == "l0":
+                out.append(Hit(**common, session_id=r[5], role=r[6]))
+            else:
+                extra = {k: v for k, v in (("activity_start", r[8]), ("activity_end", r[9]), ("origin", r[10])) if v}
+                out.append(Hit(**common, type=r[5], scene=r[6], priority=int(r[7]), extra=extra))
+        return out

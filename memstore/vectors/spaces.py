@@ -1,0 +1,142 @@
+"""Vector spaces: one sqlite-vec ``vec0`` table per (kind, embedding model).
+
+A space is a cache over a source table (``l0_messages`` or ``l1_memories``).
+Changing the embedding model creates a new space; until the indexer has
+filled it once, search is keyword-only, so two vector spaces are never mixed
+and a dimension mismatch can never reach a query. sqlite-vec facts that shape
+this: ``INSERT OR REPLACE`` fails (we DELETE then INSERT), ``ALTER TABLE
+RENAME`` breaks vec0 (we never rename; a new model gets a new table), and
+filters belong inside the KNN query (``user_id`` is the partition key).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, select, text, update
+
+from memstore.db.schema import vector_index, vector_spaces
+from memstore.errors import ConfigError
+
+# Extra vec0 columns per kind: metadata columns can be filtered inside KNN.
+_KIND_COLUMNS = {
+    "l0": "user_id text partition key, session_id text",
+    "l1": "user_id text partition key, mtype text, scene text",
+}
+KINDS = tuple(_KIND_COLUMNS)
+
+
+@dataclass(frozen=True)
+class Space:
+    name: str
+    kind: str
+    model_id: str
+    dims: int
+    table_name: str
+    cursor: int
+    ready: bool
+
+
+def space_name(kind: str, model_id: str) -> str:
+    return f"{kind}:{model_id}"
+
+
+def _table_name(kind: str, model_id: str, dims: int) -> str:
+    digest = hashlib.sha256(f"{model_id}/{dims}".encode()).hexdigest()[:12]
+    return f"vec_{kind}_{digest}"
+
+
+def get_space(conn: Connection, kind: str, model_id: str) -> Space | None:
+    row = conn.execute(
+        select(vector_spaces).where(vector_spaces.c.name == space_name(kind, model_id))
+    ).first()
+    if row is None:
+        return None
+    return Space(
+        row.name, row.kind, row.model_id, int(row.dims), row.table_name, int(row.cursor), bool(row.ready)
+    )
+
+
+def list_spaces(conn: Connection) -> list[Space]:
+    return [
+        Space(r.name, r.kind, r.model_id, int(r.dims), r.table_name, int(r.cursor), bool(r.ready))
+        for r in conn.execute(select(vector_spaces).order_by(vector_spaces.c.name))
+    ]
+
+
+def ensure_space(conn: Connection, kind: str, model_id: str, dims: int, now_iso: str) -> Space:
+    if kind not in _KIND_COLUMNS:
+        raise ConfigError(f"unknown vector kind {kind!r}")
+    if dims <= 0 or dims > 8192:
+        raise ConfigError(f"embedding dimension {dims} is out of range for sqlite-vec")
+    existing = get_space(conn, kind, model_id)
+    if existing is not None:
+        if existing.dims != dims:
+            raise ConfigError(
+                f"embedder {model_id!r} now reports {dims} dimensions, its vectors have "
+                f"{existing.dims}; give the changed model a new name"
+            )
+        return existing
+    table = _table_name(kind, model_id, dims)
+    conn.execute(
+        text(
+            f'CREATE VIRTUAL TABLE IF NOT EXISTS "{table}" USING vec0('
+            f"{_KIND_COLUMNS[kind]}, embedding float[{dims}] distance_metric=cosine)"
+        )
+    )
+    conn.execute(
+        vector_spaces.insert().values(
+            name=space_name(kind, model_id),
+            kind=kind,
+            model_id=model_id,
+            dims=dims,
+            table_name=table,
+            cursor=0,
+            ready=0,
+            created_at=now_iso,
+        )
+    )
+    got = get_space(conn, kind, model_id)
+    assert got is not None
+    return got
+
+
+def reset_kind(conn: Connection, kind: str) -> None:
+    """Forget every vector of a kind (source rows were renumbered or erased).
+
+    Spaces stay ``ready``: the indexer refills them from the embedding cache
+    in the background, and meanwhile hybrid search still has its keyword half.
+    """
+    for space in list_spaces(conn):
+        if space.kind != kind:
+            continue
+        conn.execute(text(f'DELETE FROM "{space.table_name}"'))
+        conn.execute(vector_index.delete().where(vector_index.c.space == space.name))
+        conn.execute(update(vector_spaces).where(vector_spaces.c.name == space.name).values(cursor=0))
+
+
+def delete_rows(conn: Connection, kind: str, ids: list[int]) -> None:
+    if not ids:
+        return
+    for space in list_spaces(conn):
+        if space.kind != kind:
+            continue
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            marks = ",".join(str(int(x)) for x in chunk)
+            conn.execute(text(f'DELETE FROM "{space.table_name}" WHERE rowid IN ({marks})'))
+            conn.execute(
+                vector_index.delete().where(
+                    vector_index.c.space == space.name, vector_index.c.source_id.in_(chunk)
+                )
+            )
+
+
+def drop_space(conn: Connection, name: str) -> None:
+    row = conn.execute(select(vector_spaces).where(vector_spaces.c.name == name)).first()
+    if row is None:
+        return
+    conn.execute(text(f'DROP TABLE IF EXISTS "{row.table_name}"'))
+    conn.execute(vector_index.delete().where(vector_index.c.space == name))
+    conn.execute(vector_spaces.delete().where(vector_spaces.c.name == name))

@@ -1,0 +1,175 @@
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings as hsettings
+from hypothesis import strategies as st
+
+from memstore import Settings
+from memstore.search import clamp_limit
+from memstore.store import Store
+
+STRATEGIES = ("keyword", "vector", "hybrid")
+
+
+@pytest.fixture
+def filled(store: Store) -> Store:
+    store.capture_turn("alice", "s1", "My cat is called Mochi and she loves tuna", "Cute!")
+    store.capture_turn("alice", "s2", "I am planning a hiking trip to the Alps in June", "Sounds fun")
+    store.capture_turn("alice", "s2", "我每天早上都喝咖啡", "好的，记住了")
+    store.capture_turn("bob", "s1", "My cat is called Tiger and he hates tuna", "Ok")
+    store.capture_turn("bob", "s1", "我不喜欢咖啡", "明白")
+    store.reindex()
+    return store
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_each_strategy_finds_the_right_message(filled: Store, strategy: str) -> None:
+    hits = filled.search_conversations("what is the cat called", user_id="alice", strategy=strategy)
+    assert hits and "Mochi" in hits[0].text
+    assert all(h.user_id == "alice" for h in hits)
+    h = hits[0]
+    assert h.session_id == "s1" and h.role == "user" and h.ref.startswith("h:") and h.score > 0
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_two_character_chinese_query(filled: Store, strategy: str) -> None:
+    hits = filled.search_conversations("咖啡", user_id="alice", strategy=strategy)
+    assert hits and hits[0].text == "我每天早上都喝咖啡"
+
+
+def test_session_filter(filled: Store) -> None:
+    for strategy in STRATEGIES:
+        hits = filled.search_conversations("cat", user_id="alice", session_id="s2", strategy=strategy)
+        assert all(h.session_id == "s2" for h in hits)
+
+
+def test_limit_is_clamped() -> None:
+    assert clamp_limit("abc") == 5 and clamp_limit(None) == 5
+    assert clamp_limit(0) == 1 and clamp_limit(-3) == 1 and clamp_limit(99) == 20
+    assert clamp_limit("7") == 7 and clamp_limit(3.9) == 3
+
+
+def test_limit_applies(filled: Store) -> None:
+    assert len(filled.search_conversations("cat tuna hiking 咖啡", user_id="alice", limit=2)) == 2
+    assert len(filled.search_conversations("cat", user_id="alice", limit="lots")) <= 5
+
+
+HOSTILE = [
+    "",
+    "   ",
+    '"',
+    '"unbalanced',
+    "AND(",
+    "cat AND",
+    "OR OR OR",
+    "NEAR(cat tuna, 2)",
+    "*",
+    "cat*",
+    "text: cat",
+    "{text}: cat",
+    "((((",
+    ")",
+    "^cat",
+    "-cat",
+    "🐱🐱",
+    "\x00",
+    "x" * 10000,
+    "'; DROP TABLE events; --",
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_user_text_is_never_fts_syntax(filled: Store, query: str, strategy: str) -> None:
+    hits = filled.search_conversations(query, user_id="alice", strategy=strategy)
+    assert isinstance(hits, list)
+    assert all(h.user_id == "alice" for h in hits)
+    assert filled.read_events()  # nothing dropped
+
+
+@hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(q=st.text(max_size=60))
+def test_any_text_query_is_safe(filled: Store, q: str) -> None:
+    for strategy in STRATEGIES:
+        filled.search_conversations(q, user_id="alice", strategy=strategy)
+
+
+def test_isolation_is_absolute_across_generated_users(db_path: Path, settings: Settings) -> None:
+    rng = random.Random(7)
+    words = "tea coffee cat dog hiking Alps Paris tuna piano guitar 咖啡 茶 猫 旅行".split()
+    users = [f"user{i}" for i in range(6)]
+    with Store.open(db_path, settings=settings) as s:
+        owned: dict[str, set[str]] = {u: set() for u in users}
+        for n in range(240):
+            u = rng.choice(users)
+            text = " ".join(rng.choice(words) for _ in range(5)) + f" #{n}"
+            res = s.capture(u, f"s{n % 3}", [{"role": "user", "content": text}])
+            owned[u] |= set(res.stored)
+        s.reindex()
+        for u in users:
+            for q in [*words, "tea coffee cat", "猫 咖啡", ""]:
+                for strategy in STRATEGIES:
+                    for h in s.search_conversations(q, user_id=u, strategy=strategy, limit=20):
+                        assert h.user_id == u and h.ref in owned[u], (u, q, strategy)
+
+
+def test_model_change_reembeds_in_background_and_meanwhile_keyword_only(
+    db_path: Path, settings: Settings
+) -> None:
+    with Store.open(db_path, settings=settings) as s:
+        s.capture_turn("u", "s", "My cat is called Mochi", "ok")
+        s.reindex()
+        assert s.search_engine.vector_ready("l0")
+    other = settings.replace(embedder="hashing", embed_dimensions=128)
+    with Store.open(db_path, settings=other) as s:
+        assert s.embedder is not None and s.embedder.model_id == "hashing-v1-128"
+        # new model, nothing embedded yet: vector and hybrid fall back to keyword
+        assert not s.search_engine.vector_ready("l0")
+        hits = s.search_conversations("Mochi", user_id="u", strategy="vector")
+        assert hits and hits[0].vector_rank is None and hits[0].keyword_rank == 1
+        assert s.embedding_status()["l0"]["pending"] == 2
+        s.reindex()
+        hits = s.search_conversations("cat Mochi", user_id="u", strategy="vector")
+        assert hits and hits[0].vector_rank == 1
+    # and back: the old space is still complete, nothing to embed
+    with Store.open(db_path, settings=settings) as s:
+        assert s.search_engine.vector_ready("l0")
+        assert s.embedding_status()["l0"]["pending"] == 0
+
+
+def test_embedding_cache_survives_rebuild(filled: Store) -> None:
+    with filled.db.read() as conn:
+        cached = conn.exec_driver_sql("select count(*) from embedding_cache").scalar_one()
+    before = filled.search_conversations("cat", user_id="alice", strategy="vector")
+    filled.rebuild()
+    # vectors were dropped with the rows they pointed at; refilling uses only the cache
+    calls: list[int] = []
+    assert filled.embedder is not None
+    original = filled.embedder.embed_documents
+
+    def counting(texts):  # type: ignore[no-untyped-def]
+        calls.append(len(texts))
+        return original(texts)
+
+    filled.embedder.embed_documents = counting  # type: ignore[method-assign]
+    filled.reindex()
+    assert calls == []
+    with filled.db.read() as conn:
+        assert conn.exec_driver_sql("select count(*) from embedding_cache").scalar_one() == cached
+    after = filled.search_conversations("cat", user_id="alice", strategy="vector")
+    assert [h.text for h in after] == [h.text for h in before]
+
+
+def test_wrong_dimension_vectors_are_rejected(filled: Store) -> None:
+    from memstore.embeddings import check_vectors
+    from memstore.errors import EmbeddingError
+
+    import numpy as np
+
+    with pytest.raises(EmbeddingError):
+        check_vectors(np.ones((1, 10), dtype=np.float32), 384)
+    with pytest.raises(EmbeddingError):
+        check_vectors(np.full((1, 384), np.nan, dtype=np.float32), 384)
