@@ -7,13 +7,12 @@ capture, search and the derivation pipeline.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
-
-import hashlib
-from dataclasses import dataclass, field
 
 from sqlalchemy import text
 

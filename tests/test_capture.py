@@ -31,7 +31,10 @@ def test_capture_turn_stores_both_sides_and_is_idempotent(store: Store) -> None:
 
 
 def test_given_message_ids_make_capture_idempotent(store: Store) -> None:
-    msgs = [{"role": "user", "content": "hello", "id": "m1"}, {"role": "assistant", "content": "hi", "id": "m2"}]
+    msgs = [
+        {"role": "user", "content": "hello", "id": "m1"},
+        {"role": "assistant", "content": "hi", "id": "m2"},
+    ]
     store.capture("u", "s", msgs)
     res = store.capture("u", "s", [*msgs, {"role": "user", "content": "new", "id": "m3"}])
     assert res.stored == ["m3"] and res.duplicates == ["m1", "m2"]
@@ -66,7 +69,9 @@ def test_sanitising_strips_injected_blocks_and_keeps_the_rest(store: Store) -> N
 
 
 def test_empty_messages_are_dropped_and_nothing_is_appended(store: Store) -> None:
-    res = store.capture("u", "s", [{"role": "user", "content": "   \n\t"}, {"role": "assistant", "content": ""}])
+    res = store.capture(
+        "u", "s", [{"role": "user", "content": "   \n\t"}, {"role": "assistant", "content": ""}]
+    )
     assert res.stored == [] and res.dropped_empty == 2
     assert store.read_events() == []
     only_memory = "<memory-context>recalled</memory-context>"
@@ -88,7 +93,9 @@ def test_bad_bytes_surrogates_and_nul_are_cleaned(store: Store) -> None:
 
 
 def test_huge_messages_are_truncated_with_a_marker(db_path: Path) -> None:
-    settings = Settings(embedder="hashing", scheduler=False, background_indexer=False, max_message_bytes=1024)
+    settings = Settings(
+        embedder="hashing", scheduler=False, background_indexer=False, max_message_bytes=1024
+    )
     with Store.open(db_path, settings=settings) as s:
         res = s.capture("u", "s", [{"role": "user", "content": "x" * 5000}])
         assert res.truncated == res.stored

@@ -43,7 +43,7 @@ def test_occurred_and_recorded_time_are_separate(store: Store) -> None:
 def test_expected_sequence_conflict_raises_concurrency_error(store: Store) -> None:
     store.append([NewEvent("s", Noted("a"), expected_seq=0)])
     store.append([NewEvent("s", Noted("b"), expected_seq=1)])
-    with pytest.raises(ConcurrencyError, match="expected to append at version 1"):
+    with pytest.raises(ConcurrencyError, match=r"expected to append at version 1"):
         store.append([NewEvent("s", Noted("c"), expected_seq=1)])
     # the failed append wrote nothing, not even part of its batch
     with pytest.raises(ConcurrencyError):
@@ -69,7 +69,10 @@ def test_idempotency_key_returns_original_and_writes_nothing(store: Store) -> No
     assert again.payload == Noted("a")
     # twice in one batch, too
     out = store.append(
-        [NewEvent("s", Noted("b"), idempotency_key="k2"), NewEvent("s", Noted("b"), idempotency_key="k2")]
+        [
+            NewEvent("s", Noted("b"), idempotency_key="k2"),
+            NewEvent("s", Noted("b"), idempotency_key="k2"),
+        ]
     )
     assert [e.duplicate for e in out] == [False, True]
     assert len(store.read_events()) == 2
@@ -97,7 +100,7 @@ def test_unknown_type_and_future_version_are_clear_errors(store: Store) -> None:
                 "occurred_at,recorded_at) values (1,'e1','s',1,'martian.event',1,'','{}','','')"
             )
         )
-    with pytest.raises(UnknownEventTypeError, match="martian.event"):
+    with pytest.raises(UnknownEventTypeError, match=r"martian\.event"):
         store.read_events()
     with store.db.write() as conn:
         conn.execute(text("delete from events"))
@@ -163,5 +166,8 @@ def test_processes_append_to_the_same_file_without_lock_errors(db_path: Path) ->
         evs = s.read_stream("shared")
         assert len(evs) == 600
         assert [e.seq for e in evs] == list(range(1, 601))
-        counts = {(r.type, r.user_id): r.n for r in s.db.engine.connect().execute(text("select * from event_counts"))}
+        counts = {
+            (r.type, r.user_id): r.n
+            for r in s.db.engine.connect().execute(text("select * from event_counts"))
+        }
         assert counts == {("test.noted", f"p{i}"): 200 for i in range(3)}

@@ -4,7 +4,8 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from memstore import Settings
@@ -17,7 +18,9 @@ STRATEGIES = ("keyword", "vector", "hybrid")
 @pytest.fixture
 def filled(store: Store) -> Store:
     store.capture_turn("alice", "s1", "My cat is called Mochi and she loves tuna", "Cute!")
-    store.capture_turn("alice", "s2", "I am planning a hiking trip to the Alps in June", "Sounds fun")
+    store.capture_turn(
+        "alice", "s2", "I am planning a hiking trip to the Alps in June", "Sounds fun"
+    )
     store.capture_turn("alice", "s2", "我每天早上都喝咖啡", "好的，记住了")
     store.capture_turn("bob", "s1", "My cat is called Tiger and he hates tuna", "Ok")
     store.capture_turn("bob", "s1", "我不喜欢咖啡", "明白")
@@ -42,7 +45,9 @@ def test_two_character_chinese_query(filled: Store, strategy: str) -> None:
 
 def test_session_filter(filled: Store) -> None:
     for strategy in STRATEGIES:
-        hits = filled.search_conversations("cat", user_id="alice", session_id="s2", strategy=strategy)
+        hits = filled.search_conversations(
+            "cat", user_id="alice", session_id="s2", strategy=strategy
+        )
         assert all(h.session_id == "s2" for h in hits)
 
 
@@ -90,7 +95,9 @@ def test_user_text_is_never_fts_syntax(filled: Store, query: str, strategy: str)
     assert filled.read_events()  # nothing dropped
 
 
-@hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hsettings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(q=st.text(max_size=60))
 def test_any_text_query_is_safe(filled: Store, q: str) -> None:
     for strategy in STRATEGIES:
@@ -99,7 +106,22 @@ def test_any_text_query_is_safe(filled: Store, q: str) -> None:
 
 def test_isolation_is_absolute_across_generated_users(db_path: Path, settings: Settings) -> None:
     rng = random.Random(7)
-    words = "tea coffee cat dog hiking Alps Paris tuna piano guitar 咖啡 茶 猫 旅行".split()
+    words = [
+        "tea",
+        "coffee",
+        "cat",
+        "dog",
+        "hiking",
+        "Alps",
+        "Paris",
+        "tuna",
+        "piano",
+        "guitar",
+        "咖啡",
+        "茶",
+        "猫",
+        "旅行",
+    ]
     users = [f"user{i}" for i in range(6)]
     with Store.open(db_path, settings=settings) as s:
         owned: dict[str, set[str]] = {u: set() for u in users}
@@ -164,10 +186,10 @@ def test_embedding_cache_survives_rebuild(filled: Store) -> None:
 
 
 def test_wrong_dimension_vectors_are_rejected(filled: Store) -> None:
+    import numpy as np
+
     from memstore.embeddings import check_vectors
     from memstore.errors import EmbeddingError
-
-    import numpy as np
 
     with pytest.raises(EmbeddingError):
         check_vectors(np.ones((1, 10), dtype=np.float32), 384)

@@ -10,7 +10,8 @@ from memstore.cli.app import cli
 from memstore.errors import MemstoreError
 
 # Each module registers its commands on ``cli`` when imported.
-from memstore.cli import core as _core  # noqa: F401,E402  isort: skip
+from memstore.cli import core as _core  # noqa: F401  isort: skip
+from memstore.cli import data as _data  # noqa: F401  isort: skip
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -50,8 +50,12 @@ def resolve_db(db: Path | None) -> Path:
     return db if db is not None else default_db_path()
 
 
-def open_store(db: Path | None, **kwargs: Any) -> Store:
-    return Store.open(resolve_db(db), settings=Settings.load(), **kwargs)
+def open_store(db: Path | None, *, background: bool = False, **kwargs: Any) -> Store:
+    """Open the store for one command; background threads only when asked."""
+    settings = Settings.load()
+    if not background:
+        settings = settings.replace(background_indexer=False, scheduler=False)
+    return Store.open(resolve_db(db), settings=settings, **kwargs)
 
 
 def echo_json(data: Any) -> None:

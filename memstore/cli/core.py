@@ -189,7 +189,9 @@ def events_tail(db: Path | None, as_json: bool, n: int) -> None:
         )
         return
     for e in rows:
-        click.echo(f"{e.position:>8} {e.occurred_at} {e.type:<24} {e.user_id or '-':<12} {e.stream}")
+        click.echo(
+            f"{e.position:>8} {e.occurred_at} {e.type:<24} {e.user_id or '-':<12} {e.stream}"
+        )
 
 
 @cli.group("projections")
@@ -231,7 +233,9 @@ def projections_status(db: Path | None, as_json: bool) -> None:
         return
     for d in data:
         kind = "inline" if d["inline"] else "background"
-        click.echo(f"{d['name']:<16} {kind:<10} at {d['position']:>8} / {d['head']:<8} lag {d['lag']}")
+        click.echo(
+            f"{d['name']:<16} {kind:<10} at {d['position']:>8} / {d['head']:<8} lag {d['lag']}"
+        )
 
 
 @projections_group.command("rebuild")

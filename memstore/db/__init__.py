@@ -1,6 +1,6 @@
 """SQLite access: driver choice, engine with pragmas, transactions, schema, migrations."""
 
-from memstore.db.engine import Database
 from memstore.db.driver import sqlite_module
+from memstore.db.engine import Database
 
 __all__ = ["Database", "sqlite_module"]

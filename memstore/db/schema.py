@@ -39,6 +39,7 @@ def include_name(name: str | None, type_: str, parent_names: object) -> bool:
     their shadow tables, or APScheduler's job table (it manages its own)."""
     return not (type_ == "table" and name is not None and name.startswith(VIRTUAL_PREFIXES))
 
+
 # --- the log ---------------------------------------------------------------
 
 events = Table(
@@ -90,8 +91,8 @@ __all__ = [
     "NAMING",
     "VIRTUAL_PREFIXES",
     "event_counts",
-    "include_name",
     "events",
+    "include_name",
     "metadata",
     "projection_checkpoints",
 ]
@@ -189,4 +190,180 @@ active_generations = Table(
     metadata,
     Column("user_id", Text, primary_key=True),
     Column("generation", Integer, nullable=False),
+)
+
+# --- derivation state, L2 scenes, L3 persona (projections of derive events) ---
+
+# Extraction cursor per (user, session, generation): the highest l0.captured
+# position an l1.extracted event covered.
+l1_cursors = Table(
+    "l1_cursors",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("session_id", Text, primary_key=True),
+    Column("generation", Integer, primary_key=True),
+    Column("cursor_position", Integer, nullable=False),
+    Column("runs", Integer, nullable=False),
+    Column("last_run_id", Text, nullable=False),
+    Column("updated_position", Integer, nullable=False),
+)
+
+# Every derivation generation a re-derive started, and when it was activated.
+derive_generations = Table(
+    "derive_generations",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("generation", Integer, primary_key=True),
+    Column("from_layer", Text, nullable=False),
+    Column("base_generation", Integer, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("started_position", Integer, nullable=False),
+    Column("activated_position", Integer, nullable=True),
+)
+
+# Consecutive failed runs per (user, stage, session); a success removes the row.
+derive_failures = Table(
+    "derive_failures",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("stage", Text, primary_key=True),
+    Column("session_id", Text, primary_key=True),
+    Column("failures", Integer, nullable=False),
+    Column("last_error", Text, nullable=False),
+    Column("updated_position", Integer, nullable=False),
+)
+
+l2_scenes = Table(
+    "l2_scenes",
+    metadata,
+    Column("scene_id", Text, primary_key=True),
+    Column("user_id", Text, nullable=False),
+    Column("generation", Integer, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("summary", Text, nullable=False),
+    Column("body", Text, nullable=False),
+    Column("heat", Integer, nullable=False),
+    Column("memory_ids", Text, nullable=False),
+    Column("created_position", Integer, nullable=False),
+    Column("updated_position", Integer, nullable=False),
+    Index("ix_l2_scenes_user_id_generation", "user_id", "generation"),
+)
+
+# Per (user, generation): how far the scene step got through L1, and whether it
+# asked for a persona refresh that has not happened yet.
+l2_state = Table(
+    "l2_state",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("generation", Integer, primary_key=True),
+    Column("memory_cursor", Integer, nullable=False),
+    Column("runs", Integer, nullable=False),
+    Column("refresh_requested", Integer, nullable=False),
+    Column("last_run_id", Text, nullable=False),
+    Column("updated_position", Integer, nullable=False),
+)
+
+l3_persona = Table(
+    "l3_persona",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("generation", Integer, primary_key=True),
+    Column("persona", Text, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("deriver", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("prompt_version", Text, nullable=False),
+    Column("trigger", Text, nullable=False),
+    Column("updated_position", Integer, nullable=False),
+)
+
+# --- pipeline: scheduling state (memstore/pipeline) --------------------------
+
+# Projection (inline): per (user, session) extraction state. Counts only, no
+# settings: the warm-up threshold is computed from ``extractions`` at read
+# time, so changing ``extract_every`` never needs a rebuild.
+pipeline_sessions = Table(
+    "pipeline_sessions",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("session_id", Text, primary_key=True),
+    Column("rounds_pending", Integer, nullable=False),
+    Column("messages_pending", Integer, nullable=False),
+    Column("cursor_position", Integer, nullable=False),
+    Column("extractions", Integer, nullable=False),
+    Column("last_capture_position", Integer, nullable=False),
+    Column("last_activity_at", Text, nullable=False),
+    Column("last_l1_at", Text, nullable=True),
+    Column("last_l1_position", Integer, nullable=True),
+    Column("failures", Integer, nullable=False),
+    Column("last_error", Text, nullable=True),
+    Column("last_failure_at", Text, nullable=True),
+    Column("ended_at", Text, nullable=True),
+)
+
+# Projection (inline): the upstream's per-session message buffer, as the
+# captures after the session's extraction cursor (one row per l0.captured).
+pipeline_pending = Table(
+    "pipeline_pending",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("session_id", Text, primary_key=True),
+    Column("position", Integer, primary_key=True, autoincrement=False),
+    Column("rounds", Integer, nullable=False),
+    Column("messages", Integer, nullable=False),
+)
+
+# Projection (inline): per-user run times that drive L2/L3 timing.
+pipeline_users = Table(
+    "pipeline_users",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("last_activity_at", Text, nullable=True),
+    Column("last_l1_at", Text, nullable=True),
+    Column("last_l1_position", Integer, nullable=False),
+    Column("last_l2_at", Text, nullable=True),
+    Column("last_l2_position", Integer, nullable=False),
+    Column("last_l3_at", Text, nullable=True),
+    Column("last_l3_position", Integer, nullable=False),
+    Column("l2_failures", Integer, nullable=False),
+    Column("l3_failures", Integer, nullable=False),
+    Column("last_error", Text, nullable=True),
+)
+
+# Operational (not a projection): queued derivation work, claimed inside
+# BEGIN IMMEDIATE. The reconciler can rebuild it from pipeline_sessions.
+pipeline_queue = Table(
+    "pipeline_queue",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("user_id", Text, nullable=False),
+    Column("session_id", Text, nullable=False),
+    Column("stage", Text, nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("run_after", Text, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("claimed_by", Text, nullable=True),
+    Column("claimed_until", Text, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Index("ix_pipeline_queue_priority_created_at_id", "priority", "created_at", "id"),
+    # At most one unclaimed item per (user, session, stage): enqueue dedupes.
+    Index(
+        "uq_pipeline_queue_open",
+        "user_id",
+        "session_id",
+        "stage",
+        unique=True,
+        sqlite_where=text("claimed_by IS NULL"),
+    ),
+)
+
+# Operational: locks and leases with a time to live (a dead holder's expire).
+pipeline_locks = Table(
+    "pipeline_locks",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("owner", Text, nullable=False),
+    Column("expires_at", Text, nullable=False),
+    Column("acquired_at", Text, nullable=False),
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -72,6 +72,24 @@ _COLUMNS = (
 )
 
 
+def _row(e: StoredEvent) -> dict[str, Any]:
+    return {
+        "position": e.position,
+        "event_id": e.event_id,
+        "stream": e.stream,
+        "seq": e.seq,
+        "type": e.type,
+        "version": e.version,
+        "user_id": e.user_id,
+        "payload": json.dumps(e.payload.to_dict(), ensure_ascii=False, separators=(",", ":")),
+        "occurred_at": e.occurred_at,
+        "recorded_at": e.recorded_at,
+        "idempotency_key": e.idempotency_key,
+        "causation_id": e.causation_id,
+        "correlation_id": e.correlation_id,
+    }
+
+
 class EventLog:
     def __init__(self, reg: Registry = registry, clock: Clock = system_clock) -> None:
         self.registry = reg
@@ -97,10 +115,10 @@ class EventLog:
                 ).all()
                 for r in rows:
                     ev = self._decode(r)
-                    existing[str(r.idempotency_key)] = StoredEvent(
-                        **{**ev.__dict__, "duplicate": True}
-                    )
-        position = int(conn.execute(select(func.coalesce(func.max(events_t.c.position), 0))).scalar_one())
+                    existing[str(r.idempotency_key)] = replace(ev, duplicate=True)
+        position = int(
+            conn.execute(select(func.coalesce(func.max(events_t.c.position), 0))).scalar_one()
+        )
         heads: dict[str, int] = {}
         now = to_iso(self.clock())
         rows_out: list[dict[str, Any]] = []
@@ -113,7 +131,7 @@ class EventLog:
                 result.append(existing[n.idempotency_key])
                 continue
             if n.idempotency_key and n.idempotency_key in seen_keys:
-                result.append(StoredEvent(**{**seen_keys[n.idempotency_key].__dict__, "duplicate": True}))
+                result.append(replace(seen_keys[n.idempotency_key], duplicate=True))
                 continue
             if n.stream not in heads:
                 heads[n.stream] = self.stream_head(conn, n.stream)
@@ -124,23 +142,22 @@ class EventLog:
             seq = head + 1
             heads[n.stream] = seq
             payload_cls = type(n.payload)
-            row = {
-                "position": position,
-                "event_id": uuid.uuid4().hex,
-                "stream": n.stream,
-                "seq": seq,
-                "type": payload_cls.TYPE,
-                "version": payload_cls.VERSION,
-                "user_id": n.user_id,
-                "payload": json.dumps(n.payload.to_dict(), ensure_ascii=False, separators=(",", ":")),
-                "occurred_at": to_iso(n.occurred_at) if n.occurred_at else now,
-                "recorded_at": now,
-                "idempotency_key": n.idempotency_key,
-                "causation_id": n.causation_id,
-                "correlation_id": n.correlation_id,
-            }
-            rows_out.append(row)
-            stored = StoredEvent(**{**row, "payload": n.payload})
+            stored = StoredEvent(
+                position=position,
+                event_id=uuid.uuid4().hex,
+                stream=n.stream,
+                seq=seq,
+                type=payload_cls.TYPE,
+                version=payload_cls.VERSION,
+                user_id=n.user_id,
+                payload=n.payload,
+                occurred_at=to_iso(n.occurred_at) if n.occurred_at else now,
+                recorded_at=now,
+                idempotency_key=n.idempotency_key,
+                causation_id=n.causation_id,
+                correlation_id=n.correlation_id,
+            )
+            rows_out.append(_row(stored))
             if n.idempotency_key:
                 seen_keys[n.idempotency_key] = stored
             result.append(stored)
@@ -158,7 +175,9 @@ class EventLog:
     def stream_head(conn: Connection, stream: str) -> int:
         return int(
             conn.execute(
-                select(func.coalesce(func.max(events_t.c.seq), 0)).where(events_t.c.stream == stream)
+                select(func.coalesce(func.max(events_t.c.seq), 0)).where(
+                    events_t.c.stream == stream
+                )
             ).scalar_one()
         )
 
@@ -187,7 +206,12 @@ class EventLog:
         return [self._decode(r) for r in conn.execute(q)]
 
     def iter_all(
-        self, conn: Connection, *, after: int = 0, batch: int = 2000, types: Iterable[str] | None = None
+        self,
+        conn: Connection,
+        *,
+        after: int = 0,
+        batch: int = 2000,
+        types: Iterable[str] | None = None,
     ) -> Iterator[list[StoredEvent]]:
         type_list = list(types) if types is not None else None
         while True:
@@ -197,7 +221,9 @@ class EventLog:
             yield chunk
             after = chunk[-1].position
 
-    def read_stream(self, conn: Connection, stream: str, *, after_seq: int = 0) -> list[StoredEvent]:
+    def read_stream(
+        self, conn: Connection, stream: str, *, after_seq: int = 0
+    ) -> list[StoredEvent]:
         q = (
             select(*_COLUMNS)
             .where(events_t.c.stream == stream, events_t.c.seq > after_seq)
@@ -211,7 +237,9 @@ class EventLog:
 
     @staticmethod
     def last_position(conn: Connection) -> int:
-        return int(conn.execute(select(func.coalesce(func.max(events_t.c.position), 0))).scalar_one())
+        return int(
+            conn.execute(select(func.coalesce(func.max(events_t.c.position), 0))).scalar_one()
+        )
 
     def _decode(self, r: Any) -> StoredEvent:
         payload = self.registry.decode(r.type, int(r.version), json.loads(r.payload))

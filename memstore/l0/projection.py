@@ -22,7 +22,9 @@ class L0Projection(Projection):
     tables = (l0_messages,)
 
     def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
-        next_id = int(conn.execute(select(func.coalesce(func.max(l0_messages.c.id), 0))).scalar_one())
+        next_id = int(
+            conn.execute(select(func.coalesce(func.max(l0_messages.c.id), 0))).scalar_one()
+        )
         rows: list[dict[str, Any]] = []
         fts: list[dict[str, Any]] = []
         for ev in events:
@@ -61,7 +63,9 @@ class L0Projection(Projection):
 
     def purge_user(self, conn: Connection, user_id: str) -> None:
         conn.execute(
-            text("DELETE FROM l0_fts WHERE rowid IN (SELECT id FROM l0_messages WHERE user_id = :u)"),
+            text(
+                "DELETE FROM l0_fts WHERE rowid IN (SELECT id FROM l0_messages WHERE user_id = :u)"
+            ),
             {"u": user_id},
         )
         conn.execute(delete(l0_messages).where(l0_messages.c.user_id == user_id))

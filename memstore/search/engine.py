@@ -95,7 +95,9 @@ class SearchEngine:
     ) -> list[Hit]:
         user_id = check_id("user_id", user_id)
         if strategy not in STRATEGIES:
-            raise InvalidInputError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+            raise InvalidInputError(
+                f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}"
+            )
         if not isinstance(query, str):
             raise InvalidInputError("query must be a string")
         n = clamp_limit(limit)
@@ -140,15 +142,16 @@ class SearchEngine:
         params: dict[str, Any] = {"q": match, "u": user_id, "k": k}
         if kind == "l0":
             sql = (
-                "SELECT m.id, bm25(l0_fts) AS s FROM l0_fts JOIN l0_messages m ON m.id = l0_fts.rowid "
-                "WHERE l0_fts MATCH :q AND m.user_id = :u"
+                "SELECT m.id, bm25(l0_fts) AS s FROM l0_fts "
+                "JOIN l0_messages m ON m.id = l0_fts.rowid WHERE l0_fts MATCH :q AND m.user_id = :u"
             )
             if session_id:
                 sql += " AND m.session_id = :s"
                 params["s"] = session_id
         else:
             sql = (
-                "SELECT m.id, bm25(l1_fts) AS s FROM l1_fts JOIN l1_memories m ON m.id = l1_fts.rowid "
+                "SELECT m.id, bm25(l1_fts) AS s FROM l1_fts "
+                "JOIN l1_memories m ON m.id = l1_fts.rowid "
                 f"WHERE l1_fts MATCH :q AND m.user_id = :u AND {_L1_ACTIVE}"
             )
             if type_:
@@ -167,7 +170,9 @@ class SearchEngine:
             if hit is not None:
                 self._qcache.move_to_end(query)
                 return hit
-        vec = check_vectors(self.embedder.embed_query(query).reshape(1, -1), self.embedder.dimensions)
+        vec = check_vectors(
+            self.embedder.embed_query(query).reshape(1, -1), self.embedder.dimensions
+        )
         blob = to_blob(vec[0])
         with self._qlock:
             self._qcache[query] = blob
@@ -194,8 +199,15 @@ class SearchEngine:
             blob = self._query_blob(query)
         except MemstoreError:
             return []  # an unreachable remote embedder degrades search to keyword
-        params: dict[str, Any] = {"v": blob, "u": user_id, "k": min(k * (3 if kind == "l1" else 1), 4096)}
-        sql = f'SELECT rowid, distance FROM "{sp.table_name}" WHERE embedding MATCH :v AND k = :k AND user_id = :u'
+        params: dict[str, Any] = {
+            "v": blob,
+            "u": user_id,
+            "k": min(k * (3 if kind == "l1" else 1), 4096),
+        }
+        sql = (
+            f'SELECT rowid, distance FROM "{sp.table_name}" '
+            "WHERE embedding MATCH :v AND k = :k AND user_id = :u"
+        )
         if kind == "l0" and session_id:
             sql += " AND session_id = :s"
             params["s"] = session_id
@@ -212,7 +224,9 @@ class SearchEngine:
             ids = ",".join(str(i) for i, _ in rows)
             live = {
                 int(r[0])
-                for r in conn.execute(text(f"SELECT m.id FROM l1_memories m WHERE m.id IN ({ids}) AND {_L1_ACTIVE}"))
+                for r in conn.execute(
+                    text(f"SELECT m.id FROM l1_memories m WHERE m.id IN ({ids}) AND {_L1_ACTIVE}")
+                )
             }
             rows = [r for r in rows if r[0] in live][:k]
         return rows
@@ -249,9 +263,19 @@ class SearchEngine:
         vec_rank = {i: r for r, (i, _) in enumerate(vec, start=1)}
         sims = {i: 1.0 - d for i, d in vec}
         if kind == "l0":
-            rows = {int(r[0]): r for r in conn.execute(text(f"SELECT {_L0_COLS} FROM l0_messages m WHERE m.id IN ({ids})"))}
+            rows = {
+                int(r[0]): r
+                for r in conn.execute(
+                    text(f"SELECT {_L0_COLS} FROM l0_messages m WHERE m.id IN ({ids})")
+                )
+            }
         else:
-            rows = {int(r[0]): r for r in conn.execute(text(f"SELECT {_L1_COLS} FROM l1_memories m WHERE m.id IN ({ids})"))}
+            rows = {
+                int(r[0]): r
+                for r in conn.execute(
+                    text(f"SELECT {_L1_COLS} FROM l1_memories m WHERE m.id IN ({ids})")
+                )
+            }
         out: list[Hit] = []
         for i, score in ranked:
             r = rows.get(i)
@@ -272,6 +296,14 @@ class SearchEngine:
             if kind == "l0":
                 out.append(Hit(**common, session_id=r[5], role=r[6]))
             else:
-                extra = {k: v for k, v in (("activity_start", r[8]), ("activity_end", r[9]), ("origin", r[10])) if v}
+                extra = {
+                    k: v
+                    for k, v in (
+                        ("activity_start", r[8]),
+                        ("activity_end", r[9]),
+                        ("origin", r[10]),
+                    )
+                    if v
+                }
                 out.append(Hit(**common, type=r[5], scene=r[6], priority=int(r[7]), extra=extra))
         return out

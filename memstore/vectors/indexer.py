@@ -80,7 +80,9 @@ class Indexer:
             return got
         dims = self.embedder.resolve_dimensions()
         with self.db.write() as conn:
-            return spaces.ensure_space(conn, kind, self.embedder.model_id, dims, to_iso(self.clock()))
+            return spaces.ensure_space(
+                conn, kind, self.embedder.model_id, dims, to_iso(self.clock())
+            )
 
     def pending(self, kind: str) -> int:
         sp = self.space(kind)
@@ -115,7 +117,9 @@ class Indexer:
                 if not sp.ready:
                     with self.db.write() as conn:
                         conn.execute(
-                            update(vector_spaces).where(vector_spaces.c.name == sp.name).values(ready=1)
+                            update(vector_spaces)
+                            .where(vector_spaces.c.name == sp.name)
+                            .values(ready=1)
                         )
                 return 0
             missing = [r for r in rows if r.hash not in cached]
@@ -129,7 +133,12 @@ class Indexer:
                     conn.execute(
                         sqlite_insert(embedding_cache).on_conflict_do_nothing(),
                         [
-                            {"model_id": sp.model_id, "content_hash": h, "dims": sp.dims, "vector": b}
+                            {
+                                "model_id": sp.model_id,
+                                "content_hash": h,
+                                "dims": sp.dims,
+                                "vector": b,
+                            }
                             for h, b in fresh.items()
                         ],
                     )
@@ -144,7 +153,9 @@ class Indexer:
         marks = ",".join(str(i) for i in ids)
         current = {
             int(i): h
-            for i, h in conn.execute(text(f"SELECT id, content_hash FROM {src} WHERE id IN ({marks})"))
+            for i, h in conn.execute(
+                text(f"SELECT id, content_hash FROM {src} WHERE id IN ({marks})")
+            )
         }
         conn.execute(text(f'DELETE FROM "{sp.table_name}" WHERE rowid IN ({marks})'))
         if kind == "l0":

@@ -54,7 +54,13 @@ def get_space(conn: Connection, kind: str, model_id: str) -> Space | None:
     if row is None:
         return None
     return Space(
-        row.name, row.kind, row.model_id, int(row.dims), row.table_name, int(row.cursor), bool(row.ready)
+        row.name,
+        row.kind,
+        row.model_id,
+        int(row.dims),
+        row.table_name,
+        int(row.cursor),
+        bool(row.ready),
     )
 
 
@@ -113,7 +119,9 @@ def reset_kind(conn: Connection, kind: str) -> None:
             continue
         conn.execute(text(f'DELETE FROM "{space.table_name}"'))
         conn.execute(vector_index.delete().where(vector_index.c.space == space.name))
-        conn.execute(update(vector_spaces).where(vector_spaces.c.name == space.name).values(cursor=0))
+        conn.execute(
+            update(vector_spaces).where(vector_spaces.c.name == space.name).values(cursor=0)
+        )
 
 
 def delete_rows(conn: Connection, kind: str, ids: list[int]) -> None:

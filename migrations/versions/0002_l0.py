@@ -32,16 +32,16 @@ def upgrade() -> None:
         sa.Column("position", sa.Integer(), nullable=False),
         sa.Column("content_hash", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_l0_messages")),
-        sa.UniqueConstraint("user_id", "message_id", name=op.f("uq_l0_messages_user_id_message_id")),
+        sa.UniqueConstraint(
+            "user_id", "message_id", name=op.f("uq_l0_messages_user_id_message_id")
+        ),
     )
     op.create_index(
         "ix_l0_messages_user_id_session_id_position",
         "l0_messages",
         ["user_id", "session_id", "position"],
     )
-    op.create_index(
-        "ix_l0_messages_user_id_occurred_at", "l0_messages", ["user_id", "occurred_at"]
-    )
+    op.create_index("ix_l0_messages_user_id_occurred_at", "l0_messages", ["user_id", "occurred_at"])
     # unicode61 for Latin scripts; the cjk column holds overlapping bigrams of
     # Han/Kana/Hangul runs, which unicode61 alone would index as one token.
     op.execute(

@@ -1,0 +1,232 @@
+"""Commands that put conversations in and get them out: capture, import, search, reindex."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from tqdm import tqdm
+
+from memstore.cli.app import cli, db_option, echo_json, json_option, open_store, resolve_db
+from memstore.cli.doctor_extra import HOOKS
+from memstore.errors import InvalidInputError, MemstoreError
+from memstore.search import Hit
+
+
+@cli.command()
+@db_option
+@json_option
+@click.option("--user", "user_id", required=True, help="User (tenant) id.")
+@click.option("--session", "session_id", required=True, help="Session id.")
+@click.option("--user-text", required=True, help="What the user said.")
+@click.option("--assistant-text", default=None, help="What the assistant answered.")
+@click.option("--timestamp", default=None, help="ISO-8601 time of the turn (default: now).")
+def capture(
+    db: Path | None,
+    as_json: bool,
+    user_id: str,
+    session_id: str,
+    user_text: str,
+    assistant_text: str | None,
+    timestamp: str | None,
+) -> None:
+    """Capture one conversation turn into L0.
+
+    \b
+    Example:
+      memstore capture --user alice --session s1 \\
+        --user-text "I moved to Lisbon last May" --assistant-text "Nice!"
+    """
+    with open_store(db, background=False) as store:
+        res = store.capture_turn(
+            user_id, session_id, user_text, assistant_text, timestamp=timestamp
+        )
+    data = {"stored": res.stored, "duplicates": res.duplicates, "position": res.event_position}
+    if as_json:
+        echo_json(data)
+    else:
+        click.echo(f"stored {len(res.stored)} message(s), {len(res.duplicates)} already known")
+
+
+@cli.command("import")
+@db_option
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True)
+def import_(db: Path | None, file: Path, fmt: str) -> None:
+    """Import messages from a JSONL file, one message object per line.
+
+    Each line: {"user": ..., "session": ..., "role": ..., "content": ...,
+    "timestamp"?: ..., "id"?: ...}. Consecutive lines of the same user and
+    session are captured together; lines already imported are skipped.
+
+    \b
+    Example:
+      memstore import chats.jsonl --format jsonl
+    """
+    with file.open("r", encoding="utf-8", errors="replace") as fh:
+        lines = fh.readlines()
+    stored = dup = bad = 0
+    batch: list[dict[str, Any]] = []
+    key: tuple[str, str] | None = None
+    with open_store(db, background=False) as store:
+
+        def flush() -> None:
+            nonlocal stored, dup, batch
+            if batch and key is not None:
+                res = store.capture(key[0], key[1], batch)
+                stored += len(res.stored)
+                dup += len(res.duplicates)
+            batch = []
+
+        for lineno, line in enumerate(tqdm(lines, unit="msg", desc="import", disable=None), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                if not isinstance(obj, dict):
+                    raise ValueError("not an object")
+                k = (str(obj["user"]), str(obj["session"]))
+            except (ValueError, KeyError) as e:
+                bad += 1
+                click.echo(f"line {lineno}: skipped ({e})", err=True)
+                continue
+            if k != key or len(batch) >= 200:
+                flush()
+                key = k
+            batch.append({f: obj[f] for f in ("role", "content", "timestamp", "id") if f in obj})
+        flush()
+    click.echo(f"imported {stored} message(s); {dup} already known; {bad} bad line(s)")
+
+
+@cli.group()
+def search() -> None:
+    """Search conversations (L0) or memories (L1) of one user.
+
+    \b
+    Example:
+      memstore search conversations "where did I go hiking" --user alice
+      memstore search memories "coffee" --user alice --type persona
+    """
+
+
+def _print_hits(hits: list[Hit], as_json: bool) -> None:
+    if as_json:
+        echo_json([h.to_dict() for h in hits])
+        return
+    if not hits:
+        click.echo("no results")
+    for h in hits:
+        label = h.session_id if h.kind == "l0" else f"{h.type}/{h.scene or '-'}"
+        text = h.text.replace("\n", " ")
+        click.echo(f"{h.score:6.3f}  {h.occurred_at[:19]}  {label:<16} {h.ref:<20} {text[:100]}")
+
+
+@search.command("conversations")
+@db_option
+@json_option
+@click.argument("query")
+@click.option("--user", "user_id", required=True)
+@click.option("--session", "session_id", default=None)
+@click.option("--limit", default="5", show_default=True, help="1..20")
+@click.option("--strategy", type=click.Choice(["keyword", "vector", "hybrid"]), default="hybrid")
+def search_conversations(
+    db: Path | None,
+    as_json: bool,
+    query: str,
+    user_id: str,
+    session_id: str | None,
+    limit: str,
+    strategy: str,
+) -> None:
+    """Search a user's captured messages.
+
+    \b
+    Example:
+      memstore search conversations "咖啡" --user alice --strategy keyword --json
+    """
+    with open_store(db, background=False) as store:
+        hits = store.search_conversations(
+            query, user_id=user_id, session_id=session_id, limit=limit, strategy=strategy
+        )
+    _print_hits(hits, as_json)
+
+
+@search.command("memories")
+@db_option
+@json_option
+@click.argument("query")
+@click.option("--user", "user_id", required=True)
+@click.option(
+    "--type", "type_", type=click.Choice(["persona", "episodic", "instruction"]), default=None
+)
+@click.option("--scene", default=None)
+@click.option("--limit", default="5", show_default=True, help="1..20")
+def search_memories(
+    db: Path | None,
+    as_json: bool,
+    query: str,
+    user_id: str,
+    type_: str | None,
+    scene: str | None,
+    limit: str,
+) -> None:
+    """Search a user's active L1 memories.
+
+    \b
+    Example:
+      memstore search memories "diet" --user alice --type persona
+    """
+    with open_store(db, background=False) as store:
+        hits = store.search_memories(query, user_id=user_id, type=type_, scene=scene, limit=limit)
+    _print_hits(hits, as_json)
+
+
+@cli.command()
+@db_option
+def reindex(db: Path | None) -> None:
+    """Embed every message and memory not yet embedded with the configured model.
+
+    Runs in the foreground with a progress bar (the store does the same in the
+    background on its own). After a model change, search is keyword-only until
+    this completes.
+
+    \b
+    Example:
+      MEMSTORE_EMBEDDER=e5 memstore reindex
+    """
+    with open_store(db, background=False) as store:
+        if store.indexer is None:
+            raise InvalidInputError("embedder is 'none': nothing to index")
+        total = sum(store.indexer.pending(k) for k in ("l0", "l1"))
+        with tqdm(total=total, unit="row", desc="reindex", disable=None) as bar:
+            n = store.reindex(progress=bar.update)
+    click.echo(f"embedded {n} row(s) with {store.embedder.model_id if store.embedder else 'none'}")
+
+
+def _doctor_embedder(db: Path, report: dict[str, Any], problems: list[str]) -> None:
+    from memstore.config import Settings
+    from memstore.embeddings import describe_embedder, make_embedder
+
+    try:
+        settings = Settings.load()
+        emb = make_embedder(settings)
+        report["embedder"] = describe_embedder(emb)
+        report["llm"] = (
+            {"base_url": settings.llm_base_url, "model": settings.llm_model}
+            if settings.llm_configured
+            else "offline rule-based deriver (no MEMSTORE_LLM_BASE_URL / MEMSTORE_LLM_MODEL)"
+        )
+        if report.get("schema_revision") is not None and emb is not None:
+            from memstore.store import Store
+
+            with Store.open(
+                resolve_db(db), settings=settings.replace(background_indexer=False, scheduler=False)
+            ) as s:
+                report["embeddings"] = s.embedding_status()
+    except MemstoreError as e:
+        problems.append(f"embedder: {e}")
+
+
+HOOKS.append(_doctor_embedder)

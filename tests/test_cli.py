@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from memstore.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _walk(
+    cmd: click.Command, path: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], click.Command]]:
+    out = [(path, cmd)]
+    if isinstance(cmd, click.Group):
+        for name, sub in cmd.commands.items():
+            out += _walk(sub, (*path, name))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("path", "cmd"), _walk(cli), ids=lambda v: " ".join(v) if isinstance(v, tuple) else ""
+)
+def test_every_command_has_help_with_an_example(path: tuple[str, ...], cmd: click.Command) -> None:
+    res = CliRunner().invoke(cli, [*path, "--help"])
+    assert res.exit_code == 0, res.output
+    assert "Example" in res.output, f"`memstore {' '.join(path)} --help` shows no example"
+    assert (cmd.help or "").strip(), "command has no help text"
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTORE_")}
+    env.update(
+        MEMSTORE_DB=str(tmp_path / "cli.db"),
+        MEMSTORE_EMBEDDER="hashing",
+        MEMSTORE_CONFIG=str(tmp_path / "none.toml"),
+        PYTHONPATH=str(ROOT),
+    )
+    return env
+
+
+def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memstore", *args],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_capture_search_tail_rebuild_from_the_cli(tmp_path: Path) -> None:
+    r = _run(
+        tmp_path,
+        "capture",
+        "--user",
+        "alice",
+        "--session",
+        "s1",
+        "--user-text",
+        "I like green tea",
+        "--assistant-text",
+        "ok",
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["stored"]) == 2
+    r = _run(
+        tmp_path, "capture", "--user", "alice", "--session", "s1", "--user-text", "我每天早上喝咖啡"
+    )
+    assert r.returncode == 0, r.stderr
+    for strategy in ("keyword", "vector", "hybrid"):
+        if strategy != "keyword":
+            assert _run(tmp_path, "reindex").returncode == 0
+        r = _run(
+            tmp_path,
+            "search",
+            "conversations",
+            "咖啡",
+            "--user",
+            "alice",
+            "--strategy",
+            strategy,
+            "--json",
+        )
+        assert r.returncode == 0, r.stderr
+        hits = json.loads(r.stdout)
+        assert hits[0]["text"] == "我每天早上喝咖啡"
+    r = _run(tmp_path, "search", "conversations", "tea", "--user", "bob", "--json")
+    assert json.loads(r.stdout) == []
+    r = _run(tmp_path, "events", "tail", "-n", "5", "--json")
+    assert [e["type"] for e in json.loads(r.stdout)] == ["l0.captured", "l0.captured"]
+    r = _run(tmp_path, "projections", "rebuild", "--all")
+    assert r.returncode == 0 and "replayed 2 events" in r.stdout
+    r = _run(tmp_path, "projections", "status", "--json")
+    assert all(p["lag"] == 0 for p in json.loads(r.stdout))
+    r = _run(tmp_path, "db", "current")
+    assert "current:" in r.stdout
+
+
+def test_import_jsonl(tmp_path: Path) -> None:
+    f = tmp_path / "chat.jsonl"
+    lines = [
+        {"user": "u1", "session": "a", "role": "user", "content": "I play the cello", "id": "1"},
+        {"user": "u1", "session": "a", "role": "assistant", "content": "Lovely", "id": "2"},
+        {"user": "u2", "session": "b", "role": "user", "content": "I play chess", "id": "1"},
+    ]
+    f.write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json\n", encoding="utf-8")
+    r = _run(tmp_path, "import", str(f))
+    assert r.returncode == 0, r.stderr
+    assert "imported 3 message(s)" in r.stdout and "1 bad line" in r.stdout
+    r = _run(tmp_path, "import", str(f))
+    assert "imported 0 message(s); 3 already known" in r.stdout
+
+
+def test_errors_are_one_clear_line_without_traceback(tmp_path: Path) -> None:
+    r = _run(tmp_path, "capture", "--user", " ", "--session", "s", "--user-text", "x")
+    assert r.returncode == 1
+    assert r.stderr.strip() == "error: user_id must not be empty"
+    r = _run(tmp_path, "projections", "rebuild", "nonexistent")
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "no projection named" in r.stderr
+
+
+def test_doctor_reports_and_fails_without_sqlite_vec(tmp_path: Path) -> None:
+    r = _run(tmp_path, "doctor", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(r.stdout)
+    assert report["sqlite_vec"].startswith("v") and report["fts5"] is True
+    assert report["embedder"]["model_id"] == "hashing-v1-384"
+    env = _env(tmp_path) | {"MEMSTORE_SQLITE_MODULE": "sqlite_module_that_does_not_exist"}
+    r = subprocess.run(
+        [sys.executable, "-m", "memstore", "doctor"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 1 and "sqlite-vec" in r.stderr and "Traceback" not in r.stderr

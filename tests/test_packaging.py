@@ -1,0 +1,42 @@
+"""The wheel layout: every engine package is listed, nothing generic goes top-level."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _config() -> dict[str, object]:
+    with (ROOT / "pyproject.toml").open("rb") as fh:
+        data = tomllib.load(fh)
+    tool = data["tool"]["setuptools"]
+    assert isinstance(tool, dict)
+    return tool
+
+
+def test_every_package_folder_is_listed() -> None:
+    listed = set(_config()["packages"])  # type: ignore[arg-type]
+    found = {
+        "memstore"
+        + (
+            "." + ".".join(p.parent.relative_to(ROOT / "memstore").parts)
+            if p.parent != ROOT / "memstore"
+            else ""
+        )
+        for p in (ROOT / "memstore").rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+    assert found <= listed, f"add to pyproject.toml packages: {sorted(found - listed)}"
+
+
+def test_no_generic_top_level_modules() -> None:
+    listed = list(_config()["packages"])  # type: ignore[call-overload]
+    assert all(p == "memstore" or p.startswith("memstore.") for p in listed)
+    mapping = _config()["package-dir"]
+    assert mapping == {
+        "memstore": "memstore",
+        "memstore._migrations": "migrations",
+        "memstore.hermes_provider": "provider",
+    }
