@@ -329,6 +329,20 @@ class Store:
             out[kind] = {"dims": sp.dims, "ready": sp.ready, "pending": self.indexer.pending(kind)}
         return out
 
+    # -- erasure -------------------------------------------------------------------
+
+    def forget_user(self, user_id: str, *, reason: str = "request") -> Any:
+        """Erase everything of one user: events, derived rows, vectors, cached
+        embeddings of their texts; leaves a content-free tombstone event.
+
+        Returns an ``ErasureReport``. This is the only operation that deletes
+        events; the file is vacuumed so no erased bytes remain in it.
+        """
+        self._check_open()
+        from memstore.erasure import erase_user
+
+        return erase_user(self, check_id("user_id", user_id), reason=reason)
+
     # -- projections -----------------------------------------------------------
 
     def projection_status(self) -> list[ProjectionStatus]:

@@ -230,3 +230,37 @@ def _doctor_embedder(db: Path, report: dict[str, Any], problems: list[str]) -> N
 
 
 HOOKS.append(_doctor_embedder)
+
+
+@cli.group()
+def users() -> None:
+    """Per-user operations.
+
+    \b
+    Example:
+      memstore users forget alice --yes
+    """
+
+
+@users.command("forget")
+@db_option
+@click.argument("user_id")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def users_forget(db: Path | None, user_id: str, yes: bool) -> None:
+    """Erase a user: their events, memories, vectors and cached embeddings.
+
+    The only operation that deletes events. A content-free tombstone event
+    records that it happened; the file is vacuumed so no erased bytes remain.
+
+    \b
+    Example:
+      memstore users forget alice --yes
+    """
+    if not yes:
+        click.confirm(f"Erase everything of user {user_id!r}? This cannot be undone", abort=True)
+    with open_store(db) as store:
+        rep = store.forget_user(user_id)
+    click.echo(
+        f"erased {rep.events_removed} event(s) and {rep.embeddings_removed} cached embedding(s) "
+        f"of {user_id}; tombstone at position {rep.tombstone_position}"
+    )

@@ -108,16 +108,27 @@ def ensure_space(conn: Connection, kind: str, model_id: str, dims: int, now_iso:
     return got
 
 
-def reset_kind(conn: Connection, kind: str) -> None:
+def reset_kind(conn: Connection, kind: str, *, recreate: bool = False) -> None:
     """Forget every vector of a kind (source rows were renumbered or erased).
 
     Spaces stay ``ready``: the indexer refills them from the embedding cache
     in the background, and meanwhile hybrid search still has its keyword half.
+    ``recreate`` drops and recreates the vec0 tables instead of deleting rows:
+    vec0 only flags deleted rows, their bytes stay in its chunk blobs.
     """
     for space in list_spaces(conn):
         if space.kind != kind:
             continue
-        conn.execute(text(f'DELETE FROM "{space.table_name}"'))
+        if recreate:
+            conn.execute(text(f'DROP TABLE IF EXISTS "{space.table_name}"'))
+            conn.execute(
+                text(
+                    f'CREATE VIRTUAL TABLE "{space.table_name}" USING vec0('
+                    f"{_KIND_COLUMNS[kind]}, embedding float[{space.dims}] distance_metric=cosine)"
+                )
+            )
+        else:
+            conn.execute(text(f'DELETE FROM "{space.table_name}"'))
         conn.execute(vector_index.delete().where(vector_index.c.space == space.name))
         conn.execute(
             update(vector_spaces).where(vector_spaces.c.name == space.name).values(cursor=0)

@@ -1,0 +1,113 @@
+"""Erasure: the one exception to "events are immutable".
+
+Forgetting a user physically deletes that user's events, rebuilds every
+projection from what is left (so no derived row can survive its source),
+drops the user's vectors and the cached embeddings of texts no one else has,
+merges FTS5 segments (deleted rows otherwise linger in old segments),
+appends a content-free tombstone, and finally VACUUMs and truncates the WAL
+so no page of the file still holds the erased bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, text
+
+from memstore.db.schema import embedding_cache, events
+from memstore.events.log import NewEvent
+from memstore.l0.events import UserErased
+from memstore.vectors import spaces
+
+
+@dataclass(frozen=True)
+class ErasureReport:
+    user_id: str
+    events_removed: int
+    embeddings_removed: int
+    tombstone_position: int
+
+
+def _user_hashes(conn: Connection, user_id: str) -> set[str]:
+    hashes = {
+        r[0]
+        for r in conn.execute(
+            text("SELECT content_hash FROM l0_messages WHERE user_id = :u"), {"u": user_id}
+        )
+    }
+    hashes |= {
+        r[0]
+        for r in conn.execute(
+            text("SELECT content_hash FROM l1_memories WHERE user_id = :u"), {"u": user_id}
+        )
+    }
+    return hashes
+
+
+def _shared_hashes(conn: Connection, hashes: set[str]) -> set[str]:
+    shared: set[str] = set()
+    ordered = sorted(hashes)
+    for i in range(0, len(ordered), 500):
+        chunk = ordered[i : i + 500]
+        marks = ",".join(f":h{j}" for j in range(len(chunk)))
+        params = {f"h{j}": h for j, h in enumerate(chunk)}
+        for table, col in (("l0_messages", "content_hash"), ("l1_memories", "content_hash")):
+            shared |= {
+                r[0]
+                for r in conn.execute(
+                    text(f"SELECT DISTINCT {col} FROM {table} WHERE {col} IN ({marks})"), params
+                )
+            }
+    return shared
+
+
+def erase_user(store: object, user_id: str, *, reason: str = "request") -> ErasureReport:
+    from memstore.store import Store
+
+    assert isinstance(store, Store)
+    with store.db.write() as conn:
+        hashes = _user_hashes(conn, user_id)
+        removed = conn.execute(events.delete().where(events.c.user_id == user_id)).rowcount or 0
+        # Every projection is replayed from what is left; a user's derived rows
+        # cannot outlive their events. Vector tables are reset by the L0/L1 clears.
+        store.projections.rebuild(conn)
+        spaces.reset_kind(conn, "l0", recreate=True)
+        spaces.reset_kind(conn, "l1", recreate=True)
+        dropped = hashes - _shared_hashes(conn, hashes)
+        gone = 0
+        ordered = sorted(dropped)
+        for i in range(0, len(ordered), 500):
+            gone += (
+                conn.execute(
+                    embedding_cache.delete().where(
+                        embedding_cache.c.content_hash.in_(ordered[i : i + 500])
+                    )
+                ).rowcount
+                or 0
+            )
+        for fts in ("l0_fts", "l1_fts"):
+            conn.execute(text(f"INSERT INTO {fts}({fts}) VALUES ('optimize')"))
+        stored = store.log.append(
+            conn,
+            [
+                NewEvent(
+                    "erasure",
+                    UserErased(erased_user_id=user_id, events_removed=int(removed), reason=reason),
+                )
+            ],
+        )
+        store.projections.apply_inline(conn, stored)
+    _compact(store)
+    return ErasureReport(user_id, int(removed), gone, stored[0].position)
+
+
+def _compact(store: object) -> None:
+    from memstore.store import Store
+
+    assert isinstance(store, Store)
+    with store.db._write_lock, store.db.engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+        assert raw is not None
+        raw.execute("PRAGMA secure_delete = ON")
+        raw.execute("VACUUM")
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
