@@ -67,6 +67,8 @@ def erase_user(store: object, user_id: str, *, reason: str = "request") -> Erasu
     assert isinstance(store, Store)
     with store.db.write() as conn:
         hashes = _user_hashes(conn, user_id)
+        if store.pipeline is not None:
+            store.pipeline.purge_user(conn, user_id)
         removed = conn.execute(events.delete().where(events.c.user_id == user_id)).rowcount or 0
         # Every projection is replayed from what is left; a user's derived rows
         # cannot outlive their events. Vector tables are reset by the L0/L1 clears.

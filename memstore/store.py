@@ -25,6 +25,7 @@ from memstore.events.log import EventLog, NewEvent, StoredEvent
 from memstore.l0.capture import check_id, prepare_messages
 from memstore.l0.events import MessagesCaptured, l0_stream
 from memstore.l0.projection import L0Projection
+from memstore.pipeline import PipelineService, PipelineStateProjection
 from memstore.projections.base import Projection, Projections, ProjectionStatus
 from memstore.projections.stats import StatsProjection
 from memstore.search import Hit, SearchEngine
@@ -33,7 +34,9 @@ from memstore.vectors.indexer import BackgroundIndexer, Indexer
 
 
 def default_projections() -> list[Projection]:
-    return [StatsProjection(), L0Projection()]
+    from memstore.derive import derive_projections
+
+    return [StatsProjection(), L0Projection(), *derive_projections(), PipelineStateProjection()]
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,10 @@ class Store:
             Indexer(db, self.embedder, clock) if self.embedder is not None else None
         )
         self._bg_indexer: BackgroundIndexer | None = None
+        # Cheap to build: no thread exists until the first timer write.
+        self.pipeline: PipelineService | None = (
+            PipelineService(self) if "pipeline_state" in self.projections.names else None
+        )
 
     def start_background(self) -> None:
         """Start the background vector indexer (Store.open does, unless disabled)."""
@@ -105,6 +112,8 @@ class Store:
                 store.projections.bring_current(conn)
             if settings.background_indexer:
                 store.start_background()
+            if settings.scheduler and store.pipeline is not None:
+                store.pipeline.start()
         except BaseException:
             db.close()
             raise
@@ -114,6 +123,8 @@ class Store:
         if self._closed:
             return
         self._closed = True
+        if self.pipeline is not None:
+            self.pipeline.stop()
         if self._bg_indexer is not None:
             self._bg_indexer.stop()
             self._bg_indexer = None
@@ -240,6 +251,10 @@ class Store:
                 ],
             )
             self.projections.apply_inline(conn, stored)
+            if self.pipeline is not None:
+                self.pipeline.on_captured(conn, stored)
+        if self.pipeline is not None:
+            self.pipeline.after_commit(stored)
         if self._bg_indexer is not None:
             self._bg_indexer.notify()
         return CaptureResult(
@@ -328,6 +343,130 @@ class Store:
             sp = self.indexer.space(kind)
             out[kind] = {"dims": sp.dims, "ready": sp.ready, "pending": self.indexer.pending(kind)}
         return out
+
+    # -- pipeline ------------------------------------------------------------------
+
+    def _pipeline(self) -> PipelineService:
+        self._check_open()
+        if self.pipeline is None:
+            raise StorageError("this store was opened without the pipeline projection")
+        return self.pipeline
+
+    def end_session(self, user_id: str, session_id: str, timeout_s: float = 30.0) -> dict[str, Any]:
+        """Extract whatever the session has pending, then mark it ended.
+
+        Bounded by ``timeout_s``; the returned report says what ran and whether
+        the timeout cut it short (pending work then stays queued, never lost).
+        """
+        return self._pipeline().end_session(
+            check_id("user_id", user_id), check_id("session_id", session_id), timeout_s
+        )
+
+    def run_pipeline(self, user_id: str | None = None, wait: bool = True) -> list[Any]:
+        """Run due derivation work now (L1, then L2, then L3)."""
+        return self._pipeline().run_pipeline(user_id, wait)
+
+    def pipeline_status(self, user_id: str | None = None) -> list[dict[str, Any]]:
+        return self._pipeline().status(user_id)
+
+    # -- derived layers (L1 memories, L2 scenes, L3 persona) ----------------------
+
+    def recall(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        session_id: str | None = None,
+        budget_chars: int | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        """The text a host injects before a turn: persona, scene navigation and the
+        most relevant memories, within a character budget and a timeout.
+
+        Returns ``memstore.derive.recall.Recall`` (``.text`` plus the parts)."""
+        self._check_open()
+        from memstore.derive import api
+
+        return api.recall(
+            self,
+            query,
+            user_id=user_id,
+            session_id=session_id,
+            budget_chars=budget_chars,
+            timeout_s=timeout_s,
+        )
+
+    def list_memories(
+        self,
+        user_id: str,
+        *,
+        type: str | None = None,
+        generation: int | None = None,
+        include_retired: bool = False,
+    ) -> list[dict[str, Any]]:
+        from memstore.derive import api
+
+        return list(
+            api.list_memories(
+                self, user_id, type=type, generation=generation, include_retired=include_retired
+            )
+        )
+
+    def memory_history(self, memory_id: str) -> list[dict[str, Any]]:
+        """The events that created and changed a memory, with their source messages."""
+        from memstore.derive import api
+
+        return api.memory_history(self, memory_id)
+
+    def forget_memory(self, user_id: str, memory_id: str, reason: str = "user_request") -> None:
+        """Retire one memory on request (recorded as an event; history is kept)."""
+        from memstore.derive import api
+
+        api.forget_memory(self, user_id, memory_id, reason=reason)
+
+    def write_memory(
+        self,
+        user_id: str,
+        action: str,
+        content: str,
+        *,
+        old_content: str | None = None,
+        type: str = "persona",
+        scene: str = "",
+        origin: str = "user_stated",
+    ) -> str | None:
+        """Add / replace / remove a memory the user or host stated directly."""
+        from memstore.derive import api
+
+        if action not in ("add", "replace", "remove"):
+            raise InvalidInputError(f"action must be add, replace or remove, not {action!r}")
+
+        return api.write_memory(
+            self,
+            user_id,
+            action,  # type: ignore[arg-type]  # checked above
+            content,
+            old_content=old_content,
+            type=type,
+            scene=scene,
+            origin=origin,
+        )
+
+    def list_scenes(self, user_id: str, *, generation: int | None = None) -> list[Any]:
+        from memstore.derive import api
+
+        return list(api.list_scenes(self, user_id, generation=generation))
+
+    def get_persona(self, user_id: str, *, generation: int | None = None) -> str | None:
+        from memstore.derive import api
+
+        return api.get_persona(self, user_id, generation=generation)
+
+    def rederive(self, user_id: str | None = None, from_layer: str = "l1") -> int:
+        """Re-run derivation over L0 into a new generation and switch to it."""
+        from memstore.derive import api
+
+        return api.rederive(self, user_id, from_layer=from_layer)
 
     # -- erasure -------------------------------------------------------------------
 

@@ -262,7 +262,7 @@ def test_empty_api_key_is_allowed(fake: FakeOpenAI) -> None:
 
 def test_json_mode_opt_in(fake: FakeOpenAI) -> None:
     fake.set_chat(lambda _req: "{}")
-    client = LLMClient(_settings(fake).replace(extra={"llm_json_mode": "true"}))
+    client = LLMClient(_settings(fake).replace(llm_json_mode=True))
     _ask(client)
     assert fake.chat_requests()[0]["response_format"] == {"type": "json_object"}
 
@@ -270,7 +270,7 @@ def test_json_mode_opt_in(fake: FakeOpenAI) -> None:
 def test_json_mode_rejected_falls_back_for_good(fake: FakeOpenAI) -> None:
     fake.set_chat(lambda _req: "{}")
     fake.fail_next(400, message="response_format is not supported by this server")
-    client = LLMClient(_settings(fake).replace(extra={"llm_json_mode": True}))
+    client = LLMClient(_settings(fake).replace(llm_json_mode=True))
     assert _ask(client).value == {}
     assert _ask(client).value == {}
     reqs = fake.chat_requests()

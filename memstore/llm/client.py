@@ -241,13 +241,7 @@ def _check_settings(settings: Settings) -> None:
 
 def _json_mode_setting(settings: Settings) -> bool:
     # Off by default: llama.cpp, older vLLM and many proxies reject response_format.
-    # Read it from a field if config.py grows one, else from the extra keys.
-    raw = getattr(settings, "llm_json_mode", None)
-    if raw is None:
-        raw = settings.extra.get("llm_json_mode", False)
-    if isinstance(raw, bool):
-        return raw
-    return str(raw).strip().lower() in _TRUTHY
+    return settings.llm_json_mode
 
 
 def _add_usage(total: dict[str, int] | None, more: dict[str, int] | None) -> dict[str, int] | None:

@@ -1,0 +1,320 @@
+"""Derivation commands: memories, scenes, persona, recall, rederive, generations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from memstore.cli.app import cli, db_option, echo_json, json_option, open_store
+from memstore.derive import api
+from memstore.store import Store
+
+
+def _open(db: Path | None) -> Store:
+    return open_store(db)
+
+
+def user_option(f: Any) -> Any:
+    return click.option("--user", "user", required=True, help="User id.")(f)
+
+
+def generation_option(f: Any) -> Any:
+    return click.option(
+        "--generation", type=int, default=None, help="Show this derivation generation."
+    )(f)
+
+
+@cli.group("memories")
+def memories_group() -> None:
+    """L1 atomic memories: list, history, forget, add.
+
+    \b
+    Example:
+      memstore memories list --user alice
+      memstore memories history 3f2a...
+    """
+
+
+@memories_group.command("list")
+@db_option
+@json_option
+@user_option
+@click.option("--type", "type_", type=click.Choice(["persona", "episodic", "instruction"]))
+@generation_option
+@click.option("--all", "include_retired", is_flag=True, help="Include retired memories.")
+def memories_list(
+    db: Path | None,
+    as_json: bool,
+    user: str,
+    type_: str | None,
+    generation: int | None,
+    include_retired: bool,
+) -> None:
+    """List a user's memories (active generation unless --generation).
+
+    \b
+    Example:
+      memstore memories list --user alice --type persona
+      memstore memories list --user alice --all --json
+    """
+    with _open(db) as store:
+        rows = api.list_memories(
+            store, user, type=type_, generation=generation, include_retired=include_retired
+        )
+    if as_json:
+        echo_json(rows)
+        return
+    for m in rows:
+        flag = "" if m["status"] == "active" else f" [retired by {m['retired_by']}]"
+        click.echo(
+            f"{m['memory_id']}  {m['type']:<11} p{m['priority']:<4} "
+            f"{m['scene_name'] or '-'}: {m['content']}{flag}"
+        )
+    if not rows:
+        click.echo("no memories")
+
+
+@memories_group.command("history")
+@db_option
+@json_option
+@click.argument("memory_id")
+def memories_history(db: Path | None, as_json: bool, memory_id: str) -> None:
+    """Show the events that created, changed or retired a memory.
+
+    \b
+    Example:
+      memstore memories history 3f2a9c...
+    """
+    with _open(db) as store:
+        rows = api.memory_history(store, memory_id)
+    if as_json:
+        echo_json(rows)
+        return
+    for h in rows:
+        detail = h.get("content") or h.get("scene") or h.get("reason") or ""
+        click.echo(f"#{h['position']} {h['recorded_at']} {h['action']}: {detail}")
+        if h.get("source_message_ids"):
+            click.echo(f"    from messages {', '.join(h['source_message_ids'])}")
+
+
+@memories_group.command("forget")
+@db_option
+@user_option
+@click.argument("memory_id")
+@click.option("--reason", default="user_request", show_default=True)
+def memories_forget(db: Path | None, user: str, memory_id: str, reason: str) -> None:
+    """Retire a memory (its history stays in the log).
+
+    \b
+    Example:
+      memstore memories forget --user alice 3f2a9c...
+    """
+    with _open(db) as store:
+        api.forget_memory(store, user, memory_id, reason)
+    click.echo(f"forgot {memory_id}")
+
+
+@memories_group.command("add")
+@db_option
+@user_option
+@click.argument("content")
+@click.option("--type", "type_", default="persona", show_default=True,
+              type=click.Choice(["persona", "episodic", "instruction"]))  # fmt: skip
+@click.option("--scene", default="", help="Scene name.")
+def memories_add(db: Path | None, user: str, content: str, type_: str, scene: str) -> None:
+    """Add a memory the user stated directly.
+
+    \b
+    Example:
+      memstore memories add --user alice "Alice is vegetarian."
+    """
+    with _open(db) as store:
+        mid = api.write_memory(store, user, "add", content, type=type_, scene=scene)
+    click.echo(f"stored {mid}")
+
+
+@cli.group("scenes")
+def scenes_group() -> None:
+    """L2 scene blocks.
+
+    \b
+    Example:
+      memstore scenes list --user alice
+      memstore scenes show --user alice Travel
+    """
+
+
+@scenes_group.command("list")
+@db_option
+@json_option
+@user_option
+@generation_option
+def scenes_list(db: Path | None, as_json: bool, user: str, generation: int | None) -> None:
+    """List a user's scenes, hottest first.
+
+    \b
+    Example:
+      memstore scenes list --user alice --json
+    """
+    with _open(db) as store:
+        rows = api.list_scenes(store, user, generation=generation)
+    if as_json:
+        echo_json(rows)
+        return
+    for s in rows:
+        click.echo(f"{s['scene_id']}  heat {s['heat']:<3} {s['name']}: {s['summary']}")
+    if not rows:
+        click.echo("no scenes")
+
+
+@scenes_group.command("show")
+@db_option
+@json_option
+@user_option
+@generation_option
+@click.argument("scene")
+def scenes_show(
+    db: Path | None, as_json: bool, user: str, generation: int | None, scene: str
+) -> None:
+    """Show one scene (by id or name) with its body.
+
+    \b
+    Example:
+      memstore scenes show --user alice Travel
+    """
+    with _open(db) as store:
+        rows = api.list_scenes(store, user, generation=generation)
+    found = [s for s in rows if scene in (s["scene_id"], s["name"])]
+    if not found:
+        raise click.ClickException(f"user {user!r} has no scene {scene!r}")
+    s = found[0]
+    if as_json:
+        echo_json(s)
+        return
+    click.echo(f"# {s['name']}  (heat {s['heat']}, {len(s['memory_ids'])} memories)")
+    click.echo(s["summary"])
+    click.echo("")
+    click.echo(s["body"])
+
+
+@cli.group("persona")
+def persona_group() -> None:
+    """L3 persona.
+
+    \b
+    Example:
+      memstore persona show --user alice
+    """
+
+
+@persona_group.command("show")
+@db_option
+@json_option
+@user_option
+@generation_option
+def persona_show(db: Path | None, as_json: bool, user: str, generation: int | None) -> None:
+    """Show the user's persona and the scene navigation.
+
+    \b
+    Example:
+      memstore persona show --user alice
+    """
+    with _open(db) as store:
+        text = api.get_persona(store, user, generation=generation)
+        nav = api.scene_navigation(store, user, generation=generation)
+    if as_json:
+        echo_json({"persona": text, "navigation": nav})
+        return
+    click.echo(text or "(no persona yet)")
+    if nav:
+        click.echo("\nScenes:\n" + nav)
+
+
+@cli.command("recall")
+@db_option
+@json_option
+@user_option
+@click.option("--session", default=None, help="Session id (accepted; memories are per user).")
+@click.option("--budget", type=int, default=None, help="Character budget.")
+@click.argument("query")
+def recall_cmd(
+    db: Path | None, as_json: bool, user: str, session: str | None, budget: int | None, query: str
+) -> None:
+    """Show what would be injected before a turn for QUERY.
+
+    \b
+    Example:
+      memstore recall --user alice "where should we eat tonight?"
+    """
+    with _open(db) as store:
+        r = api.recall(store, query, user_id=user, session_id=session, budget_chars=budget)
+    if as_json:
+        echo_json(
+            {
+                "text": r.text,
+                "persona": r.persona,
+                "navigation": r.navigation,
+                "memories": r.memories,
+                "truncated": r.truncated,
+                "timed_out": r.timed_out,
+            }
+        )
+        return
+    click.echo(r.text or "(nothing to recall)")
+
+
+@cli.command("rederive")
+@db_option
+@click.option("--user", "user", default=None, help="Only this user (default: every user).")
+@click.option("--from", "from_layer", type=click.Choice(["l1", "l2", "l3"]), default="l1",
+              show_default=True, help="Lowest layer to derive again.")  # fmt: skip
+@click.option("--activate", type=int, default=None,
+              help="Make this generation active again instead (needs --user).")  # fmt: skip
+def rederive_cmd(db: Path | None, user: str | None, from_layer: str, activate: int | None) -> None:
+    """Derive memories again from the captured conversations into a new generation.
+
+    Uses the configured LLM (or the offline rules). The new generation becomes
+    active when it is complete; the previous one stays readable with
+    --generation and can be re-activated with --activate.
+
+    \b
+    Example:
+      memstore rederive --user alice
+      memstore rederive --from l2
+      memstore rederive --user alice --activate 0
+    """
+    with _open(db) as store:
+        if activate is not None:
+            if user is None:
+                raise click.UsageError("--activate needs --user")
+            previous = api.activate_generation(store, user, activate)
+            click.echo(f"{user}: generation {activate} active (was {previous})")
+            return
+        gen = api.rederive(store, user_id=user, from_layer=from_layer)
+    click.echo(f"generation {gen} built and active")
+
+
+@cli.command("generations")
+@db_option
+@json_option
+@user_option
+def generations_cmd(db: Path | None, as_json: bool, user: str) -> None:
+    """List a user's derivation generations.
+
+    \b
+    Example:
+      memstore generations --user alice
+    """
+    with _open(db) as store:
+        rows = api.list_generations(store, user)
+    if as_json:
+        echo_json(rows)
+        return
+    for g in rows:
+        mark = "*" if g["active"] else " "
+        click.echo(
+            f"{mark} {g['generation']:<4} {g['memories']} memories, from {g['from_layer']}"
+            f"{'' if g['complete'] else ' (incomplete)'}"
+        )

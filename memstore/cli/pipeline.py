@@ -1,0 +1,112 @@
+"""``memstore pipeline status|run``: when derivation runs, and running it now."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from memstore.cli.app import cli, db_option, echo_json, json_option, resolve_db
+from memstore.config import Settings
+from memstore.pipeline import PipelineService
+from memstore.store import Store
+
+
+def _open(db: Path | None) -> tuple[Store, PipelineService, bool]:
+    # A one-shot command never competes for the scheduler lease.
+    store = Store.open(resolve_db(db), settings=Settings.load(scheduler=False))
+    existing = getattr(store, "pipeline", None)
+    if isinstance(existing, PipelineService):
+        return store, existing, False
+    return store, PipelineService(store), True
+
+
+@cli.group("pipeline")
+def pipeline_group() -> None:
+    """The derivation pipeline: pending work, timers, failures; run it now.
+
+    \b
+    Example:
+      memstore pipeline status
+      memstore pipeline run --user alice
+    """
+
+
+@pipeline_group.command("status")
+@db_option
+@json_option
+@click.option("--user", "user_id", default=None, help="Only this user.")
+def pipeline_status(db: Path | None, as_json: bool, user_id: str | None) -> None:
+    """Show per user and session: pending rounds, threshold, queued work, timers, failures.
+
+    \b
+    Example:
+      memstore pipeline status --user alice
+      memstore pipeline status --json
+    """
+    store, svc, own = _open(db)
+    try:
+        rows = svc.status(user_id)
+    finally:
+        if own:
+            svc.stop()
+        store.close()
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("no pipeline state yet (nothing captured)")
+    for u in rows:
+        click.echo(
+            f"user {u['user_id']}: last L1 {u['last_l1_at'] or '-'}, L2 {u['last_l2_at'] or '-'}, "
+            f"L3 {u['last_l3_at'] or '-'}; L2 timer {u['l2_timer'] or '-'}"
+        )
+        for q in u["queued"]:
+            state = "running" if q["running"] else f"after {q['run_after']}"
+            click.echo(
+                f"  queued {q['stage']} {q['session_id'] or ''} {state} attempts {q['attempts']}"
+            )
+        for s in u["sessions"]:
+            line = (
+                f"  session {s['session_id']}: {s['rounds_pending']}/{s['threshold']} rounds, "
+                f"{s['messages_pending']} messages pending, idle timer {s['idle_timer'] or '-'}"
+            )
+            if s["failures"]:
+                line += f", {s['failures']} failures ({s['last_error']})"
+            if s["ended_at"]:
+                line += ", ended"
+            click.echo(line)
+
+
+@pipeline_group.command("run")
+@db_option
+@json_option
+@click.option("--user", "user_id", default=None, help="Only this user.")
+def pipeline_run(db: Path | None, as_json: bool, user_id: str | None) -> None:
+    """Run due derivation now: L1 for pending sessions, then L2, then L3 when due.
+
+    \b
+    Example:
+      memstore pipeline run
+      memstore pipeline run --user alice --json
+    """
+    store, svc, own = _open(db)
+    try:
+        outcomes = svc.run_pipeline(user_id, wait=True)
+    finally:
+        if own:
+            svc.stop()
+        store.close()
+    rows: list[dict[str, Any]] = [
+        {"stage": o.stage, "ok": o.ok, "run_id": o.run_id, "error": o.error} for o in outcomes
+    ]
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("nothing due")
+    for r in rows:
+        click.echo(
+            f"{r['stage']} {'ok' if r['ok'] else 'FAILED: ' + str(r['error'])} ({r['run_id']})"
+        )

@@ -1,0 +1,241 @@
+"""The functions the Store, the scheduler and the CLI call.
+
+Everything here takes the ``Store`` first; reads show the user's active
+generation unless ``generation=`` names another one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from memstore.derive import rules
+from memstore.derive.common import RunOutcome, append_checked, new_id
+from memstore.derive.events import (
+    GenerationStarted,
+    L1Extracted,
+    MemoryForgotten,
+    MemoryWritten,
+    PersonaUpdated,
+    ScenesUpdated,
+)
+from memstore.derive.generations import activate_generation, list_generations, rederive
+from memstore.derive.l1 import run_l1
+from memstore.derive.l2 import run_l2
+from memstore.derive.l3 import persona_due, run_l3
+from memstore.derive.recall import Recall, navigation_text, recall
+from memstore.derive.state import (
+    memories,
+    memory,
+    persona,
+    resolve_generation,
+    scenes,
+)
+from memstore.errors import InvalidInputError, NotFoundError
+from memstore.llm.prompts import MAX_MEMORY_CHARS, MEMORY_TYPES, clip
+
+if TYPE_CHECKING:
+    from memstore.store import Store
+
+ORIGINS = ("user_stated", "host")
+HISTORY_TYPES = [
+    L1Extracted.TYPE,
+    MemoryWritten.TYPE,
+    MemoryForgotten.TYPE,
+    GenerationStarted.TYPE,
+    ScenesUpdated.TYPE,
+]
+
+
+def list_memories(
+    store: Store,
+    user_id: str,
+    *,
+    type: str | None = None,
+    generation: int | None = None,
+    include_retired: bool = False,
+) -> list[dict[str, Any]]:
+    with store.db.read() as conn:
+        gen = resolve_generation(conn, user_id, generation)
+        return memories(conn, user_id, gen, type=type, include_retired=include_retired)
+
+
+def list_scenes(
+    store: Store, user_id: str, *, generation: int | None = None
+) -> list[dict[str, Any]]:
+    with store.db.read() as conn:
+        return scenes(conn, user_id, resolve_generation(conn, user_id, generation))
+
+
+def get_persona(store: Store, user_id: str, *, generation: int | None = None) -> str | None:
+    with store.db.read() as conn:
+        row = persona(conn, user_id, resolve_generation(conn, user_id, generation))
+    return str(row["persona"]) if row else None
+
+
+def scene_navigation(store: Store, user_id: str, *, generation: int | None = None) -> str:
+    return navigation_text(list_scenes(store, user_id, generation=generation))
+
+
+def forget_memory(store: Store, user_id: str, memory_id: str, reason: str = "user_request") -> None:
+    """Retire a memory (it leaves search, recall, scenes' live lists); history stays."""
+    with store.db.read() as conn:
+        row = memory(conn, memory_id)
+    if row is None or row["user_id"] != user_id:
+        raise NotFoundError(f"user {user_id!r} has no memory {memory_id!r}")
+    if row["status"] == "active":
+        append_checked(store, user_id, [MemoryForgotten(memory_id, reason)])
+
+
+def _find(store: Store, user_id: str, text: str, generation: int) -> dict[str, Any] | None:
+    """The live memory a host means by ``text``: same text, else the most similar."""
+    with store.db.read() as conn:
+        live = memories(conn, user_id, generation)
+    key = rules.normalize(text)
+    for m in live:
+        if rules.normalize(m["content"]) == key:
+            return m
+    best = max(live, key=lambda m: rules.similarity(text, m["content"]), default=None)
+    if best is not None and rules.similarity(text, best["content"]) >= 0.5:
+        return best
+    return None
+
+
+def write_memory(
+    store: Store,
+    user_id: str,
+    action: Literal["add", "replace", "remove"],
+    content: str,
+    *,
+    old_content: str | None = None,
+    type: str = "persona",
+    scene: str = "",
+    origin: str = "user_stated",
+) -> str | None:
+    """Mirror a host's memory tool. Returns the memory id written or removed,
+    or None when ``remove`` found nothing to remove."""
+    if type not in MEMORY_TYPES:
+        raise InvalidInputError(f"type must be one of {MEMORY_TYPES}, got {type!r}")
+    if origin not in ORIGINS:
+        raise InvalidInputError(f"origin must be one of {ORIGINS}, got {origin!r}")
+    content = clip(" ".join(str(content).split()), MAX_MEMORY_CHARS)
+    with store.db.read() as conn:
+        gen = resolve_generation(conn, user_id, None)
+    if action == "remove":
+        target = _find(store, user_id, old_content or content, gen)
+        if target is None:
+            return None
+        append_checked(store, user_id, [MemoryForgotten(target["memory_id"], f"{origin}_remove")])
+        return str(target["memory_id"])
+    if not content:
+        raise InvalidInputError("memory content must not be empty")
+    if action not in ("add", "replace"):
+        raise InvalidInputError(f"action must be add, replace or remove, got {action!r}")
+    target = (
+        _find(store, user_id, old_content, gen) if action == "replace" and old_content else None
+    )
+    if action == "add":
+        same = _find(store, user_id, content, gen)
+        if same is not None and rules.normalize(same["content"]) == rules.normalize(content):
+            return str(same["memory_id"])  # a mirror re-sending what we hold
+    decision: dict[str, Any] = {
+        "action": "update" if target is not None else "store",
+        "new_id": new_id(),
+        "target_ids": [target["memory_id"]] if target is not None else [],
+        "content": content,
+        "type": type,
+        "priority": -1 if type == "instruction" else 70,
+        "scene_name": scene or (target["scene_name"] if target is not None else ""),
+        "source_message_ids": [],
+        "activity_start": None,
+        "activity_end": None,
+        "occurred_at": None,
+        "candidate": content,
+        "reason": f"{origin} {action}",
+        "degraded_from": None,
+    }
+    append_checked(
+        store, user_id, [MemoryWritten(gen, origin, decision)], occurred_at=store.clock()
+    )
+    return str(target["memory_id"]) if target is not None else str(decision["new_id"])
+
+
+def memory_history(store: Store, memory_id: str) -> list[dict[str, Any]]:
+    """The events that created, changed, retired or placed this memory, oldest first."""
+    with store.db.read() as conn:
+        row = memory(conn, memory_id)
+        if row is None:
+            raise NotFoundError(f"no memory {memory_id!r}")
+        events = store.log.read(conn, types=HISTORY_TYPES, user_id=row["user_id"])
+    base_id, _, copied_gen = memory_id.rpartition("@")
+    out: list[dict[str, Any]] = []
+    for ev in events:
+        p = ev.payload
+        entry: dict[str, Any] = {
+            "position": ev.position,
+            "type": ev.type,
+            "occurred_at": ev.occurred_at,
+            "recorded_at": ev.recorded_at,
+        }
+        if isinstance(p, L1Extracted | MemoryWritten):
+            ds = p.decisions if isinstance(p, L1Extracted) else [p.decision]
+            for d in ds:
+                if d["new_id"] == memory_id or memory_id in d["target_ids"]:
+                    role = "created" if d["new_id"] == memory_id else "target"
+                    out.append(
+                        {
+                            **entry,
+                            "action": d["action"],
+                            "role": role,
+                            "content": d["content"],
+                            "candidate": d["candidate"],
+                            "source_message_ids": d["source_message_ids"],
+                            "reason": d["reason"],
+                            "deriver": getattr(
+                                p, "deriver", p.origin if isinstance(p, MemoryWritten) else ""
+                            ),
+                            "model": getattr(p, "model", ""),
+                            "prompt_version": getattr(p, "prompt_version", ""),
+                            "run_id": getattr(p, "run_id", ""),
+                            "session_id": getattr(p, "session_id", ""),
+                        }
+                    )
+        elif isinstance(p, MemoryForgotten) and p.memory_id == memory_id:
+            out.append({**entry, "action": "forget", "reason": p.reason})
+        elif isinstance(p, GenerationStarted) and base_id and copied_gen == str(p.generation):
+            out.append(
+                {**entry, "action": "copy", "copied_from": base_id, "generation": p.generation}
+            )
+        elif isinstance(p, ScenesUpdated):
+            for op in p.operations:
+                if memory_id in op.get("memory_ids", []):
+                    out.append(
+                        {
+                            **entry,
+                            "action": f"scene_{op['op']}",
+                            "scene_id": op["scene_id"],
+                            "scene": op.get("name"),
+                        }
+                    )
+    return out
+
+
+__all__ = [
+    "PersonaUpdated",
+    "Recall",
+    "RunOutcome",
+    "activate_generation",
+    "forget_memory",
+    "get_persona",
+    "list_generations",
+    "list_memories",
+    "list_scenes",
+    "memory_history",
+    "persona_due",
+    "recall",
+    "rederive",
+    "run_l1",
+    "run_l2",
+    "run_l3",
+    "scene_navigation",
+    "write_memory",
+]

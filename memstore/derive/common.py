@@ -1,0 +1,106 @@
+"""Pieces every derivation stage shares: run outcomes, ids, the LLM client, appends."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection
+
+from memstore.derive.events import RunFailed, derive_stream
+from memstore.derive.state import failures
+from memstore.events.log import NewEvent, StoredEvent
+from memstore.events.types import Event
+from memstore.llm.client import LLMClient
+
+if TYPE_CHECKING:  # the Store imports derivation lazily; avoid a cycle
+    from memstore.store import Store
+
+MAX_ERROR_CHARS = 1000
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one run did. ``ok=False`` means a RunFailed event was appended and
+    nothing that run covered was advanced."""
+
+    stage: str
+    ok: bool
+    run_id: str
+    events_appended: int = 0
+    new_memories: int = 0
+    persona_requested: bool = False
+    error: str | None = None
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+_clients: weakref.WeakKeyDictionary[Store, LLMClient] = weakref.WeakKeyDictionary()
+_clients_lock = threading.Lock()
+
+
+def llm_client(store: Store) -> LLMClient | None:
+    """The store's shared LLM client, or None when no LLM is configured (rules)."""
+    if not store.settings.llm_configured:
+        return None
+    with _clients_lock:
+        client = _clients.get(store)
+        if client is None:
+            client = LLMClient(store.settings)
+            _clients[store] = client
+        return client
+
+
+def append_checked(
+    store: Store,
+    user_id: str,
+    payloads: Sequence[Event],
+    *,
+    occurred_at: datetime | None = None,
+    check: Callable[[Connection], bool] | None = None,
+) -> list[StoredEvent] | None:
+    """Append derivation events in one write transaction; inline projections apply.
+
+    ``check`` runs first inside the same transaction (e.g. "the cursor is still
+    where this run started"); when it returns False nothing is appended and
+    None is returned: another worker did the same work meanwhile.
+    """
+    with store.db.write() as conn:
+        if check is not None and not check(conn):
+            return None
+        stored = store.log.append(
+            conn,
+            [
+                NewEvent(derive_stream(user_id), p, user_id=user_id, occurred_at=occurred_at)
+                for p in payloads
+            ],
+        )
+        store.projections.apply_inline(conn, stored)
+    return stored
+
+
+def record_failure(
+    store: Store,
+    user_id: str,
+    stage: str,
+    session_id: str,
+    run_id: str,
+    error: BaseException,
+    generation: int | None,
+) -> RunOutcome:
+    with store.db.read() as conn:
+        attempt = failures(conn, user_id, stage, session_id) + 1
+    text = f"{type(error).__name__}: {error}"[:MAX_ERROR_CHARS]
+    append_checked(
+        store,
+        user_id,
+        [RunFailed(stage, session_id, text, attempt, run_id, generation)],
+    )
+    return RunOutcome(stage, False, run_id, events_appended=1, error=text)

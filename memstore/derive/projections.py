@@ -1,0 +1,353 @@
+"""The L1 projection: memories, their FTS rows, extraction cursors, generations.
+
+Applies recorded decisions only; every id it writes either comes from the
+event (new memory ids were generated when the event was created) or is
+computed from the log order (the integer row id, ``<id>@<generation>`` for
+copies), so a rebuild yields the same rows as the incremental path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from sqlalchemy import Connection, Row, delete, func, select, text, update
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from memstore.db.schema import (
+    active_generations,
+    derive_failures,
+    derive_generations,
+    l1_cursors,
+    l1_memories,
+)
+from memstore.derive.events import (
+    GenerationActivated,
+    GenerationStarted,
+    L1Extracted,
+    MemoryForgotten,
+    MemoryWritten,
+    PersonaUpdated,
+    RunFailed,
+    ScenesUpdated,
+)
+from memstore.embeddings import content_hash
+from memstore.events.log import StoredEvent
+from memstore.projections.base import Projection
+from memstore.text import document_columns
+from memstore.vectors import spaces
+
+COPY_LAYERS = ("l2", "l3")  # from_layer values that copy L1 from the base generation
+DIRECT_ORIGINS = ("user_stated", "host")  # memories no extraction produced
+
+
+def copied_id(memory_or_scene_id: str, generation: int) -> str:
+    return f"{memory_or_scene_id}@{generation}"
+
+
+def union(*lists: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for items in lists:
+        for item in items:
+            if item not in out:
+                out.append(item)
+    return out
+
+
+class L1Projection(Projection):
+    name: ClassVar[str] = "l1_memories"
+    handles: ClassVar[frozenset[str] | None] = frozenset(
+        {
+            L1Extracted.TYPE,
+            MemoryWritten.TYPE,
+            MemoryForgotten.TYPE,
+            GenerationStarted.TYPE,
+            GenerationActivated.TYPE,
+        }
+    )
+    tables = (l1_memories, active_generations, l1_cursors, derive_generations)
+
+    def __init__(self) -> None:
+        self._next_id = 0
+
+    def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
+        self._next_id = int(
+            conn.execute(select(func.coalesce(func.max(l1_memories.c.id), 0))).scalar_one()
+        )
+        for ev in events:
+            p = ev.payload
+            if isinstance(p, L1Extracted):
+                origin = "rules" if p.deriver == "rules" else "extracted"
+                for d in p.decisions:
+                    self._decide(conn, ev, p.generation, d, origin)
+                self._advance_cursor(conn, ev, p)
+            elif isinstance(p, MemoryWritten):
+                self._decide(conn, ev, p.generation, p.decision, p.origin)
+            elif isinstance(p, MemoryForgotten):
+                row = self._row(conn, ev.user_id, p.memory_id)
+                if row is not None and row.status == "active":
+                    self._retire(conn, [row], "forgotten", ev.position)
+            elif isinstance(p, GenerationStarted):
+                self._start_generation(conn, ev, p)
+            elif isinstance(p, GenerationActivated):
+                stmt = sqlite_insert(active_generations).values(
+                    user_id=ev.user_id, generation=p.generation
+                )
+                conn.execute(
+                    stmt.on_conflict_do_update(
+                        index_elements=[active_generations.c.user_id],
+                        set_={"generation": p.generation},
+                    )
+                )
+                conn.execute(
+                    update(derive_generations)
+                    .where(
+                        derive_generations.c.user_id == ev.user_id,
+                        derive_generations.c.generation == p.generation,
+                    )
+                    .values(activated_position=ev.position)
+                )
+
+    def clear(self, conn: Connection) -> None:
+        conn.execute(text("DELETE FROM l1_fts"))
+        super().clear(conn)
+        # Row ids are reassigned on replay; the indexer refills vectors from the cache.
+        spaces.reset_kind(conn, "l1")
+
+    # -- decisions -------------------------------------------------------------
+
+    def _decide(
+        self, conn: Connection, ev: StoredEvent, generation: int, d: dict[str, Any], origin: str
+    ) -> None:
+        action = d["action"]
+        if action == "skip":
+            return
+        # A decision may only touch live memories of the same user and generation:
+        # a target forgotten between the LLM call and the append stays forgotten.
+        targets = [
+            r
+            for r in (self._row(conn, ev.user_id, t) for t in d.get("target_ids", []))
+            if r is not None and r.status == "active" and int(r.generation) == generation
+        ]
+        sources = list(d.get("source_message_ids", []))
+        if action == "update" and targets:
+            t = targets[0]
+            content = d["content"]
+            conn.execute(
+                update(l1_memories)
+                .where(l1_memories.c.id == t.id)
+                .values(
+                    content=content,
+                    content_hash=content_hash(content),
+                    type=d["type"],
+                    priority=int(d["priority"]),
+                    scene_name=d["scene_name"],
+                    source_message_ids=json.dumps(union(json.loads(t.source_message_ids), sources)),
+                    activity_start=d.get("activity_start") or t.activity_start,
+                    activity_end=d.get("activity_end") or t.activity_end,
+                    updated_position=ev.position,
+                )
+            )
+            self._index(conn, int(t.id), content, replace=True)
+            return
+        if action == "merge":
+            sources = union(*(json.loads(t.source_message_ids) for t in targets), sources)
+        if self._row(conn, ev.user_id, d["new_id"]) is not None:
+            return  # defensive: an id is never reused
+        self._insert(conn, ev, generation, d, origin, sources)
+        if action in ("merge", "supersede"):
+            self._retire(conn, targets, d["new_id"], ev.position)
+
+    def _insert(
+        self,
+        conn: Connection,
+        ev: StoredEvent,
+        generation: int,
+        d: dict[str, Any],
+        origin: str,
+        sources: list[str],
+    ) -> None:
+        self._next_id += 1
+        content = d["content"]
+        conn.execute(
+            l1_memories.insert().values(
+                id=self._next_id,
+                memory_id=d["new_id"],
+                user_id=ev.user_id,
+                generation=generation,
+                type=d["type"],
+                priority=int(d["priority"]),
+                scene_name=d.get("scene_name", ""),
+                content=content,
+                content_hash=content_hash(content),
+                status="active",
+                origin=origin,
+                source_message_ids=json.dumps(sources),
+                activity_start=d.get("activity_start"),
+                activity_end=d.get("activity_end"),
+                occurred_at=d.get("occurred_at") or ev.occurred_at,
+                created_position=ev.position,
+                updated_position=ev.position,
+                retired_by=None,
+            )
+        )
+        self._index(conn, self._next_id, content, replace=False)
+
+    @staticmethod
+    def _index(conn: Connection, row_id: int, content: str, *, replace: bool) -> None:
+        if replace:
+            conn.execute(text("DELETE FROM l1_fts WHERE rowid = :id"), {"id": row_id})
+        latin, cjk = document_columns(content)
+        conn.execute(
+            text("INSERT INTO l1_fts(rowid, text, cjk) VALUES (:id, :t, :c)"),
+            {"id": row_id, "t": latin, "c": cjk},
+        )
+
+    @staticmethod
+    def _retire(conn: Connection, rows: Sequence[Row[Any]], by: str, position: int) -> None:
+        # Retired rows leave the FTS index (search shows live memories only) but
+        # stay in l1_memories for history and ``include_retired`` listings.
+        for r in rows:
+            conn.execute(
+                update(l1_memories)
+                .where(l1_memories.c.id == r.id)
+                .values(status="retired", retired_by=by, updated_position=position)
+            )
+            conn.execute(text("DELETE FROM l1_fts WHERE rowid = :id"), {"id": int(r.id)})
+
+    @staticmethod
+    def _row(conn: Connection, user_id: str, memory_id: str) -> Row[Any] | None:
+        return conn.execute(
+            select(l1_memories).where(
+                l1_memories.c.memory_id == memory_id, l1_memories.c.user_id == user_id
+            )
+        ).first()
+
+    # -- cursors and generations -----------------------------------------------
+
+    @staticmethod
+    def _advance_cursor(conn: Connection, ev: StoredEvent, p: L1Extracted) -> None:
+        key = {"user_id": ev.user_id, "session_id": p.session_id, "generation": p.generation}
+        stmt = sqlite_insert(l1_cursors).values(
+            **key,
+            cursor_position=p.cursor_position,
+            runs=1,
+            last_run_id=p.run_id,
+            updated_position=ev.position,
+        )
+        conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=[
+                    l1_cursors.c.user_id,
+                    l1_cursors.c.session_id,
+                    l1_cursors.c.generation,
+                ],
+                set_={
+                    "cursor_position": func.max(l1_cursors.c.cursor_position, p.cursor_position),
+                    "runs": l1_cursors.c.runs + 1,
+                    "last_run_id": p.run_id,
+                    "updated_position": ev.position,
+                },
+            )
+        )
+
+    def _start_generation(self, conn: Connection, ev: StoredEvent, p: GenerationStarted) -> None:
+        conn.execute(
+            sqlite_insert(derive_generations)
+            .values(
+                user_id=ev.user_id,
+                generation=p.generation,
+                from_layer=p.from_layer,
+                base_generation=p.base_generation,
+                run_id=p.run_id,
+                started_position=ev.position,
+                activated_position=None,
+            )
+            .on_conflict_do_nothing()
+        )
+        q = select(l1_memories).where(
+            l1_memories.c.user_id == ev.user_id,
+            l1_memories.c.generation == p.base_generation,
+            l1_memories.c.status == "active",
+        )
+        if p.from_layer not in COPY_LAYERS:
+            # Re-extracting from L0 cannot recreate what a host or the user wrote
+            # directly, so those memories carry over.
+            q = q.where(l1_memories.c.origin.in_(DIRECT_ORIGINS))
+        rows = conn.execute(q.order_by(l1_memories.c.id)).all()
+        for r in rows:
+            self._next_id += 1
+            values = dict(r._mapping)
+            values.update(
+                id=self._next_id,
+                memory_id=copied_id(r.memory_id, p.generation),
+                generation=p.generation,
+            )
+            conn.execute(l1_memories.insert().values(**values))
+            self._index(conn, self._next_id, r.content, replace=False)
+        if p.from_layer not in COPY_LAYERS:
+            return
+        cursors = conn.execute(
+            select(l1_cursors).where(
+                l1_cursors.c.user_id == ev.user_id, l1_cursors.c.generation == p.base_generation
+            )
+        ).all()
+        for c in cursors:
+            conn.execute(
+                sqlite_insert(l1_cursors)
+                .values(**{**dict(c._mapping), "generation": p.generation})
+                .on_conflict_do_nothing()
+            )
+
+
+class FailuresProjection(Projection):
+    """Consecutive failures per (user, stage, session): what ``attempt`` counts."""
+
+    name: ClassVar[str] = "derive_failures"
+    handles: ClassVar[frozenset[str] | None] = frozenset(
+        {RunFailed.TYPE, L1Extracted.TYPE, ScenesUpdated.TYPE, PersonaUpdated.TYPE}
+    )
+    tables = (derive_failures,)
+
+    def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
+        for ev in events:
+            p = ev.payload
+            if isinstance(p, RunFailed):
+                stmt = sqlite_insert(derive_failures).values(
+                    user_id=ev.user_id,
+                    stage=p.stage,
+                    session_id=p.session_id,
+                    failures=1,
+                    last_error=p.error,
+                    updated_position=ev.position,
+                )
+                conn.execute(
+                    stmt.on_conflict_do_update(
+                        index_elements=[
+                            derive_failures.c.user_id,
+                            derive_failures.c.stage,
+                            derive_failures.c.session_id,
+                        ],
+                        set_={
+                            "failures": derive_failures.c.failures + 1,
+                            "last_error": p.error,
+                            "updated_position": ev.position,
+                        },
+                    )
+                )
+                continue
+            stage, session = (
+                ("l1", p.session_id)
+                if isinstance(p, L1Extracted)
+                else ("l2", "")
+                if isinstance(p, ScenesUpdated)
+                else ("l3", "")
+            )
+            conn.execute(
+                delete(derive_failures).where(
+                    derive_failures.c.user_id == ev.user_id,
+                    derive_failures.c.stage == stage,
+                    derive_failures.c.session_id == session,
+                )
+            )

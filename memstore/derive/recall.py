@@ -1,0 +1,227 @@
+"""Recall: the text a host injects before a turn, within a budget and a deadline.
+
+Persona and scene navigation come from small projection rows and are always
+ready; the relevant memories need a search (an embedding, a KNN query), so
+that runs in a worker thread and the caller waits at most ``timeout_s``. On
+timeout the answer is persona + navigation, flagged ``timed_out``.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import text
+
+from memstore.derive import rules
+from memstore.derive.state import active_generation, memories_by_id, persona, scenes
+from memstore.errors import MemstoreError
+from memstore.text import build_match, escape_injection, truncate_chars
+
+if TYPE_CHECKING:
+    from memstore.store import Store
+
+log = logging.getLogger("memstore.recall")
+
+PERSONA_TAG = "user-persona"
+NAVIGATION_TAG = "scene-navigation"
+MEMORIES_TAG = "relevant-memories"
+PERSONA_SHARE = 0.4  # of the budget persona may keep when memories compete for it
+NAVIGATION_SHARE = 0.2
+MIN_PERSONA_CHARS = 40  # below this a cut persona says nothing useful
+
+
+@dataclass(frozen=True)
+class Recall:
+    text: str
+    persona: str
+    navigation: str
+    memories: list[dict[str, Any]]
+    truncated: bool
+    timed_out: bool
+
+
+def navigation_text(scene_rows: list[dict[str, Any]]) -> str:
+    """Scenes by heat, one line each: composed at read time, never stored."""
+    return "\n".join(f"- {s['name']} (heat {s['heat']}): {s['summary']}" for s in scene_rows)
+
+
+def memory_line(m: dict[str, Any]) -> str:
+    tags = [m["type"]]
+    if m.get("scene_name"):
+        tags.append(m["scene_name"])
+    when = m.get("activity_start")
+    if when:
+        end = m.get("activity_end")
+        tags.append(f"{when}–{end}" if end and end != when else when)
+    return f"- [{' · '.join(tags)}] {m['content']}"
+
+
+def search_memories(store: Store, query: str, user_id: str, limit: int) -> list[dict[str, Any]]:
+    """Live memories of the active generation for ``query``, best first, with ``score``.
+
+    Uses the store's hybrid search when it has one; otherwise keyword search
+    scored by the share of query terms a memory contains (0..1).
+    """
+    search = getattr(store, "search_memories", None)
+    scored: list[tuple[str, float]] = []
+    with store.db.read() as conn:
+        gen = active_generation(conn, user_id)
+    if search is not None:
+        scored = [(str(h.ref), float(h.score)) for h in search(query, user_id=user_id, limit=limit)]
+    else:
+        match = build_match(query)
+        if match is not None:
+            with store.db.read() as conn:
+                rows = conn.execute(
+                    text(
+                        "SELECT m.memory_id, m.content FROM l1_fts "
+                        "JOIN l1_memories m ON m.id = l1_fts.rowid WHERE l1_fts MATCH :q "
+                        "AND m.user_id = :u AND m.generation = :g AND m.status = 'active' "
+                        "ORDER BY bm25(l1_fts), m.id LIMIT :n"
+                    ),
+                    {"q": match, "u": user_id, "g": gen, "n": limit},
+                ).all()
+            q = rules.tokens(query)
+            scored = [(str(r[0]), len(q & rules.tokens(r[1])) / max(len(q), 1)) for r in rows]
+    with store.db.read() as conn:
+        rows_by_id = memories_by_id(conn, user_id, [mid for mid, _ in scored])
+    out = []
+    for mid, score in scored:
+        m = rows_by_id.get(mid)
+        if m is not None and m["status"] == "active" and int(m["generation"]) == gen:
+            out.append({**m, "score": score})
+    return out
+
+
+def _search_with_deadline(
+    store: Store, query: str, user_id: str, limit: int, timeout_s: float
+) -> list[dict[str, Any]] | None:
+    """The search result, or None when it did not finish in time."""
+    box: queue.Queue[list[dict[str, Any]] | BaseException] = queue.Queue(maxsize=1)
+
+    def work() -> None:
+        try:
+            box.put(search_memories(store, query, user_id, limit))
+        except MemstoreError as exc:  # reported to the caller below
+            box.put(exc)
+
+    # A daemon thread, not a pool: a search stuck past the deadline must not
+    # hold up interpreter exit; it finishes (or fails) on its own.
+    threading.Thread(target=work, name="memstore-recall", daemon=True).start()
+    try:
+        got = box.get(timeout=max(timeout_s, 0.0))
+    except queue.Empty:
+        return None
+    if isinstance(got, BaseException):
+        log.warning("recall search failed, answering without memories: %s", got)
+        return []
+    return got
+
+
+def _block(tag: str, body: str) -> str:
+    return f"<{tag}>\n{body}\n</{tag}>"
+
+
+def _overhead(tag: str) -> int:
+    return len(_block(tag, "")) + 1  # +1: the newline joining blocks
+
+
+def _fit_lines(lines: list[str], limit: int) -> list[str]:
+    out: list[str] = []
+    used = 0
+    for line in lines:
+        cost = len(line) + (1 if out else 0)
+        if used + cost > limit:
+            break
+        out.append(line)
+        used += cost
+    return out
+
+
+def compose(persona_text: str, navigation: str, lines: list[str], budget: int) -> tuple[str, bool]:
+    """Blocks in the order persona, navigation, memories, within ``budget`` code points.
+
+    Memories get first claim on the budget beyond a reserved share for the
+    persona and navigation, then the persona takes what is left, then the
+    navigation. Memory and navigation lines are kept whole.
+    """
+    persona_text = escape_injection(persona_text)
+    nav_lines = [escape_injection(x) for x in navigation.splitlines() if x]
+    lines = [escape_injection(x) for x in lines]
+    nav_len = len("\n".join(nav_lines))
+
+    def reserve_persona() -> int:
+        return (
+            _overhead(PERSONA_TAG) + min(len(persona_text), int(budget * PERSONA_SHARE))
+            if persona_text
+            else 0
+        )
+
+    def reserve_nav() -> int:
+        return (
+            _overhead(NAVIGATION_TAG) + min(nav_len, int(budget * NAVIGATION_SHARE))
+            if nav_lines
+            else 0
+        )
+
+    truncated = False
+    mem_block = ""
+    if lines:
+        room = budget - reserve_persona() - reserve_nav() - _overhead(MEMORIES_TAG)
+        kept = _fit_lines(lines, room)
+        truncated |= len(kept) < len(lines)
+        if kept:
+            mem_block = _block(MEMORIES_TAG, "\n".join(kept))
+    used = len(mem_block) + (1 if mem_block else 0)
+    persona_block = ""
+    if persona_text:
+        room = budget - used - reserve_nav() - _overhead(PERSONA_TAG)
+        if room >= min(MIN_PERSONA_CHARS, len(persona_text)):
+            cut = truncate_chars(persona_text, room)
+            truncated |= cut != persona_text
+            persona_block = _block(PERSONA_TAG, cut)
+        else:
+            truncated = True
+    used += len(persona_block) + (1 if persona_block else 0)
+    nav_block = ""
+    if nav_lines:
+        kept = _fit_lines(nav_lines, budget - used - _overhead(NAVIGATION_TAG))
+        truncated |= len(kept) < len(nav_lines)
+        if kept:
+            nav_block = _block(NAVIGATION_TAG, "\n".join(kept))
+    out = "\n".join(b for b in (persona_block, nav_block, mem_block) if b)
+    return out, truncated
+
+
+def recall(
+    store: Store,
+    query: str,
+    *,
+    user_id: str,
+    session_id: str | None = None,
+    budget_chars: int | None = None,
+    timeout_s: float | None = None,
+) -> Recall:
+    """What to inject before the user's next turn. ``session_id`` is accepted
+    for hosts that pass it; memories are per user, so it does not filter."""
+    s = store.settings
+    budget = s.recall_budget_chars if budget_chars is None else max(int(budget_chars), 0)
+    timeout = s.recall_timeout_s if timeout_s is None else float(timeout_s)
+    with store.db.read() as conn:
+        gen = active_generation(conn, user_id)
+        row = persona(conn, user_id, gen)
+        nav = navigation_text(scenes(conn, user_id, gen))
+    persona_text = str(row["persona"]) if row else ""
+    found = (
+        _search_with_deadline(store, query, user_id, s.recall_limit, timeout)
+        if query.strip()
+        else []
+    )
+    timed_out = found is None
+    hits = [m for m in (found or []) if float(m["score"]) >= s.recall_threshold]
+    text_out, truncated = compose(persona_text, nav, [memory_line(m) for m in hits], budget)
+    return Recall(text_out, persona_text, nav, hits, truncated, timed_out)

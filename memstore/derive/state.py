@@ -1,0 +1,277 @@
+"""Read helpers over the derivation projections (one place for the SQL)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, func, select
+
+from memstore.db.schema import (
+    active_generations,
+    derive_failures,
+    derive_generations,
+    l0_messages,
+    l1_cursors,
+    l1_memories,
+    l2_scenes,
+    l2_state,
+    l3_persona,
+)
+
+DEFAULT_GENERATION = 0  # a user nobody re-derived shows generation 0 (as search assumes)
+
+
+@dataclass(frozen=True)
+class L0Message:
+    row_id: int
+    message_id: str
+    role: str
+    text: str
+    occurred_at: str
+    position: int
+
+
+def active_generation(conn: Connection, user_id: str) -> int:
+    got = conn.execute(
+        select(active_generations.c.generation).where(active_generations.c.user_id == user_id)
+    ).scalar_one_or_none()
+    return int(got) if got is not None else DEFAULT_GENERATION
+
+
+def resolve_generation(conn: Connection, user_id: str, generation: int | None) -> int:
+    return active_generation(conn, user_id) if generation is None else int(generation)
+
+
+def next_generation(conn: Connection) -> int:
+    """One number for all users of a re-derive: above every generation in use."""
+    highest = max(
+        DEFAULT_GENERATION,
+        int(
+            conn.execute(select(func.coalesce(func.max(l1_memories.c.generation), 0))).scalar_one()
+        ),
+        int(
+            conn.execute(
+                select(func.coalesce(func.max(derive_generations.c.generation), 0))
+            ).scalar_one()
+        ),
+        int(
+            conn.execute(
+                select(func.coalesce(func.max(active_generations.c.generation), 0))
+            ).scalar_one()
+        ),
+    )
+    return highest + 1
+
+
+def generations(conn: Connection, user_id: str) -> list[dict[str, Any]]:
+    active = active_generation(conn, user_id)
+    started = {
+        int(r.generation): dict(r._mapping)
+        for r in conn.execute(
+            select(derive_generations).where(derive_generations.c.user_id == user_id)
+        )
+    }
+    counts = {
+        int(g): int(n)
+        for g, n in conn.execute(
+            select(l1_memories.c.generation, func.count())
+            .where(l1_memories.c.user_id == user_id, l1_memories.c.status == "active")
+            .group_by(l1_memories.c.generation)
+        )
+    }
+    out = []
+    for g in sorted(set(started) | set(counts) | {active}):
+        info = started.get(g, {})
+        out.append(
+            {
+                "generation": g,
+                "active": g == active,
+                "memories": counts.get(g, 0),
+                "from_layer": info.get("from_layer", "l1"),
+                "activated_position": info.get("activated_position"),
+                "complete": g == DEFAULT_GENERATION or info.get("activated_position") is not None,
+            }
+        )
+    return out
+
+
+def l1_cursor(conn: Connection, user_id: str, session_id: str, generation: int) -> int:
+    got = conn.execute(
+        select(l1_cursors.c.cursor_position).where(
+            l1_cursors.c.user_id == user_id,
+            l1_cursors.c.session_id == session_id,
+            l1_cursors.c.generation == generation,
+        )
+    ).scalar_one_or_none()
+    return int(got) if got is not None else 0
+
+
+def sessions_of(conn: Connection, user_id: str) -> list[str]:
+    """The user's sessions in order of their first message."""
+    rows = conn.execute(
+        select(l0_messages.c.session_id, func.min(l0_messages.c.id).label("first"))
+        .where(l0_messages.c.user_id == user_id)
+        .group_by(l0_messages.c.session_id)
+        .order_by("first")
+    ).all()
+    return [str(r.session_id) for r in rows]
+
+
+def users_with_messages(conn: Connection) -> list[str]:
+    return [
+        str(u)
+        for u in conn.execute(
+            select(l0_messages.c.user_id).distinct().order_by(l0_messages.c.user_id)
+        ).scalars()
+    ]
+
+
+def _message(r: Any) -> L0Message:
+    return L0Message(
+        int(r.id), str(r.message_id), str(r.role), str(r.text), str(r.occurred_at), int(r.position)
+    )
+
+
+def pending_messages(
+    conn: Connection, user_id: str, session_id: str, after_position: int
+) -> list[L0Message]:
+    rows = conn.execute(
+        select(l0_messages)
+        .where(
+            l0_messages.c.user_id == user_id,
+            l0_messages.c.session_id == session_id,
+            l0_messages.c.position > after_position,
+        )
+        .order_by(l0_messages.c.id)
+    ).all()
+    return [_message(r) for r in rows]
+
+
+def background_messages(
+    conn: Connection, user_id: str, session_id: str, before_row: int, n: int
+) -> list[L0Message]:
+    if n <= 0:
+        return []
+    rows = conn.execute(
+        select(l0_messages)
+        .where(
+            l0_messages.c.user_id == user_id,
+            l0_messages.c.session_id == session_id,
+            l0_messages.c.id < before_row,
+        )
+        .order_by(l0_messages.c.id.desc())
+        .limit(n)
+    ).all()
+    return [_message(r) for r in reversed(rows)]
+
+
+def memory_dict(r: Any) -> dict[str, Any]:
+    d = dict(r._mapping)
+    d["source_message_ids"] = json.loads(d["source_message_ids"])
+    return d
+
+
+def memories(
+    conn: Connection,
+    user_id: str,
+    generation: int,
+    *,
+    type: str | None = None,
+    include_retired: bool = False,
+) -> list[dict[str, Any]]:
+    q = select(l1_memories).where(
+        l1_memories.c.user_id == user_id, l1_memories.c.generation == generation
+    )
+    if type is not None:
+        q = q.where(l1_memories.c.type == type)
+    if not include_retired:
+        q = q.where(l1_memories.c.status == "active")
+    return [memory_dict(r) for r in conn.execute(q.order_by(l1_memories.c.id))]
+
+
+def memories_by_id(conn: Connection, user_id: str, ids: list[str]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for i in range(0, len(ids), 500):
+        q = select(l1_memories).where(
+            l1_memories.c.user_id == user_id, l1_memories.c.memory_id.in_(ids[i : i + 500])
+        )
+        for r in conn.execute(q):
+            out[str(r.memory_id)] = memory_dict(r)
+    return out
+
+
+def memory(conn: Connection, memory_id: str) -> dict[str, Any] | None:
+    r = conn.execute(select(l1_memories).where(l1_memories.c.memory_id == memory_id)).first()
+    return memory_dict(r) if r is not None else None
+
+
+def memories_changed_since(
+    conn: Connection, user_id: str, generation: int, cursor: int
+) -> list[dict[str, Any]]:
+    q = (
+        select(l1_memories)
+        .where(
+            l1_memories.c.user_id == user_id,
+            l1_memories.c.generation == generation,
+            l1_memories.c.status == "active",
+            l1_memories.c.updated_position > cursor,
+        )
+        .order_by(l1_memories.c.updated_position, l1_memories.c.id)
+    )
+    return [memory_dict(r) for r in conn.execute(q)]
+
+
+def count_created_since(conn: Connection, user_id: str, generation: int, position: int) -> int:
+    return int(
+        conn.execute(
+            select(func.count()).where(
+                l1_memories.c.user_id == user_id,
+                l1_memories.c.generation == generation,
+                l1_memories.c.created_position > position,
+            )
+        ).scalar_one()
+    )
+
+
+def scenes(conn: Connection, user_id: str, generation: int) -> list[dict[str, Any]]:
+    """Scenes sorted by heat (hottest first), then name: the navigation order."""
+    q = (
+        select(l2_scenes)
+        .where(l2_scenes.c.user_id == user_id, l2_scenes.c.generation == generation)
+        .order_by(l2_scenes.c.heat.desc(), l2_scenes.c.name, l2_scenes.c.scene_id)
+    )
+    out = []
+    for r in conn.execute(q):
+        d = dict(r._mapping)
+        d["memory_ids"] = json.loads(d["memory_ids"])
+        out.append(d)
+    return out
+
+
+def scene_state(conn: Connection, user_id: str, generation: int) -> dict[str, Any] | None:
+    r = conn.execute(
+        select(l2_state).where(l2_state.c.user_id == user_id, l2_state.c.generation == generation)
+    ).first()
+    return dict(r._mapping) if r is not None else None
+
+
+def persona(conn: Connection, user_id: str, generation: int) -> dict[str, Any] | None:
+    r = conn.execute(
+        select(l3_persona).where(
+            l3_persona.c.user_id == user_id, l3_persona.c.generation == generation
+        )
+    ).first()
+    return dict(r._mapping) if r is not None else None
+
+
+def failures(conn: Connection, user_id: str, stage: str, session_id: str = "") -> int:
+    got = conn.execute(
+        select(derive_failures.c.failures).where(
+            derive_failures.c.user_id == user_id,
+            derive_failures.c.stage == stage,
+            derive_failures.c.session_id == session_id,
+        )
+    ).scalar_one_or_none()
+    return int(got) if got is not None else 0

@@ -1,0 +1,19 @@
+"""Durable scheduling of the derivation pipeline (what runs L1/L2/L3, when).
+
+See ``service`` for the flow, ``state`` for the projection, ``queue`` for
+work items and locks, ``scheduler`` for the APScheduler timers and the
+process-wide store registry, ``lease`` for the one-scheduler election.
+"""
+
+from memstore.pipeline.runner import Deriver, Outcome, PipelineOutcome
+from memstore.pipeline.service import PipelineService
+from memstore.pipeline.state import PipelineStateProjection, threshold_for
+
+__all__ = [
+    "Deriver",
+    "Outcome",
+    "PipelineOutcome",
+    "PipelineService",
+    "PipelineStateProjection",
+    "threshold_for",
+]

@@ -1,0 +1,345 @@
+"""Durable work queue and TTL locks: the upstream's task queue and lock map.
+
+All functions run in the caller's transaction; claiming must be inside
+``Database.write()`` (``BEGIN IMMEDIATE``) so two workers — threads or
+processes — can never claim the same item or take the same lock.
+
+Order of work: priority (L1 = 1 < L2 = 2 < L3 = 3, which is also the order
+a user's derivation must run in), then FIFO by creation time within a
+priority. An item is only claimable once its ``run_after`` has passed (that
+is how retries wait) and while its lock is free: the lock of an L1 item is
+per (user, session), so two workers never extract the same session at once;
+L2 and L3 of a user share one lock because the persona reads the scenes.
+
+Locks expire (``expires_at``), so a worker that died frees its session after
+the TTL; a live worker renews its lock while it runs. Leases (one scheduler
+per database file) are locks with a reserved key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+from sqlalchemy import Connection, delete, or_, select, update
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from memstore.db.schema import pipeline_locks, pipeline_queue
+from memstore.errors import InvalidInputError
+from memstore.timeutil import timedelta, to_iso
+
+STAGE_PRIORITY: dict[str, int] = {"l1": 1, "l2": 2, "l3": 3}
+
+
+def q(part: str) -> str:
+    """Quote an id for use inside a ``:``-separated key, so that user ``a``'s
+    prefix ``l1:a:`` can never match user ``a:b``'s keys."""
+    return quote(part, safe="")
+
+
+def lock_key(stage: str, user_id: str, session_id: str = "") -> str:
+    if stage == "l1":
+        return f"l1:{q(user_id)}:{q(session_id)}"
+    return f"user:{q(user_id)}"
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    id: int
+    user_id: str
+    session_id: str
+    stage: str
+    priority: int
+    created_at: str
+    run_after: str
+    attempts: int
+    claimed_by: str | None
+    claimed_until: str | None
+    last_error: str | None
+
+    @property
+    def lock_key(self) -> str:
+        return lock_key(self.stage, self.user_id, self.session_id)
+
+
+def _item(r: Any) -> WorkItem:
+    return WorkItem(**r._mapping)
+
+
+# -- queue ---------------------------------------------------------------------
+
+
+def enqueue(
+    conn: Connection,
+    user_id: str,
+    stage: str,
+    *,
+    now: datetime,
+    session_id: str = "",
+    run_after: datetime | None = None,
+) -> int:
+    """Queue work; an unclaimed item for the same (user, session, stage) is
+    reused (its ``run_after`` moves earlier if this one is earlier)."""
+    if stage not in STAGE_PRIORITY:
+        raise InvalidInputError(f"unknown pipeline stage {stage!r}")
+    due = to_iso(run_after or now)
+    c = pipeline_queue.c
+    existing = conn.execute(
+        select(c.id, c.run_after).where(
+            c.user_id == user_id,
+            c.session_id == session_id,
+            c.stage == stage,
+            c.claimed_by.is_(None),
+        )
+    ).first()
+    if existing is not None:
+        if due < existing.run_after:
+            conn.execute(update(pipeline_queue).where(c.id == existing.id).values(run_after=due))
+        return int(existing.id)
+    res = conn.execute(
+        pipeline_queue.insert().values(
+            user_id=user_id,
+            session_id=session_id,
+            stage=stage,
+            priority=STAGE_PRIORITY[stage],
+            created_at=to_iso(now),
+            run_after=due,
+            attempts=0,
+        )
+    )
+    pk = res.inserted_primary_key
+    assert pk is not None
+    return int(pk[0])
+
+
+def pending(conn: Connection, user_id: str | None = None) -> list[WorkItem]:
+    """Every queued item (claimed or not), in run order."""
+    c = pipeline_queue.c
+    query = select(pipeline_queue).order_by(c.priority, c.created_at, c.id)
+    if user_id is not None:
+        query = query.where(c.user_id == user_id)
+    return [_item(r) for r in conn.execute(query)]
+
+
+def claim(
+    conn: Connection,
+    owner: str,
+    *,
+    now: datetime,
+    ttl_s: float,
+    user_id: str | None = None,
+    session_id: str | None = None,
+    stages: tuple[str, ...] | None = None,
+) -> WorkItem | None:
+    """Take the first ready item whose lock is free, and its lock. Must run in
+    a write transaction; the caller ends with ``complete``, ``fail`` or
+    ``release``."""
+    c = pipeline_queue.c
+    now_s = to_iso(now)
+    query = (
+        select(pipeline_queue)
+        .where(
+            c.run_after <= now_s,
+            or_(c.claimed_by.is_(None), c.claimed_until < now_s),
+        )
+        .order_by(c.priority, c.created_at, c.id)
+    )
+    if user_id is not None:
+        query = query.where(c.user_id == user_id)
+    if session_id is not None:
+        query = query.where(c.session_id == session_id)
+    if stages is not None:
+        query = query.where(c.stage.in_(stages))
+    for r in conn.execute(query).all():
+        item = _item(r)
+        if not acquire_lock(conn, item.lock_key, owner, now=now, ttl_s=ttl_s):
+            continue
+        until = to_iso(now + timedelta(seconds=ttl_s))
+        conn.execute(
+            update(pipeline_queue)
+            .where(c.id == item.id)
+            .values(claimed_by=owner, claimed_until=until)
+        )
+        return WorkItem(**{**item.__dict__, "claimed_by": owner, "claimed_until": until})
+    return None
+
+
+def complete(conn: Connection, item: WorkItem, owner: str) -> None:
+    conn.execute(delete(pipeline_queue).where(pipeline_queue.c.id == item.id))
+    release_lock(conn, item.lock_key, owner)
+
+
+def release(conn: Connection, item: WorkItem, owner: str) -> None:
+    """Give an item back unrun (no attempt counted)."""
+    _unclaim(conn, item, {"claimed_by": None, "claimed_until": None})
+    release_lock(conn, item.lock_key, owner)
+
+
+def fail(
+    conn: Connection,
+    item: WorkItem,
+    owner: str,
+    *,
+    error: str,
+    now: datetime,
+    retry_delay_s: float,
+    max_retries: int,
+) -> datetime | None:
+    """Record a failed attempt. Returns when the retry may run, or None when
+    ``max_retries`` attempts failed and the item was dropped (the work then
+    waits for the next capture or a manual run; nothing of the log is lost)."""
+    attempts = item.attempts + 1
+    release_lock(conn, item.lock_key, owner)
+    if attempts >= max_retries:
+        conn.execute(delete(pipeline_queue).where(pipeline_queue.c.id == item.id))
+        return None
+    retry_at = now + timedelta(seconds=retry_delay_s)
+    _unclaim(
+        conn,
+        item,
+        {
+            "claimed_by": None,
+            "claimed_until": None,
+            "attempts": attempts,
+            "run_after": to_iso(retry_at),
+            "last_error": error[:2000],
+        },
+    )
+    return retry_at
+
+
+def _unclaim(conn: Connection, item: WorkItem, values: dict[str, Any]) -> None:
+    c = pipeline_queue.c
+    # Unclaiming re-enters the partial unique index: if a capture queued a
+    # fresh item for the same key meanwhile, fold this one into it.
+    other = conn.execute(
+        select(c.id).where(
+            c.user_id == item.user_id,
+            c.session_id == item.session_id,
+            c.stage == item.stage,
+            c.claimed_by.is_(None),
+            c.id != item.id,
+        )
+    ).first()
+    if other is not None:
+        conn.execute(delete(pipeline_queue).where(c.id == item.id))
+        if "attempts" in values:
+            conn.execute(
+                update(pipeline_queue)
+                .where(c.id == other.id)
+                .values(attempts=values["attempts"], last_error=values.get("last_error"))
+            )
+        return
+    conn.execute(update(pipeline_queue).where(c.id == item.id).values(**values))
+
+
+def drop(conn: Connection, user_id: str, stage: str, session_id: str = "") -> int:
+    """Remove unclaimed items of one key (work another path already did)."""
+    c = pipeline_queue.c
+    res = conn.execute(
+        delete(pipeline_queue).where(
+            c.user_id == user_id,
+            c.session_id == session_id,
+            c.stage == stage,
+            c.claimed_by.is_(None),
+        )
+    )
+    return int(res.rowcount or 0)
+
+
+def next_run_after(conn: Connection) -> str | None:
+    """When the earliest unclaimed item becomes ready (ISO text), if any."""
+    c = pipeline_queue.c
+    got = conn.execute(
+        select(c.run_after).where(c.claimed_by.is_(None)).order_by(c.run_after).limit(1)
+    ).scalar_one_or_none()
+    return str(got) if got is not None else None
+
+
+# -- locks ---------------------------------------------------------------------
+
+
+def acquire_lock(conn: Connection, key: str, owner: str, *, now: datetime, ttl_s: float) -> bool:
+    """Take ``key`` for ``ttl_s`` seconds. Re-entrant for the same owner; an
+    expired lock is taken over."""
+    now_s = to_iso(now)
+    until = to_iso(now + timedelta(seconds=ttl_s))
+    lk = pipeline_locks.c
+    row = conn.execute(select(lk.owner, lk.expires_at).where(lk.key == key)).first()
+    if row is not None and row.owner != owner and row.expires_at > now_s:
+        return False
+    stmt = sqlite_insert(pipeline_locks).values(
+        key=key, owner=owner, expires_at=until, acquired_at=now_s
+    )
+    conn.execute(
+        stmt.on_conflict_do_update(
+            index_elements=[lk.key],
+            set_={"owner": owner, "expires_at": until, "acquired_at": stmt.excluded.acquired_at},
+        )
+    )
+    return True
+
+
+def renew_lock(conn: Connection, key: str, owner: str, *, now: datetime, ttl_s: float) -> bool:
+    """Extend a lock we still hold; False when it expired and someone took it."""
+    lk = pipeline_locks.c
+    res = conn.execute(
+        update(pipeline_locks)
+        .where(lk.key == key, lk.owner == owner)
+        .values(expires_at=to_iso(now + timedelta(seconds=ttl_s)))
+    )
+    return bool(res.rowcount)
+
+
+def release_lock(conn: Connection, key: str, owner: str) -> None:
+    lk = pipeline_locks.c
+    conn.execute(delete(pipeline_locks).where(lk.key == key, lk.owner == owner))
+
+
+def lock_holder(conn: Connection, key: str, *, now: datetime) -> str | None:
+    lk = pipeline_locks.c
+    row = conn.execute(select(lk.owner, lk.expires_at).where(lk.key == key)).first()
+    if row is None or row.expires_at <= to_iso(now):
+        return None
+    return str(row.owner)
+
+
+# -- purge ---------------------------------------------------------------------
+
+
+def purge_user(conn: Connection, user_id: str) -> int:
+    """Remove a user's queued work and locks; returns items removed."""
+    res = conn.execute(delete(pipeline_queue).where(pipeline_queue.c.user_id == user_id))
+    lk = pipeline_locks.c
+    conn.execute(
+        delete(pipeline_locks).where(
+            or_(
+                lk.key.startswith(f"l1:{q(user_id)}:", autoescape=True),
+                lk.key == lock_key("l2", user_id),
+            )
+        )
+    )
+    return int(res.rowcount or 0)
+
+
+__all__ = [
+    "STAGE_PRIORITY",
+    "WorkItem",
+    "acquire_lock",
+    "claim",
+    "complete",
+    "drop",
+    "enqueue",
+    "fail",
+    "lock_holder",
+    "lock_key",
+    "next_run_after",
+    "pending",
+    "purge_user",
+    "q",
+    "release",
+    "release_lock",
+    "renew_lock",
+]

@@ -1,0 +1,307 @@
+"""Durable timers on APScheduler 3.x, one running scheduler per database file.
+
+Timers are APScheduler date jobs in a ``SQLAlchemyJobStore`` on the store's
+own database (table ``apscheduler_jobs``), with stable ids, so they survive
+a restart: ``misfire_grace_time=None`` makes an overdue timer fire when the
+scheduler starts again, ``coalesce=True`` makes several missed runs one.
+
+Job ids (user and session ids are percent-quoted so ``:`` cannot collide):
+
+- ``l1-idle:<user>:<session>`` — extract a session idle for ``l1_idle_s``
+- ``l2:<user>`` — the user's scene run (delay / min / max interval)
+- ``drain`` — run queued work (retries that wait, work queued elsewhere)
+
+Jobs are module-level functions taking ``(db_path, ...)`` strings: APScheduler
+pickles them into the table. When one fires it finds the process's open
+store for that path through a process-wide registry — ``register`` is
+called by ``PipelineService.start`` (the service holds its ``Store``) and
+``unregister`` by ``stop``; a job firing with no open store logs and does
+nothing (the reconciler re-arms from the projection on the next open).
+
+APScheduler 3 cannot share a job store between *running* schedulers, so
+every process starts its scheduler **paused** (it may then add, replace and
+remove jobs in the shared table) and only the holder of the database's
+lease (a TTL lock, see ``queue``) resumes it. The holder wakes its
+scheduler on every lease renewal so jobs written by other processes are
+seen; if the holder dies the lease expires and another process takes over.
+
+Transactions: the job store gets the engine with ``sqlite_begin=IMMEDIATE``
+(our ``begin`` listener then issues ``BEGIN IMMEDIATE``), so its
+read-then-write transactions never fail on a stale WAL snapshot. It does not
+take ``Database.write()``'s in-process lock, so a thread that holds
+``db.write()`` must never touch the job store (it would wait on itself until
+busy_timeout): every job-store write here happens after the capture
+transaction commits, on the service's timer thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from apscheduler.job import Job
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.schedulers.base import STATE_RUNNING
+from sqlalchemy import Connection, text
+
+from memstore.db.engine import Database
+from memstore.pipeline.queue import q
+from memstore.timeutil import UTC
+
+log = logging.getLogger(__name__)
+
+JOBSTORE = "default"
+DRAIN_JOB_ID = "drain"
+JOB_TABLE = "apscheduler_jobs"
+
+
+def idle_job_id(user_id: str, session_id: str) -> str:
+    return f"l1-idle:{q(user_id)}:{q(session_id)}"
+
+
+def l2_job_id(user_id: str) -> str:
+    return f"l2:{q(user_id)}"
+
+
+# -- the registry jobs use to find their store --------------------------------
+
+
+class JobTarget(Protocol):
+    def on_idle_timer(self, user_id: str, session_id: str) -> None: ...
+    def on_l2_timer(self, user_id: str) -> None: ...
+    def on_drain_timer(self) -> None: ...
+
+
+_registry: dict[str, JobTarget] = {}
+_registry_lock = threading.Lock()
+
+
+def _key(db_path: str | Path) -> str:
+    return str(Path(db_path).resolve())
+
+
+def register(db_path: str | Path, target: JobTarget) -> None:
+    with _registry_lock:
+        _registry[_key(db_path)] = target
+
+
+def unregister(db_path: str | Path, target: JobTarget) -> None:
+    with _registry_lock:
+        if _registry.get(_key(db_path)) is target:
+            del _registry[_key(db_path)]
+
+
+def lookup(db_path: str | Path) -> JobTarget | None:
+    with _registry_lock:
+        return _registry.get(_key(db_path))
+
+
+def _target(db_path: str, job: str) -> JobTarget | None:
+    t = lookup(db_path)
+    if t is None:
+        log.warning("timer %s fired for %s but no store is open there; skipped", job, db_path)
+    return t
+
+
+def fire_l1_idle(db_path: str, user_id: str, session_id: str) -> None:
+    t = _target(db_path, idle_job_id(user_id, session_id))
+    if t is not None:
+        t.on_idle_timer(user_id, session_id)
+
+
+def fire_l2(db_path: str, user_id: str) -> None:
+    t = _target(db_path, l2_job_id(user_id))
+    if t is not None:
+        t.on_l2_timer(user_id)
+
+
+def fire_drain(db_path: str) -> None:
+    t = _target(db_path, DRAIN_JOB_ID)
+    if t is not None:
+        t.on_drain_timer()
+
+
+# -- timers ----------------------------------------------------------------------
+
+
+class _SharedEngineJobStore(SQLAlchemyJobStore):  # type: ignore[misc]
+    """The job store on our engine: the ``Database`` owns and disposes it."""
+
+    def shutdown(self) -> None:
+        pass
+
+
+class _Scheduler(BackgroundScheduler):  # type: ignore[misc]
+    """APScheduler 3.11's loop runs ``_process_jobs`` once more after
+    ``shutdown`` (state STOPPED is not PAUSED): a paused process closing would
+    then fire due jobs into a shut-down executor and delete them from the
+    shared table. Only a running scheduler may process jobs."""
+
+    def _process_jobs(self) -> float | None:
+        if self.state != STATE_RUNNING:
+            return None
+        wait: float | None = super()._process_jobs()
+        return wait
+
+
+class Timers:
+    """APScheduler behind the four timer operations of the upstream backend
+    (set, set-if-earlier, remove, expired) plus pause/resume for the lease."""
+
+    def __init__(self, db: Database, *, executor_threads: int = 2) -> None:
+        self._db = db
+        self._threads = executor_threads
+        self._sched: BackgroundScheduler | None = None
+        self._lock = threading.RLock()
+        self._paused = True
+
+    def _scheduler(self) -> BackgroundScheduler:
+        with self._lock:
+            if self._sched is None:
+                store = _SharedEngineJobStore(
+                    engine=self._db.engine.execution_options(sqlite_begin="IMMEDIATE"),
+                    tablename=JOB_TABLE,
+                )
+                sched = _Scheduler(
+                    jobstores={JOBSTORE: store},
+                    executors={"default": {"type": "threadpool", "max_workers": self._threads}},
+                    job_defaults={
+                        "coalesce": True,
+                        "misfire_grace_time": None,
+                        "max_instances": 2,
+                    },
+                    timezone=UTC,
+                    daemon=True,
+                )
+                sched.start(paused=True)
+                self._sched = sched
+            return self._sched
+
+    @property
+    def running(self) -> bool:
+        """True when this process's scheduler executes jobs (it holds the lease)."""
+        return self._sched is not None and not self._paused
+
+    def resume(self) -> None:
+        with self._lock:
+            self._scheduler().resume()
+            self._paused = False
+
+    def pause(self) -> None:
+        with self._lock:
+            if self._sched is not None:
+                self._sched.pause()
+            self._paused = True
+
+    def wakeup(self) -> None:
+        """Re-read the job table (jobs other processes wrote)."""
+        if self._sched is not None and not self._paused:
+            self._sched.wakeup()
+
+    def shutdown(self, wait: bool = True) -> None:
+        with self._lock:
+            if self._sched is not None:
+                self._sched.shutdown(wait=wait)
+                self._sched = None
+            self._paused = True
+
+    # -- operations -------------------------------------------------------------
+
+    def set(
+        self, job_id: str, func: Callable[..., None], args: Sequence[str], run_at: datetime
+    ) -> None:
+        self._scheduler().add_job(
+            func,
+            trigger="date",
+            run_date=run_at,
+            args=list(args),
+            id=job_id,
+            name=job_id,
+            replace_existing=True,
+            jobstore=JOBSTORE,
+        )
+
+    def set_if_earlier(
+        self, job_id: str, func: Callable[..., None], args: Sequence[str], run_at: datetime
+    ) -> bool:
+        """Arm unless the timer is already due at or before ``run_at``."""
+        current = self.get(job_id)
+        if current is not None and current <= run_at:
+            return False
+        self.set(job_id, func, args, run_at)
+        return True
+
+    def remove(self, job_id: str) -> bool:
+        try:
+            self._scheduler().remove_job(job_id, jobstore=JOBSTORE)
+        except JobLookupError:
+            return False
+        return True
+
+    def get(self, job_id: str) -> datetime | None:
+        job = self._scheduler().get_job(job_id, jobstore=JOBSTORE)
+        if job is None or job.next_run_time is None:
+            return None
+        when: datetime = job.next_run_time
+        return when
+
+    def jobs(self, prefix: str = "") -> list[tuple[str, datetime | None]]:
+        out: list[tuple[str, datetime | None]] = []
+        for job in self._scheduler().get_jobs(jobstore=JOBSTORE):
+            if str(job.id).startswith(prefix):
+                out.append((str(job.id), job.next_run_time))
+        return out
+
+    def due(self, now: datetime) -> list[Job]:
+        store = self._scheduler()._lookup_jobstore(JOBSTORE)
+        jobs: list[Job] = store.get_due_jobs(now)
+        return jobs
+
+    def run_due(self, now: datetime) -> list[str]:
+        """The due-job path without the scheduler thread: remove each due
+        one-shot job and call its function in this thread. Deterministic
+        (tests drive it with a controlled clock)."""
+        fired: list[str] = []
+        for job in self.due(now):
+            self.remove(str(job.id))
+            fired.append(str(job.id))
+            job.func(*job.args, **job.kwargs)
+        return fired
+
+
+def purge_user_jobs(conn: Connection, user_id: str) -> int:
+    """Delete a user's timers inside the caller's transaction (a plain DELETE
+    on APScheduler's table: the running scheduler re-reads it every wakeup)."""
+    prefix = f"l1-idle:{q(user_id)}:"
+    res = conn.execute(
+        text(f"DELETE FROM {JOB_TABLE} WHERE substr(id, 1, :n) = :p OR id = :l2"),
+        {"n": len(prefix), "p": prefix, "l2": l2_job_id(user_id)},
+    )
+    return int(res.rowcount or 0)
+
+
+def job_args(db_path: Path, *rest: str) -> list[Any]:
+    return [str(Path(db_path).resolve()), *rest]
+
+
+__all__ = [
+    "DRAIN_JOB_ID",
+    "JobTarget",
+    "Timers",
+    "fire_drain",
+    "fire_l1_idle",
+    "fire_l2",
+    "idle_job_id",
+    "job_args",
+    "l2_job_id",
+    "lookup",
+    "purge_user_jobs",
+    "register",
+    "unregister",
+]

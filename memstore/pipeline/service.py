@@ -1,0 +1,472 @@
+"""``PipelineService``: when L1/L2/L3 run, durably (the upstream's
+``captureAtomic``, timers, queue and locks, on the store's SQLite file).
+
+Capture path (one transaction, then a cheap hook):
+
+1. ``Store.capture`` appends ``l0.captured`` and applies inline projections
+   (``PipelineStateProjection`` counts the rounds) — then calls
+   ``on_captured(conn, stored)`` in the same transaction: at the warm-up
+   threshold it enqueues L1 work, else it notes that the session's idle
+   timer must be (re)armed at ``recorded_at + l1_idle_s``.
+2. After commit, ``after_commit(stored)`` hands the timer writes to a
+   single background thread (APScheduler's job-store write takes the SQLite
+   write lock; the capture must not wait for it, nor hold ``db.write()``
+   while it happens). A crash between 1 and 2 loses nothing: the state is
+   committed and ``reconcile`` re-arms timers from it.
+
+Work runs by ``drain``: claim (BEGIN IMMEDIATE) → run with the lock held and
+renewed → complete, or fail (retry after ``retry_delay_s``, dropped after
+``max_retries``; the cursor never moved, so the messages wait for the next
+capture or a manual run). Success of L1 arms ``l2:<user>`` no earlier than
+``l2_delay_s`` after it and ``l2_min_interval_s`` after the last L2; L2 runs
+at least every ``l2_max_interval_s`` while the user was active within
+``l2_active_window_s``; L3 runs after L2 when the scene step asked for it or
+``persona_due`` says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection
+
+from memstore.errors import MemstoreError, PipelineError
+from memstore.events.log import NewEvent, StoredEvent
+from memstore.l0.events import MessagesCaptured, SessionEnded, l0_stream
+from memstore.pipeline import queue, scheduler
+from memstore.pipeline.lease import LeaseKeeper
+from memstore.pipeline.reconcile import reconcile
+from memstore.pipeline.runner import Deriver, ModuleDeriver, Outcome, Runner
+from memstore.pipeline.scheduler import DRAIN_JOB_ID, Timers, idle_job_id, l2_job_id
+from memstore.pipeline.state import (
+    PipelineStateProjection,
+    UserState,
+    get_session,
+    get_user,
+    list_sessions,
+    list_users,
+)
+from memstore.pipeline.status import build_status
+from memstore.timeutil import from_iso, timedelta
+
+if TYPE_CHECKING:
+    from memstore.store import Store
+
+log = logging.getLogger(__name__)
+
+# (kind, user_id, session_id, idle due time): what after_commit must do.
+_Decision = tuple[str, str, str, datetime | None]
+
+
+class PipelineService:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        deriver: Deriver | None = None,
+        lease_ttl_s: float | None = None,
+        lock_ttl_s: float | None = None,
+        reconcile_every_s: float = 60.0,
+    ) -> None:
+        extra = store.settings.extra
+        self.store = store
+        self.settings = store.settings
+        self.db_path = str(store.path.resolve())
+        self.lease_ttl_s = float(lease_ttl_s or extra.get("pipeline_lease_ttl_s", 15.0))
+        self.lock_ttl_s = float(lock_ttl_s or extra.get("pipeline_lock_ttl_s", 900.0))
+        self.reconcile_every_s = reconcile_every_s
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.deriver: Deriver = deriver or ModuleDeriver()
+        self.runner = Runner(store, self.deriver, self.lock_ttl_s)
+        self.projection = PipelineStateProjection()
+        self.timers = Timers(store.db)
+        self._timer_thread = ThreadPoolExecutor(1, thread_name_prefix="memstore-timers")
+        self._local = threading.local()
+        self._lease: LeaseKeeper | None = None
+        self._last_reconcile = 0.0
+        self._workers: list[threading.Thread] = []
+
+    @property
+    def clock(self) -> Callable[[], datetime]:
+        return self.store.clock
+
+    def _owner(self) -> str:
+        # Per thread: two drains of one process must not share lock ownership
+        # (locks are re-entrant for their owner).
+        return f"{self.owner}:{threading.get_ident()}"
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self) -> None:
+        """Register for timer callbacks and compete for the scheduler lease."""
+        scheduler.register(self.db_path, self)
+        if self._lease is None:
+            self._lease = LeaseKeeper(
+                self.store.db,
+                self.clock,
+                self.owner,
+                self.lease_ttl_s,
+                on_gain=self._on_lease_gain,
+                on_loss=self.timers.pause,
+                on_tick=self._on_lease_tick,
+            )
+            self._lease.start()
+
+    def stop(self) -> None:
+        """Stop timers and wait for running work (call before the database closes)."""
+        if self._lease is not None:
+            self._lease.stop()
+            self._lease = None
+        scheduler.unregister(self.db_path, self)
+        self._timer_thread.shutdown(wait=True)
+        for t in self._workers:
+            t.join()
+        self.timers.shutdown(wait=True)
+
+    @property
+    def is_scheduler(self) -> bool:
+        """This process holds the lease and runs the timers."""
+        return self._lease is not None and self._lease.held
+
+    def _on_lease_gain(self) -> None:
+        self.timers.resume()
+        self.reconcile()
+
+    def _on_lease_tick(self) -> None:
+        self.timers.wakeup()
+        if time.monotonic() - self._last_reconcile >= self.reconcile_every_s:
+            self.reconcile()
+
+    def flush(self) -> None:
+        """Wait until timer writes queued by ``after_commit`` are done."""
+        self._timer_thread.submit(lambda: None).result()
+
+    # -- capture hooks -----------------------------------------------------------
+
+    def on_captured(self, conn: Connection, stored: Sequence[StoredEvent]) -> list[_Decision]:
+        """In the capture transaction, after the inline projections applied."""
+        decisions: list[_Decision] = []
+        now = self.clock()
+        for ev in stored:
+            if ev.duplicate or not isinstance(ev.payload, MessagesCaptured):
+                continue
+            session = ev.payload.session_id
+            st = get_session(conn, ev.user_id, session)
+            if st is None or st.last_capture_position < ev.position:
+                raise PipelineError(
+                    "pipeline state is behind the capture: apply the inline "
+                    "projections (PipelineStateProjection) before on_captured"
+                )
+            if st.rounds_pending >= st.threshold(self.settings):
+                queue.enqueue(conn, ev.user_id, "l1", session_id=session, now=now)
+                decisions.append(("enqueued", ev.user_id, session, None))
+            else:
+                due = from_iso(ev.recorded_at) + timedelta(seconds=self.settings.l1_idle_s)
+                decisions.append(("timer", ev.user_id, session, due))
+        self._local.decisions = decisions
+        return decisions
+
+    def after_commit(self, stored: Sequence[StoredEvent]) -> None:
+        """After the capture committed: arm or disarm timers, off this thread."""
+        decisions: list[_Decision] = getattr(self._local, "decisions", [])
+        self._local.decisions = []
+        if decisions:
+            self._timer_thread.submit(self._apply_decisions, decisions)
+
+    def _apply_decisions(self, decisions: list[_Decision]) -> None:
+        try:
+            for kind, user, session, due in decisions:
+                if kind == "enqueued":
+                    self.timers.remove(idle_job_id(user, session))
+                    self.arm_drain(self.clock())
+                elif due is not None:
+                    self.arm_idle(user, session, due)
+        except MemstoreError as e:
+            # The decision is durable in pipeline state; reconcile re-arms.
+            log.warning("could not arm pipeline timers (reconcile will): %s", e)
+
+    def arm_idle(self, user: str, session: str, due: datetime) -> None:
+        args = scheduler.job_args(self.store.path, user, session)
+        self.timers.set(idle_job_id(user, session), scheduler.fire_l1_idle, args, due)
+
+    def arm_drain(self, when: datetime) -> None:
+        args = scheduler.job_args(self.store.path)
+        self.timers.set_if_earlier(DRAIN_JOB_ID, scheduler.fire_drain, args, when)
+
+    def arm_l2(self, user: str, when: datetime, *, if_earlier: bool = True) -> None:
+        args = scheduler.job_args(self.store.path, user)
+        if if_earlier:
+            self.timers.set_if_earlier(l2_job_id(user), scheduler.fire_l2, args, when)
+        else:
+            self.timers.set(l2_job_id(user), scheduler.fire_l2, args, when)
+
+    # -- timer callbacks (scheduler threads, or run_due in tests) ----------------
+
+    def on_idle_timer(self, user_id: str, session_id: str) -> None:
+        with self.store.db.read() as conn:
+            st = get_session(conn, user_id, session_id)
+        if st is None or st.messages_pending == 0:
+            return
+        now = self.clock()
+        due = from_iso(st.last_activity_at) + timedelta(seconds=self.settings.l1_idle_s)
+        if due > now:  # a later capture moved the deadline
+            self.arm_idle(user_id, session_id, due)
+            return
+        with self.store.db.write() as conn:
+            queue.enqueue(conn, user_id, "l1", session_id=session_id, now=now)
+        self.drain()
+
+    def on_l2_timer(self, user_id: str) -> None:
+        with self.store.db.read() as conn:
+            us = get_user(conn, user_id)
+        if us is None:
+            return
+        now = self.clock()
+        if us.l2_has_new_input:
+            earliest = self.l2_not_before(us)
+            if earliest is not None and earliest > now:
+                self.arm_l2(user_id, earliest, if_earlier=False)
+                return
+            with self.store.db.write() as conn:
+                queue.enqueue(conn, user_id, "l2", now=now)
+            self.drain()
+        else:
+            self._arm_l2_periodic(us, now)
+
+    def on_drain_timer(self) -> None:
+        self.drain()
+
+    def l2_not_before(self, us: UserState) -> datetime | None:
+        if us.last_l2_at is None:
+            return None
+        return from_iso(us.last_l2_at) + timedelta(seconds=self.settings.l2_min_interval_s)
+
+    def _arm_l2_periodic(self, us: UserState, now: datetime) -> None:
+        window = timedelta(seconds=self.settings.l2_active_window_s)
+        if us.last_activity_at is not None and from_iso(us.last_activity_at) >= now - window:
+            self.arm_l2(us.user_id, now + timedelta(seconds=self.settings.l2_max_interval_s))
+
+    # -- running work --------------------------------------------------------------
+
+    def drain(
+        self,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        stages: tuple[str, ...] | None = None,
+    ) -> list[Outcome]:
+        """Run ready queued work (in this thread) until none is claimable."""
+        outcomes: list[Outcome] = []
+        owner = self._owner()
+        while True:
+            with self.store.db.write() as conn:
+                item = queue.claim(
+                    conn,
+                    owner,
+                    now=self.clock(),
+                    ttl_s=self.lock_ttl_s,
+                    user_id=user_id,
+                    session_id=session_id,
+                    stages=stages,
+                )
+            if item is None:
+                break
+            out = self._execute(item, owner)
+            if out is not None:
+                outcomes.append(out)
+        with self.store.db.read() as conn:
+            waiting = queue.next_run_after(conn)
+        if waiting is not None:
+            self.arm_drain(from_iso(waiting))
+        return outcomes
+
+    def _execute(self, item: queue.WorkItem, owner: str) -> Outcome | None:
+        if item.stage == "l1":
+            with self.store.db.read() as conn:
+                st = get_session(conn, item.user_id, item.session_id)
+            if st is None or st.messages_pending == 0:  # another run covered it
+                with self.store.db.write() as conn:
+                    queue.complete(conn, item, owner)
+                return None
+        out = self.runner.run(item.stage, item.user_id, item.session_id, owner, item.attempts + 1)
+        retry_at = None
+        with self.store.db.write() as conn:
+            if out.ok:
+                queue.complete(conn, item, owner)
+            else:
+                retry_at = queue.fail(
+                    conn,
+                    item,
+                    owner,
+                    error=out.error or "failed",
+                    now=self.clock(),
+                    retry_delay_s=self.settings.retry_delay_s,
+                    max_retries=self.settings.max_retries,
+                )
+        if out.ok:
+            self._after_success(item, out)
+        elif retry_at is not None:
+            self.arm_drain(retry_at)
+        else:
+            log.warning(
+                "%s for %s/%s failed %d times; waiting for the next capture or a manual run",
+                item.stage,
+                item.user_id,
+                item.session_id,
+                self.settings.max_retries,
+            )
+        return out
+
+    def _after_success(self, item: queue.WorkItem, out: Outcome) -> None:
+        now = self.clock()
+        with self.store.db.read() as conn:
+            us = get_user(conn, item.user_id)
+        if us is None:
+            return
+        if item.stage == "l1":
+            due = now + timedelta(seconds=self.settings.l2_delay_s)
+            not_before = self.l2_not_before(us)
+            self.arm_l2(item.user_id, max(due, not_before) if not_before else due)
+        elif item.stage == "l2":
+            if out.persona_requested or self.deriver.persona_due(self.store, item.user_id):
+                with self.store.db.write() as conn:
+                    queue.enqueue(conn, item.user_id, "l3", now=now)
+            self._arm_l2_periodic(us, now)
+
+    # -- explicit operations -------------------------------------------------------
+
+    def run_pipeline(self, user_id: str | None = None, wait: bool = True) -> list[Outcome]:
+        """Run due work now: L1 of sessions with pending messages, then L2 for
+        users with new L1 output, then L3 when asked for or ``persona_due``.
+        Waiting retries run now too. ``wait=False`` queues it for the scheduler."""
+        now = self.clock()
+        with self.store.db.write() as conn:
+            for st in list_sessions(conn, user_id, pending_only=True):
+                queue.enqueue(conn, st.user_id, "l1", session_id=st.session_id, now=now)
+        if not wait:
+            self._timer_thread.submit(self.arm_drain, now)
+            return []
+        outcomes = self.drain(user_id=user_id, stages=("l1",))
+        with self.store.db.write() as conn:
+            users = list_users(conn, user_id)
+            for us in users:
+                if us.l2_has_new_input:
+                    queue.enqueue(conn, us.user_id, "l2", now=self.clock())
+        for us in users:
+            if self.deriver.persona_due(self.store, us.user_id):
+                with self.store.db.write() as conn:
+                    queue.enqueue(conn, us.user_id, "l3", now=self.clock())
+        outcomes += self.drain(user_id=user_id, stages=("l2", "l3"))
+        return outcomes
+
+    def end_session(self, user_id: str, session_id: str, timeout_s: float = 30.0) -> dict[str, Any]:
+        """Extract what the session has pending (bounded by ``timeout_s``),
+        cancel its idle timer and record ``l0.session_ended``."""
+        self.flush()  # a capture's timer write must not re-arm after the cancel
+        self.timers.remove(idle_job_id(user_id, session_id))
+        with self.store.db.write() as conn:
+            st = get_session(conn, user_id, session_id)
+            before = st.messages_pending if st is not None else 0
+            if before:
+                queue.enqueue(conn, user_id, "l1", session_id=session_id, now=self.clock())
+        ran: list[Outcome] = []
+        timed_out = False
+        if before:
+            done = threading.Event()
+            worker = threading.Thread(
+                target=self._finish_session,
+                args=(user_id, session_id, ran, done, timeout_s),
+                name="memstore-end-session",
+                daemon=True,
+            )
+            self._workers = [t for t in self._workers if t.is_alive()] + [worker]
+            worker.start()
+            timed_out = not done.wait(timeout_s)
+        self.store.append(
+            [
+                NewEvent(
+                    l0_stream(user_id, session_id),
+                    SessionEnded(session_id=session_id),
+                    user_id=user_id,
+                )
+            ]
+        )
+        with self.store.db.read() as conn:
+            st = get_session(conn, user_id, session_id)
+        return {
+            "user_id": user_id,
+            "session_id": session_id,
+            "pending_before": before,
+            "pending_after": st.messages_pending if st is not None else 0,
+            "ran": [
+                {"stage": o.stage, "ok": o.ok, "run_id": o.run_id, "error": o.error} for o in ran
+            ],
+            "timed_out": timed_out,
+            "timeout_s": timeout_s,
+        }
+
+    def _finish_session(
+        self,
+        user_id: str,
+        session_id: str,
+        ran: list[Outcome],
+        done: threading.Event,
+        timeout_s: float,
+    ) -> None:
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                ran.extend(self.drain(user_id=user_id, session_id=session_id, stages=("l1",)))
+                if ran and not ran[-1].ok:
+                    return  # failed: its retry is scheduled; the report says so
+                now = self.clock()
+                with self.store.db.write() as conn:
+                    st = get_session(conn, user_id, session_id)
+                    if st is None or st.messages_pending == 0:
+                        return
+                    items = [
+                        i
+                        for i in queue.pending(conn, user_id)
+                        if i.stage == "l1" and i.session_id == session_id
+                    ]
+                    if not items:  # captured after the last run: queue it too
+                        queue.enqueue(conn, user_id, "l1", session_id=session_id, now=now)
+                        continue
+                if all(i.claimed_by is None and from_iso(i.run_after) > now for i in items):
+                    return  # only a retry that is not due yet
+                time.sleep(0.05)  # another worker holds the session: wait for it
+        except MemstoreError as e:
+            log.warning("end_session %s/%s: extraction stopped: %s", user_id, session_id, e)
+        finally:
+            done.set()
+
+    def status(self, user_id: str | None = None) -> list[dict[str, Any]]:
+        with self.store.db.read() as conn:
+            return build_status(conn, self.settings, user_id)
+
+    def purge_user(self, conn: Connection, user_id: str) -> dict[str, int]:
+        """In the caller's (erasure) transaction: this user's state, queued
+        work, locks and timers; nothing of anyone else's."""
+        self.projection.purge_user(conn, user_id)
+        items = queue.purge_user(conn, user_id)
+        timers = scheduler.purge_user_jobs(conn, user_id)
+        return {"queued": items, "timers": timers}
+
+    def reconcile(self) -> dict[str, int]:
+        """Re-create timers and queued work the committed state calls for; see
+        ``memstore.pipeline.reconcile``. Runs when this process gains the lease
+        and every ``reconcile_every_s`` while it holds it."""
+        self._last_reconcile = time.monotonic()
+        return reconcile(self)
+
+
+__all__ = ["PipelineService"]

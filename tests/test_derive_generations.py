@@ -1,0 +1,82 @@
+"""Re-derive into a new generation, switch, roll back; replay stays identical."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memstore import Settings
+from memstore.derive import api
+from memstore.store import Store
+from tests.derive_support import ScriptedLLM, open_store, say, snapshot
+from tests.fakeopenai import FakeOpenAI
+
+
+def _contents(store: Store, **kw: object) -> list[str]:
+    return sorted(m["content"] for m in api.list_memories(store, "alice", **kw))  # type: ignore[arg-type]
+
+
+def test_rederive_with_an_llm_switches_and_rolls_back(tmp_path: Path, settings: Settings) -> None:
+    path = tmp_path / "g.db"
+    with open_store(path, settings) as store:  # offline first: the rules deriver
+        say(store, "alice", "s1", "My name is Alice.", "I like running.")
+        say(store, "alice", "s2", "I'm vegan now.")
+        for s in ("s1", "s2"):
+            api.run_l1(store, "alice", s)
+        api.run_l2(store, "alice")
+        api.run_l3(store, "alice")
+        api.write_memory(store, "alice", "add", "Alice prefers short answers.", type="instruction")
+        offline = _contents(store)
+        assert "The user likes running." in offline
+
+    script = ScriptedLLM()
+    with FakeOpenAI(chat=script) as fake:
+        llm = settings.replace(
+            llm_base_url=fake.base_url, llm_model="fake-model", llm_max_retries=0
+        )
+        with open_store(path, llm) as store:
+            gen = api.rederive(store, user_id="alice")
+            assert gen == 1
+            now = _contents(store)
+            assert "The user is vegan." in now and "The user likes running." in now
+            assert "Alice prefers short answers." in now  # host-written memories carry over
+            assert "The user's name is Alice." in now
+            assert _contents(store, generation=0) == offline  # old generation readable
+            assert api.get_persona(store, "alice", generation=1)
+            assert [g["active"] for g in api.list_generations(store, "alice")] == [False, True]
+
+            api.activate_generation(store, "alice", 0)  # rollback
+            assert _contents(store) == offline
+            api.activate_generation(store, "alice", 1)
+            assert _contents(store) == now
+
+            # the new generation keeps deriving from where its re-derive stopped
+            say(store, "alice", "s2", "Back from Lisbon!")
+            assert api.run_l1(store, "alice", "s2").new_memories == 1
+            assert "The user travelled to Lisbon in May 2023." in _contents(store)
+            assert "The user travelled to Lisbon in May 2023." not in _contents(store, generation=0)
+
+            before = snapshot(store)
+            fake.stop()
+            store.rebuild()
+            assert snapshot(store) == before
+
+
+def test_rederive_from_l2_copies_memories_and_rebuilds_scenes(
+    tmp_path: Path, settings: Settings
+) -> None:
+    with open_store(tmp_path / "g2.db", settings) as store:
+        say(store, "bob", "s", "My name is Bob.", "I love jazz.")
+        api.run_l1(store, "bob", "s")
+        api.run_l2(store, "bob")
+        gen = api.rederive(store, user_id="bob", from_layer="l2")
+        mems = api.list_memories(store, "bob")
+        assert {m["memory_id"].rsplit("@", 1)[1] for m in mems} == {str(gen)}
+        assert {s["name"] for s in api.list_scenes(store, "bob")} == {"Identity", "Preferences"}
+        assert api.get_persona(store, "bob")
+        gen3 = api.rederive(store, user_id="bob", from_layer="l3")
+        assert len(api.list_scenes(store, "bob", generation=gen3)) == 2
+        say(store, "bob", "s", "I live in Oslo.")
+        assert api.run_l1(store, "bob", "s").new_memories == 1  # cursors were copied
+        before = snapshot(store)
+        store.rebuild()
+        assert snapshot(store) == before
