@@ -143,3 +143,14 @@ def test_doctor_reports_and_fails_without_sqlite_vec(tmp_path: Path) -> None:
         timeout=60,
     )
     assert r.returncode == 1 and "sqlite-vec" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_demo_runs_offline_through_every_layer(tmp_path: Path) -> None:
+    r = _run(tmp_path, "demo", "--db", str(tmp_path / "demo.db"))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    for heading in ("L0:", "L1:", "L2:", "L3: persona", "recall for:"):
+        assert heading in out
+    recall = out.split("recall for:")[1]
+    assert "<relevant-memories>" in recall and "Munich" in recall
+    assert "offline rule-based deriver" in out

@@ -194,3 +194,10 @@ def test_write_forget_and_history(rstore: Store) -> None:
     assert hist[0]["source_message_ids"] and hist[-1]["action"] == "forget"
     with pytest.raises(Exception, match="no memory"):
         api.forget_memory(rstore, "someone-else", m["memory_id"])
+
+
+def test_chinese_clause_without_repeated_subject() -> None:
+    from memstore.derive.rules import clauses
+
+    assert clauses("我喜欢喝乌龙茶，不喜欢咖啡。") == ["我喜欢喝乌龙茶", "我不喜欢咖啡"]
+    assert clauses("他喜欢茶，不喜欢咖啡") == ["他喜欢茶", "不喜欢咖啡"]

@@ -327,13 +327,20 @@ _SPLIT = re.compile(
 )
 
 
+_ZH_SUBJECTLESS = re.compile(r"(?:也|还|很|非常|特别|最)?(?:不喜欢|讨厌|不爱|喜欢|热爱|爱|住在|搬到)")
+
+
 def clauses(text: str) -> list[str]:
     """Statements of a message; questions and conditionals are dropped."""
-    out = []
+    out: list[str] = []
     for part in _SPLIT.split(text):
         part = (part or "").strip()
         if not part or part.endswith(("?", "？")) or re.match(r"(?i)(if|如果|假如)\b", part):
             continue
+        # Chinese drops a repeated subject: "我喜欢茶，不喜欢咖啡" — the second
+        # clause is still about 我.
+        if out and out[-1].startswith("我") and _ZH_SUBJECTLESS.match(part):
+            part = "我" + part
         out.append(part.rstrip(".!。！；;"))
     return out
 
