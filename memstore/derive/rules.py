@@ -327,7 +327,9 @@ _SPLIT = re.compile(
 )
 
 
-_ZH_SUBJECTLESS = re.compile(r"(?:也|还|很|非常|特别|最)?(?:不喜欢|讨厌|不爱|喜欢|热爱|爱|住在|搬到)")
+_ZH_SUBJECTLESS = re.compile(
+    r"(?:也|还|很|非常|特别|最)?(?:不喜欢|讨厌|不爱|喜欢|热爱|爱|住在|搬到)"
+)
 
 
 def clauses(text: str) -> list[str]:
