@@ -50,9 +50,19 @@ ops = st.lists(st.one_of(capture_op, note_op), min_size=1, max_size=25)
 
 def _run(store: Store, plan: list[tuple[object, ...]]) -> None:
     for op in plan:
-        if op[0] == "capture":
-            _, user, session, msgs = op
-            store.capture(str(user), str(session), list(msgs))  # type: ignore[call-overload]
+        kind, user, session, arg = op
+        if kind == "capture":
+            store.capture(str(user), str(session), list(arg))  # type: ignore[call-overload]
+        elif kind == "derive":
+            store.run_pipeline(str(user))
+        elif kind == "end":
+            store.end_session(str(user), str(session), timeout_s=60)
+        elif kind == "write":
+            store.write_memory(str(user), "add", str(arg))
+        elif kind == "forget":
+            active = store.list_memories(str(user))
+            if active:
+                store.forget_memory(str(user), active[0]["memory_id"])
         else:
             _, user, session, n = op
             store.append([NewEvent(f"note/{session}", Noted("n", int(n)), user_id=str(user))])  # type: ignore[call-overload]

@@ -11,6 +11,7 @@ from memstore.errors import MemstoreError
 
 # Each module registers its commands on ``cli`` when imported.
 from memstore.cli import core as _core  # noqa: F401  isort: skip
+from memstore.cli import bench as _bench  # noqa: F401  isort: skip
 from memstore.cli import data as _data  # noqa: F401  isort: skip
 from memstore.cli import demo as _demo  # noqa: F401  isort: skip
 from memstore.cli import derive as _derive  # noqa: F401  isort: skip

@@ -1,0 +1,263 @@
+"""Event-log benchmark: append and rebuild throughput next to raw SQLite.
+
+Every memstore figure is printed beside a reference measured in the same run
+on the same machine, because absolute events/s mean little across machines
+while the ratio to a bare ``executemany`` says how much the log layer costs:
+
+- append (1, 100 and 1000 events per transaction) goes through the real path,
+  ``store.append`` = ``BEGIN IMMEDIATE`` + ``EventLog.append`` + inline
+  projections; the reference inserts the same rows into an identical
+  ``events`` table (same DDL and indexes, copied from the store) in a
+  separate file with the same driver and pragmas (WAL, synchronous=NORMAL);
+- rebuild replays a log that mixes benchmark events and captured messages
+  through every projection; the reference reads the same rows and decodes
+  their JSON payloads with the bare driver, the floor of any replay.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import json
+import pstats
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memstore.config import Settings
+from memstore.db.driver import sqlite_module
+from memstore.events.log import NewEvent
+from memstore.events.types import Event, registry
+from memstore.store import Store
+from memstore.timeutil import system_clock, to_iso
+
+TARGET_APPEND_RATIO = 0.5
+TARGET_REBUILD_EPS = 20_000.0
+
+
+@registry.register
+@dataclass(frozen=True)
+class BenchNoted(Event):
+    """A benchmark-only event: small payload, handled only by the stats projection."""
+
+    TYPE = "bench.noted"
+    text: str
+    n: int
+
+
+def bench_settings() -> Settings:
+    # No embedder work, no scheduler thread: only the log and inline projections run.
+    return Settings(embedder="none", background_indexer=False, scheduler=False)
+
+
+def _new_events(start: int, count: int, streams: int) -> list[NewEvent]:
+    return [
+        NewEvent(
+            f"bench/{i % streams}",
+            BenchNoted(text=f"note {i} about the weather and the garden", n=i),
+            user_id=f"u{i % streams}",
+        )
+        for i in range(start, start + count)
+    ]
+
+
+def _raw_rows(start: int, count: int, streams: int) -> list[tuple[Any, ...]]:
+    """The rows ``EventLog.append`` would write for ``_new_events`` (same shape/sizes)."""
+    now = to_iso(system_clock())
+    rows: list[tuple[Any, ...]] = []
+    for i in range(start, start + count):
+        payload = json.dumps(
+            {"text": f"note {i} about the weather and the garden", "n": i},
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+        rows.append(
+            (
+                i + 1,
+                uuid.uuid4().hex,
+                f"bench/{i % streams}",
+                i // streams + 1,
+                BenchNoted.TYPE,
+                1,
+                f"u{i % streams}",
+                payload,
+                now,
+                now,
+                None,
+                None,
+                None,
+            )
+        )
+    return rows
+
+
+class RawTable:
+    """A plain copy of the ``events`` table in its own file, written with the bare driver."""
+
+    def __init__(self, path: Path, ddl: list[str]) -> None:
+        mod = sqlite_module()
+        self.conn: Any = mod.connect(str(path), isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = NORMAL")
+        for stmt in ddl:
+            self.conn.execute(stmt)
+
+    def insert(self, rows: list[tuple[Any, ...]], per_txn: int) -> float:
+        sql = "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+        t0 = time.perf_counter()
+        for i in range(0, len(rows), per_txn):
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.executemany(sql, rows[i : i + per_txn])
+            self.conn.execute("COMMIT")
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _events_ddl(store: Store) -> list[str]:
+    with store.db.read() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT sql FROM sqlite_master WHERE tbl_name = 'events' AND sql IS NOT NULL "
+            "ORDER BY type DESC"  # the table before its indexes
+        ).all()
+    return [str(r[0]) for r in rows]
+
+
+def _append_all(store: Store, start: int, count: int, per_txn: int, streams: int) -> float:
+    evs = _new_events(start, count, streams)
+    t0 = time.perf_counter()
+    for i in range(0, count, per_txn):
+        store.append(evs[i : i + per_txn])
+    return time.perf_counter() - t0
+
+
+def _raw_replay(path: Path) -> float:
+    """Read every event row and decode its payload with the bare driver."""
+    conn: Any = sqlite_module().connect(str(path))
+    t0 = time.perf_counter()
+    for row in conn.execute("SELECT * FROM events ORDER BY position"):
+        json.loads(row[7])
+    took = time.perf_counter() - t0
+    conn.close()
+    return took
+
+
+def profile_append(store: Store, start: int, per_txn: int, streams: int, top: int = 18) -> str:
+    """cProfile of batched appends through the real path; the top functions by own time."""
+    evs = _new_events(start, per_txn * 5, streams)
+    prof = cProfile.Profile()
+    prof.enable()
+    for i in range(0, len(evs), per_txn):
+        store.append(evs[i : i + per_txn])
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def run_eventlog(
+    n: int = 20_000,
+    *,
+    workdir: Path | None = None,
+    streams: int = 10,
+    capture_share: float = 0.25,
+    profile: bool = False,
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Measure append and rebuild throughput; returns a JSON-ready dict."""
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        base = Path(tmp)
+        store = Store.open(base / "bench.db", settings=bench_settings())
+        raw = RawTable(base / "raw.db", _events_ddl(store))
+        results: dict[str, Any] = {"n": n, "streams": streams, "append": []}
+        try:
+            start = 0
+            for per_txn in (1, 100, 1000):
+                count = n if per_txn > 1 else min(n, 5000)
+                log(f"append {count} events, {per_txn} per transaction")
+                took = _append_all(store, start, count, per_txn, streams)
+                raw_took = raw.insert(_raw_rows(start, count, streams), per_txn)
+                start += count
+                eps, raw_eps = count / took, count / raw_took
+                results["append"].append(
+                    {
+                        "per_txn": per_txn,
+                        "events": count,
+                        "events_per_s": eps,
+                        "raw_events_per_s": raw_eps,
+                        "ratio": eps / raw_eps,
+                    }
+                )
+            # Captured messages exercise the L0 projection (rows + FTS5) on replay.
+            captures = int(n * capture_share)
+            log(f"capture {captures} events of 4 messages for the rebuild")
+            for i in range(captures):
+                store.capture(
+                    f"u{i % streams}",
+                    f"s{i // 50}",
+                    [
+                        {"role": "user", "content": f"message {i} {j} about trips and dinners"}
+                        for j in range(4)
+                    ],
+                )
+            total = store.event_count()
+            log(f"rebuild all projections over {total} events")
+            t0 = time.perf_counter()
+            replayed = store.rebuild()
+            took = time.perf_counter() - t0
+            raw_took = _raw_replay(store.path)
+            results["rebuild"] = {
+                "events": replayed,
+                "captured_messages": captures * 4,
+                "events_per_s": replayed / took,
+                "raw_read_decode_events_per_s": replayed / raw_took,
+                "ratio": raw_took / took,
+                "seconds": took,
+            }
+            batched = [a["ratio"] for a in results["append"] if a["per_txn"] > 1]
+            results["targets"] = {
+                "batched_append_ratio_min": TARGET_APPEND_RATIO,
+                "batched_append_ratio_met": min(batched) >= TARGET_APPEND_RATIO,
+                "rebuild_events_per_s_min": TARGET_REBUILD_EPS,
+                "rebuild_met": results["rebuild"]["events_per_s"] >= TARGET_REBUILD_EPS,
+            }
+            if profile or not results["targets"]["batched_append_ratio_met"]:
+                results["profile_append_1000"] = profile_append(store, start, 1000, streams)
+        finally:
+            raw.close()
+            store.close()
+    return results
+
+
+def format_eventlog(res: dict[str, Any]) -> str:
+    lines = [
+        f"event log, {res['n']} events per run, {res['streams']} streams",
+        f"{'append':<24}{'memstore ev/s':>15}{'raw ev/s':>13}{'ratio':>8}",
+    ]
+    for a in res["append"]:
+        label = f"{a['per_txn']} per transaction"
+        lines.append(
+            f"{label:<24}{a['events_per_s']:>15,.0f}{a['raw_events_per_s']:>13,.0f}"
+            f"{a['ratio']:>8.2f}"
+        )
+    rb = res["rebuild"]
+    lines.append(
+        f"{'rebuild (all proj.)':<24}{rb['events_per_s']:>15,.0f}"
+        f"{rb['raw_read_decode_events_per_s']:>13,.0f}{rb['ratio']:>8.2f}"
+    )
+    lines.append(
+        f"  rebuild: {rb['events']} events ({rb['captured_messages']} captured messages) "
+        f"in {rb['seconds']:.2f} s; raw = read + json-decode only"
+    )
+    t = res["targets"]
+    lines.append(
+        f"targets: batched append >= {t['batched_append_ratio_min']:.0%} of raw: "
+        f"{'met' if t['batched_append_ratio_met'] else 'MISSED'}; rebuild >= "
+        f"{t['rebuild_events_per_s_min']:,.0f} ev/s: {'met' if t['rebuild_met'] else 'MISSED'}"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,295 @@
+"""LoCoMo retrieval benchmark: turn-level recall of memstore's conversation search.
+
+Each conversation goes into a fresh store in a temporary directory: one
+message per turn, for user = sample id, session = ``session_<n>``, role
+``user`` for speaker A and ``assistant`` for speaker B, text ``"Name: text"``
+(questions name the speaker, so the name must be searchable), timestamp =
+the session date, message id = the ``dia_id``. After ``Store.reindex`` every
+question of categories 1–4 is searched (limit 20) and scored against its
+evidence ids.
+
+Baselines, in the same run over the same texts: BM25 (``rank_bm25.BM25Okapi``,
+lower-cased ``\\w+`` tokens, not our FTS5) and dense-only (numpy cosine over the
+very vectors the store embedded, read back from its embedding cache, with
+the query embedded by the same embedder).
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from memstore.bench.locomo_data import Conversation, Question, load_locomo, summarize_evidence
+from memstore.bench.metrics import hit_at_k, mean, ndcg_at_k, percentile, recall_at_k
+from memstore.config import Settings
+from memstore.embeddings import Embedder, from_blob
+from memstore.store import Store
+
+KS = (1, 5, 10, 20)
+CATEGORIES = (1, 2, 3, 4)
+CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+STRATEGIES = ("keyword", "vector", "hybrid")
+METRIC_KEYS = (*(f"{m}@{k}" for k in KS for m in ("recall", "hit")), "ndcg@10")
+_TOKEN = re.compile(r"\w+")
+
+FloatMat = np.ndarray[Any, np.dtype[np.float32]]
+
+
+def tokenize(text: str) -> list[str]:
+    """The BM25 baseline's tokenizer: lower-case word characters, nothing else."""
+    return _TOKEN.findall(text.lower())
+
+
+def turn_text(speaker: str, text: str) -> str:
+    return f"{speaker}: {text}"
+
+
+def score_ranking(retrieved: Sequence[str], relevant: Sequence[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k in KS:
+        out[f"recall@{k}"] = recall_at_k(retrieved, relevant, k)
+        out[f"hit@{k}"] = hit_at_k(retrieved, relevant, k)
+    out["ndcg@10"] = ndcg_at_k(retrieved, relevant, 10)
+    return out
+
+
+@dataclass
+class Scores:
+    """Per-question metric dicts of one system, kept with the question's category."""
+
+    rows: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+
+    def add(self, category: int, retrieved: Sequence[str], relevant: Sequence[str]) -> None:
+        self.rows.append((category, score_ranking(retrieved, relevant)))
+
+    def summary(self) -> dict[str, Any]:
+        def agg(rows: list[dict[str, float]]) -> dict[str, float]:
+            # An empty category gets NaN, never 0: "no questions" is not "none found".
+            return {k: mean(r[k] for r in rows) for k in METRIC_KEYS} | {"n": float(len(rows))}
+
+        return {
+            "overall": agg([m for _, m in self.rows]),
+            "per_category": {
+                str(c): agg([m for cat, m in self.rows if cat == c]) for c in CATEGORIES
+            },
+        }
+
+
+@dataclass
+class ConvIndex:
+    """One ingested conversation: its turns in order, their vectors, its store."""
+
+    conv: Conversation
+    store: Store
+    ids: list[str]
+    texts: list[str]
+    sessions: list[int]
+    vecs: FloatMat
+    rowid_to_idx: dict[int, int]
+
+
+def locomo_settings(embedder: str) -> Settings:
+    return Settings(embedder=embedder, background_indexer=False, scheduler=False)
+
+
+def ingest(conv: Conversation, store: Store) -> None:
+    by_session: dict[int, list[dict[str, Any]]] = {}
+    for t in conv.turns:
+        by_session.setdefault(t.session_index, []).append(
+            {
+                "role": "user" if t.speaker == conv.speaker_a else "assistant",
+                "content": turn_text(t.speaker, t.text),
+                "timestamp": t.occurred_at,
+                "id": t.dia_id,
+            }
+        )
+    for n, msgs in sorted(by_session.items()):
+        store.capture(conv.sample_id, f"session_{n}", msgs)
+
+
+def read_index(conv: Conversation, store: Store, embedder: Embedder) -> ConvIndex:
+    """Turn texts and vectors in conversation order, read back from the store."""
+    with store.db.read() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT m.id, m.message_id, m.text, m.session_id, c.vector FROM l0_messages m "
+            "LEFT JOIN embedding_cache c ON c.content_hash = m.content_hash AND c.model_id = ? "
+            "WHERE m.user_id = ? ORDER BY m.id",
+            (embedder.model_id, conv.sample_id),
+        ).all()
+    missing = [r[1] for r in rows if r[4] is None]
+    if missing:
+        raise RuntimeError(f"{conv.sample_id}: {len(missing)} turns have no vector after reindex")
+    vecs = np.vstack([from_blob(r[4], embedder.dimensions) for r in rows]).astype(np.float32)
+    return ConvIndex(
+        conv=conv,
+        store=store,
+        ids=[str(r[1]) for r in rows],
+        texts=[str(r[2]) for r in rows],
+        sessions=[int(str(r[3]).rsplit("_", 1)[1]) for r in rows],
+        vecs=vecs,
+        rowid_to_idx={int(r[0]): i for i, r in enumerate(rows)},
+    )
+
+
+def scored_questions(conv: Conversation) -> list[Question]:
+    return [q for q in conv.questions if q.category in CATEGORIES and q.evidence]
+
+
+def top_ids(scores: np.ndarray[Any, Any], ids: Sequence[str], k: int = 20) -> list[str]:
+    k = min(k, len(ids))
+    idx = np.argpartition(-scores, k - 1)[:k]
+    idx = idx[np.argsort(-scores[idx], kind="stable")]
+    return [ids[i] for i in idx]
+
+
+@dataclass
+class QueryCache:
+    """Per question: its query vector (embedded once, shared by baselines and variants)."""
+
+    qvecs: dict[tuple[str, int], FloatMat] = field(default_factory=dict)
+
+
+def run_locomo(
+    path: str | Path,
+    *,
+    strategies: Sequence[str] = STRATEGIES,
+    embedder: str = "e5",
+    limit_conversations: int | None = None,
+    variants: bool = False,
+    workdir: Path | None = None,
+    log: Callable[[str], None] = lambda _: None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Ingest, embed, search and score; returns a JSON-ready dict."""
+    from rank_bm25 import BM25Okapi
+
+    convs = load_locomo(path)[:limit_conversations]
+    ev = summarize_evidence(convs)
+    systems: dict[str, Scores] = {s: Scores() for s in (*strategies, "bm25", "dense")}
+    latency: dict[str, list[float]] = {s: [] for s in strategies}
+    ingest_s = embed_s = 0.0
+    turns_total = questions_total = skipped_evidence = 0
+    indexes: list[ConvIndex] = []
+    cache = QueryCache()
+    variant_out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        try:
+            for conv in convs:
+                store = Store.open(
+                    Path(tmp) / f"{conv.sample_id}.db", settings=locomo_settings(embedder)
+                )
+                assert store.embedder is not None, "the LoCoMo bench needs an embedder"
+                emb = store.embedder
+                t0 = time.perf_counter()
+                ingest(conv, store)
+                ingest_s += time.perf_counter() - t0
+                turns_total += len(conv.turns)
+                t0 = time.perf_counter()
+                with tqdm(
+                    total=len(conv.turns),
+                    desc=f"embed {conv.sample_id}",
+                    unit="turn",
+                    disable=not progress,
+                    leave=False,
+                ) as bar:
+                    store.reindex(progress=bar.update)
+                embed_s += time.perf_counter() - t0
+                idx = read_index(conv, store, emb)
+                indexes.append(idx)
+                bm25 = BM25Okapi([tokenize(t) for t in idx.texts])
+                qs = scored_questions(conv)
+                questions_total += len(qs)
+                skipped_evidence += sum(len(q.skipped_evidence) for q in conv.questions)
+                log(f"{conv.sample_id}: {len(conv.turns)} turns, {len(qs)} questions")
+                for qi, q in enumerate(
+                    tqdm(qs, desc=f"search {conv.sample_id}", disable=not progress, leave=False)
+                ):
+                    for s in strategies:
+                        store.search_engine._qcache.clear()  # time the query embedding too
+                        t0 = time.perf_counter()
+                        hits = store.search_conversations(
+                            q.question, user_id=conv.sample_id, limit=20, strategy=s
+                        )
+                        latency[s].append((time.perf_counter() - t0) * 1000)
+                        systems[s].add(q.category, [h.ref for h in hits], q.evidence)
+                    bm = np.asarray(bm25.get_scores(tokenize(q.question)), dtype=np.float64)
+                    systems["bm25"].add(q.category, top_ids(bm, idx.ids), q.evidence)
+                    qv = emb.embed_query(q.question)
+                    cache.qvecs[(conv.sample_id, qi)] = qv
+                    systems["dense"].add(q.category, top_ids(idx.vecs @ qv, idx.ids), q.evidence)
+            if variants:
+                from memstore.bench.locomo_variants import run_variants
+
+                variant_out = run_variants(indexes, cache.qvecs, log=log, progress=progress)
+        finally:
+            for idx in indexes:
+                idx.store.close()
+    return {
+        "dataset": str(path),
+        "conversations": len(convs),
+        "turns": turns_total,
+        "questions_scored": questions_total,
+        "embedder": embedder,
+        "evidence": {**ev.__dict__, "skipped_ids_in_scored_data": skipped_evidence},
+        "ingest_seconds": ingest_s,
+        "ingest_turns_per_s": turns_total / ingest_s if ingest_s else None,
+        "embed_seconds": embed_s,
+        "embed_turns_per_s": turns_total / embed_s if embed_s else None,
+        "latency_ms": {
+            s: {"p50": percentile(v, 50), "p95": percentile(v, 95)} for s, v in latency.items()
+        },
+        "systems": {name: sc.summary() for name, sc in systems.items()},
+        "variants": variant_out,
+    }
+
+
+def format_locomo(res: dict[str, Any]) -> str:
+    ev = res["evidence"]
+    lines = [
+        f"LoCoMo {res['dataset']}: {res['conversations']} conversations, {res['turns']} turns, "
+        f"{res['questions_scored']} questions (categories 1-4), embedder {res['embedder']}",
+        f"evidence: {ev['entries']} entries, {ev['repaired']} repaired, {ev['unparseable']} "
+        f"unparseable, {ev['dangling']} dangling, {ev['questions_without_evidence']} questions "
+        "without usable evidence (not scored)",
+        f"ingest {res['ingest_seconds']:.2f} s ({res['ingest_turns_per_s']:,.0f} turns/s); "
+        f"embedding {res['embed_seconds']:.1f} s ({res['embed_turns_per_s']:,.1f} turns/s)",
+        "search latency (incl. query embedding): "
+        + ", ".join(
+            f"{s} p50 {v['p50']:.1f} / p95 {v['p95']:.1f} ms" for s, v in res["latency_ms"].items()
+        ),
+        "",
+        f"{'system':<10}"
+        + "".join(f"{h:>9}" for h in ("R@1", "R@5", "R@10", "R@20", "H@10", "NDCG@10"))
+        + "".join(f"{'R@10 c' + str(c):>10}" for c in CATEGORIES),
+    ]
+    for name, s in res["systems"].items():
+        o = s["overall"]
+        row = f"{name:<10}" + "".join(
+            f"{o[k]:>9.3f}"
+            for k in ("recall@1", "recall@5", "recall@10", "recall@20", "hit@10", "ndcg@10")
+        )
+        row += "".join(f"{s['per_category'][str(c)]['recall@10']:>10.3f}" for c in CATEGORIES)
+        lines.append(row)
+    lines.append(
+        "categories: "
+        + ", ".join(f"c{c} {n}" for c, n in CATEGORY_NAMES.items())
+        + " (n = "
+        + ", ".join(
+            f"{int(next(iter(res['systems'].values()))['per_category'][str(c)]['n'])}"
+            for c in CATEGORIES
+        )
+        + ")"
+    )
+    if res.get("variants"):
+        from memstore.bench.locomo_variants import format_variants
+
+        lines += ["", format_variants(res["variants"])]
+    return "\n".join(lines)

@@ -1,0 +1,187 @@
+"""BENCHMARKS.md from the JSON results the bench commands wrote.
+
+Each bench command writes ``<results>/<name>.json`` (``eventlog``,
+``capture_search``, ``locomo``) with the command line that made it;
+this module renders whatever is there into one Markdown file with tables and
+PNG plots (matplotlib, Agg backend: no display needed). Missing results are
+listed as not run rather than silently left out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from memstore.bench.capture_search import format_capture_search
+from memstore.bench.eventlog import format_eventlog
+from memstore.bench.locomo import CATEGORIES, CATEGORY_NAMES, KS, format_locomo
+
+RESULT_NAMES = ("eventlog", "capture_search", "locomo")
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU model, cores, Python and SQLite of the machine that runs the report."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    from memstore.db.driver import module_name, sqlite_module
+
+    mod = sqlite_module()
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "sqlite_module": module_name(mod),
+        "sqlite": mod.sqlite_version,
+    }
+
+
+def with_meta(result: dict[str, Any], command: str) -> dict[str, Any]:
+    """Stamp a result with the command, date and machine before it is written."""
+    return {
+        **result,
+        "meta": {
+            "command": command,
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": machine_info(),
+        },
+    }
+
+
+def write_result(result: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def _plot_recall(res: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for name, s in res["systems"].items():
+        ys = [s["overall"][f"recall@{k}"] for k in KS]
+        ax.plot(
+            KS, ys, marker="o", label=name, linestyle="--" if name in ("bm25", "dense") else "-"
+        )
+    ax.set_xlabel("k")
+    ax.set_ylabel("turn-level recall@k")
+    ax.set_xticks(list(KS))
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(
+        f"LoCoMo ({res['conversations']} conversations, {res['questions_scored']} questions)"
+    )
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def _plot_latency(res: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for layout in sorted({r["layout"] for r in res["runs"]}):
+        runs = sorted((r for r in res["runs"] if r["layout"] == layout), key=lambda r: r["size"])
+        sizes = [r["size"] for r in runs]
+        for key, style in (("hybrid", "-"), ("keyword", ":"), ("ref_numpy_cosine", "--")):
+            ax.plot(
+                sizes,
+                [r["search"][key]["p95_ms"] for r in runs],
+                marker="o",
+                linestyle=style,
+                label=f"{key} p95, {layout}",
+            )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("messages in the store")
+    ax.set_ylabel("ms")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    ax.set_title(f"search latency vs size ({res['embedder']})")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def _locomo_table(res: dict[str, Any]) -> list[str]:
+    head = ["system", *(f"R@{k}" for k in KS), "H@10", "NDCG@10"]
+    head += [f"R@10 c{c} {CATEGORY_NAMES[c]}" for c in CATEGORIES]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, s in res["systems"].items():
+        o = s["overall"]
+        cells = [name, *(f"{o[f'recall@{k}']:.3f}" for k in KS), f"{o['hit@10']:.3f}"]
+        cells.append(f"{o['ndcg@10']:.3f}")
+        cells += [f"{s['per_category'][str(c)]['recall@10']:.3f}" for c in CATEGORIES]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _section(title: str, res: dict[str, Any], text: str) -> list[str]:
+    meta = res.get("meta", {})
+    return [
+        f"## {title}",
+        "",
+        f"Command: `{meta.get('command', '?')}` — {meta.get('date', '?')}",
+        "",
+        "```",
+        text,
+        "```",
+        "",
+    ]
+
+
+def render_report(results: Path, out: Path, images: Path) -> str:
+    """Write ``out`` (and PNGs under ``images``); returns the Markdown."""
+    found = {
+        n: json.loads((results / f"{n}.json").read_text())
+        for n in RESULT_NAMES
+        if (results / f"{n}.json").is_file()
+    }
+    images.mkdir(parents=True, exist_ok=True)
+    rel = os.path.relpath(images, out.parent)
+    machine = next((r["meta"]["machine"] for r in found.values() if "meta" in r), machine_info())
+    md = [
+        "# memstore benchmarks",
+        "",
+        "Generated by `memstore bench report` from the JSON in "
+        f"`{results}`. Every figure sits next to a reference measured in the same run.",
+        "",
+        f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['platform']}; "
+        f"Python {machine['python']}; SQLite {machine['sqlite']} ({machine['sqlite_module']}).",
+        "",
+    ]
+    if "locomo" in found:
+        res = found["locomo"]
+        _plot_recall(res, images / "locomo_recall.png")
+        md += _section("Retrieval quality: LoCoMo", res, format_locomo(res))
+        md += [*_locomo_table(res), "", f"![recall@k per strategy]({rel}/locomo_recall.png)", ""]
+    if "capture_search" in found:
+        res = found["capture_search"]
+        _plot_latency(res, images / "search_latency.png")
+        md += _section("Capture and search", res, format_capture_search(res))
+        md += [f"![search latency vs size]({rel}/search_latency.png)", ""]
+    if "eventlog" in found:
+        md += _section("Event log", found["eventlog"], format_eventlog(found["eventlog"]))
+    missing = [n for n in RESULT_NAMES if n not in found]
+    if missing:
+        md += [f"Not run for this report: {', '.join(missing)}.", ""]
+    text = "\n".join(md)
+    out.write_text(text, encoding="utf-8")
+    return text

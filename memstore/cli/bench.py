@@ -1,0 +1,373 @@
+"""``memstore bench``: reproducible benchmarks, each next to a reference from the same run.
+
+Every command prints its table and writes its JSON to ``bench-results/<name>.json``
+(or ``--json PATH``); ``memstore bench report`` turns those files into BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from memstore.cli.app import cli
+
+DEFAULT_RESULTS = Path("bench-results")
+
+
+def _command_line() -> str:
+    # Recorded in the JSON so BENCHMARKS.md can show exactly what produced each table.
+    # Under pytest argv is pytest's, not a memstore command line; say so plainly.
+    if "pytest" in Path(sys.argv[0]).name:
+        return "memstore bench ... (run from the test suite)"
+    return "memstore " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+def _save(result: dict[str, Any], name: str, json_path: Path | None) -> None:
+    from memstore.bench.report import with_meta, write_result
+
+    target = json_path if json_path is not None else DEFAULT_RESULTS / f"{name}.json"
+    write_result(with_meta(result, _command_line()), target)
+    click.echo(f"results written to {target}")
+
+
+def _json_opt(f: Any) -> Any:
+    return click.option(
+        "--json",
+        "json_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help=f"Write all numbers to this JSON file (default: {DEFAULT_RESULTS}/<name>.json).",
+    )(f)
+
+
+def _workdir_opt(f: Any) -> Any:
+    return click.option(
+        "--workdir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Directory for the temporary databases (default: the system temp dir).",
+    )(f)
+
+
+def _log(msg: str) -> None:
+    click.echo(msg, err=True)
+
+
+def _sizes(value: str) -> list[int]:
+    try:
+        sizes = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter("sizes are comma-separated integers, e.g. 10000,100000") from None
+    if not sizes or min(sizes) < 20:
+        raise click.BadParameter("every size must be at least 20 messages")
+    return sizes
+
+
+@cli.group("bench")
+def bench_group() -> None:
+    """Benchmarks: event log, capture/search speed, LoCoMo retrieval quality, report.
+
+    Temporary databases go to the system temp dir; results to bench-results/.
+
+    \b
+    Example:
+      memstore bench eventlog
+      memstore bench locomo ../shared/data/locomo/locomo-dev.json
+      memstore bench report --out BENCHMARKS.md
+    """
+
+
+@bench_group.command("eventlog")
+@click.option("--n", "n", default=20_000, show_default=True, help="Events per append run.")
+@click.option("--profile", is_flag=True, help="Also print a cProfile of batched appends.")
+@_json_opt
+@_workdir_opt
+def bench_eventlog(n: int, profile: bool, json_path: Path | None, workdir: Path | None) -> None:
+    """Append throughput (1, 100, 1000 events per transaction) and rebuild throughput,
+    each next to a raw executemany / read of the same rows in the same run.
+
+    Targets: batched append >= 50% of raw; rebuild >= 20,000 events/s. A profile of
+    the append path is printed when the append target is missed (or with --profile).
+
+    \b
+    Example:
+      memstore bench eventlog
+      memstore bench eventlog --n 50000 --json bench-results/eventlog.json
+    """
+    from memstore.bench.eventlog import format_eventlog, run_eventlog
+
+    if n < 1000:
+        raise click.BadParameter("--n must be at least 1000")
+    res = run_eventlog(n, workdir=workdir, profile=profile, log=_log)
+    click.echo(format_eventlog(res))
+    if "profile_append_1000" in res:
+        click.echo("\nprofile of 5 appends of 1000 events (by own time):")
+        click.echo(res["profile_append_1000"])
+    _save(res, "eventlog", json_path)
+
+
+def _capture_search(
+    sizes: str,
+    embedder: str,
+    distinct: int | None,
+    queries: int,
+    json_path: Path | None,
+    workdir: Path | None,
+    name: str,
+) -> None:
+    from memstore.bench.capture_search import format_capture_search, run_capture_search
+
+    res = run_capture_search(
+        _sizes(sizes),
+        embedder=embedder,
+        distinct=distinct,
+        n_queries=queries,
+        workdir=workdir,
+        log=_log,
+    )
+    click.echo(format_capture_search(res))
+    _save(res, name, json_path)
+
+
+def _cs_options(f: Any) -> Any:
+    for opt in reversed(
+        (
+            click.option(
+                "--sizes",
+                default="10000,100000",
+                show_default=True,
+                help="Comma-separated store sizes (messages).",
+            ),
+            click.option(
+                "--embedder",
+                type=click.Choice(["e5", "hashing"]),
+                default="e5",
+                show_default=True,
+                help="Embedder for vectors and queries.",
+            ),
+            click.option(
+                "--distinct",
+                type=int,
+                default=None,
+                help="Distinct texts in the synthetic pool (default: 1500 for e5, "
+                "all distinct for hashing).",
+            ),
+            click.option(
+                "--queries",
+                type=int,
+                default=40,
+                show_default=True,
+                help="Distinct timed queries per strategy.",
+            ),
+            _json_opt,
+            _workdir_opt,
+        )
+    ):
+        f = opt(f)
+    return f
+
+
+@bench_group.command("search")
+@_cs_options
+def bench_search(
+    sizes: str,
+    embedder: str,
+    distinct: int | None,
+    queries: int,
+    json_path: Path | None,
+    workdir: Path | None,
+) -> None:
+    """Keyword/vector/hybrid search p50/p95 at each size (1 user and 100 users), with
+    numpy brute-force cosine and bare FTS5 as references; also capture latency and
+    embedding throughput (the same run as `bench capture`).
+
+    \b
+    Example:
+      memstore bench search
+      memstore bench search --sizes 10000 --embedder hashing --json /tmp/search.json
+    """
+    _capture_search(sizes, embedder, distinct, queries, json_path, workdir, "capture_search")
+
+
+@bench_group.command("capture")
+@_cs_options
+def bench_capture(
+    sizes: str,
+    embedder: str,
+    distinct: int | None,
+    queries: int,
+    json_path: Path | None,
+    workdir: Path | None,
+) -> None:
+    """Capture acknowledgement latency p50/p99 (embedding deferred), with and without the
+    background indexer running, and background embedding throughput. Runs the same
+    measurement as `bench search` (filling a store measures both).
+
+    \b
+    Example:
+      memstore bench capture --sizes 10000
+    """
+    _capture_search(sizes, embedder, distinct, queries, json_path, workdir, "capture_search")
+
+
+@bench_group.command("locomo")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--strategies",
+    default="keyword,vector,hybrid",
+    show_default=True,
+    help="Comma-separated search strategies to score.",
+)
+@click.option("--embedder", type=click.Choice(["e5", "hashing"]), default="e5", show_default=True)
+@click.option("--conversations", type=int, default=None, help="Only the first N conversations.")
+@click.option(
+    "--variants/--no-variants",
+    default=True,
+    show_default=True,
+    help="Also measure fusion variants (what lifts hybrid).",
+)
+@click.option("--layers", is_flag=True, help="Memory-layer quality (not implemented yet).")
+@_json_opt
+@_workdir_opt
+def bench_locomo(
+    path: Path,
+    strategies: str,
+    embedder: str,
+    conversations: int | None,
+    variants: bool,
+    layers: bool,
+    json_path: Path | None,
+    workdir: Path | None,
+) -> None:
+    """Turn-level recall@1/5/10/20, hit@k and NDCG@10 on a LoCoMo JSON file, per
+    category, for each strategy, next to BM25 (rank-bm25) and dense-only baselines.
+
+    \b
+    Example:
+      memstore bench locomo ../shared/data/locomo/locomo-dev.json
+      memstore bench locomo data.json --strategies hybrid --no-variants --json out.json
+    """
+    from memstore.bench.locomo import STRATEGIES, format_locomo, run_locomo
+
+    if layers:
+        raise click.UsageError(
+            "--layers is not implemented yet: it needs the L1 derivation pipeline"
+        )
+    chosen = [s.strip() for s in strategies.split(",") if s.strip()]
+    bad = [s for s in chosen if s not in STRATEGIES]
+    if bad or not chosen:
+        raise click.BadParameter(f"strategies must be among {', '.join(STRATEGIES)}")
+    res = run_locomo(
+        path,
+        strategies=chosen,
+        embedder=embedder,
+        limit_conversations=conversations,
+        variants=variants,
+        workdir=workdir,
+        log=_log,
+        progress=sys.stderr.isatty(),
+    )
+    click.echo(format_locomo(res))
+    _save(res, "locomo", json_path)
+
+
+@bench_group.command("report")
+@click.option(
+    "--results",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_RESULTS,
+    show_default=True,
+    help="Directory of JSON results.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("BENCHMARKS.md"),
+    show_default=True,
+    help="Markdown file to write.",
+)
+@click.option(
+    "--images",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("docs/bench"),
+    show_default=True,
+    help="Where the PNG plots go.",
+)
+def bench_report(results: Path, out: Path, images: Path) -> None:
+    """Generate BENCHMARKS.md (tables, PNG plots, machine, date, commands) from results.
+
+    \b
+    Example:
+      memstore bench report
+      memstore bench report --results bench-results --out BENCHMARKS.md
+    """
+    from memstore.bench.report import render_report
+
+    if not results.is_dir():
+        raise click.UsageError(f"no results directory {results}: run a bench command first")
+    render_report(results, out, images)
+    click.echo(f"wrote {out} (plots in {images})")
+
+
+# -- memstore bench hermes (Hermes provider helper) ----------------------------------
+
+
+@bench_group.command("hermes")
+@click.option(
+    "--sizes",
+    default="1000,10000",
+    show_default=True,
+    help="Comma-separated numbers of memories for the user.",
+)
+@click.option(
+    "--embedder",
+    type=click.Choice(["hashing", "e5"]),
+    default="hashing",
+    show_default=True,
+    help="Embedder of the store (both are offline).",
+)
+@click.option("--turns", type=int, default=200, show_default=True, help="sync_turn calls timed.")
+@click.option("--queries", type=int, default=200, show_default=True, help="prefetch calls timed.")
+@_json_opt
+@_workdir_opt
+def bench_hermes(
+    sizes: str,
+    embedder: str,
+    turns: int,
+    queries: int,
+    json_path: Path | None,
+    workdir: Path | None,
+) -> None:
+    """Hermes provider costs through hermes-agent's real MemoryManager: initialize cold
+    and warm, sync_turn p50/p99 and prefetch p50/p95 with 1k and 10k memories.
+    Needs hermes-agent (pip install "memstore[hermes]").
+
+    \b
+    Example:
+      memstore bench hermes
+      memstore bench hermes --sizes 10000 --embedder e5 --json /tmp/hermes.json
+    """
+    from memstore.bench.hermes import format_hermes_bench, run_hermes_bench
+
+    try:
+        parsed = [int(v) for v in sizes.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter("sizes are comma-separated integers, e.g. 1000,10000") from None
+    if not parsed or min(parsed) < 1 or turns < 1 or queries < 1:
+        raise click.BadParameter("sizes, --turns and --queries must be positive")
+    res = run_hermes_bench(
+        parsed, embedder=embedder, turns=turns, n_queries=queries, workdir=workdir, log=_log
+    )
+    click.echo(format_hermes_bench(res))
+    _save(res, "hermes", json_path)
+
+
+# -- end of memstore bench hermes ----------------------------------------------------
+
+
+if __name__ == "__main__":  # until memstore.cli imports this module: python -m memstore.cli.bench
+    cli()
