@@ -70,6 +70,7 @@ def erase_user(store: object, user_id: str, *, reason: str = "request") -> Erasu
         if store.pipeline is not None:
             store.pipeline.purge_user(conn, user_id)
         removed = conn.execute(events.delete().where(events.c.user_id == user_id)).rowcount or 0
+        store.log.forget_cache()
         # Every projection is replayed from what is left; a user's derived rows
         # cannot outlive their events. Vector tables are reset by the L0/L1 clears.
         store.projections.rebuild(conn)

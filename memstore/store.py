@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from memstore.config import Settings, default_db_path
 from memstore.db import migrate
@@ -63,6 +63,9 @@ class Store:
         self.settings = settings
         self.clock = clock
         self.log = EventLog(clock=clock)
+        # A rolled-back append must not leave stream heads cached that were
+        # never written.
+        event.listen(db.engine, "rollback", self._on_rollback)
         self.projections = Projections(
             self.log, projections if projections is not None else default_projections()
         )
@@ -77,6 +80,9 @@ class Store:
         self.pipeline: PipelineService | None = (
             PipelineService(self) if "pipeline_state" in self.projections.names else None
         )
+
+    def _on_rollback(self, _conn: Any) -> None:
+        self.log.forget_cache()
 
     def start_background(self) -> None:
         """Start the background vector indexer (Store.open does, unless disabled)."""

@@ -171,3 +171,15 @@ def test_processes_append_to_the_same_file_without_lock_errors(db_path: Path) ->
             for r in s.db.engine.connect().execute(text("select * from event_counts"))
         }
         assert counts == {("test.noted", f"p{i}"): 200 for i in range(3)}
+
+
+def test_rolled_back_append_does_not_leave_stale_stream_heads(store: Store) -> None:
+    store.append([NewEvent("s", Noted("a"))])
+    with pytest.raises(RuntimeError), store.db.write() as conn:
+        store.log.append(conn, [NewEvent("s", Noted("b")), NewEvent("s", Noted("c"))])
+        raise RuntimeError("abort")
+    # another writer (a second store on the same file) takes the same positions
+    with Store.open(store.path, settings=store.settings) as other:
+        other.append([NewEvent("t", Noted("x")), NewEvent("t", Noted("y"))])
+    store.append([NewEvent("s", Noted("d"))])
+    assert [e.seq for e in store.read_stream("s")] == [1, 2]

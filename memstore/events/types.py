@@ -10,6 +10,7 @@ rewritten.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
@@ -27,15 +28,19 @@ class Event:
     VERSION: ClassVar[int] = 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {name: getattr(self, name) for name in _field_names(type(self))}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Event:
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - names
+        unknown = set(data).difference(_field_names(cls))
         if unknown:
             raise EventError(f"{cls.TYPE}: unexpected payload fields {sorted(unknown)}")
         return cls(**data)
+
+
+@functools.cache
+def _field_names(cls: type[Event]) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 E = TypeVar("E", bound=type[Event])

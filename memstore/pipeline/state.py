@@ -105,11 +105,18 @@ class PipelineStateProjection(Projection):
     tables = (pipeline_sessions, pipeline_pending, pipeline_users)
 
     def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
+        captured: list[StoredEvent] = []
         for ev in events:
             p = ev.payload
             if isinstance(p, MessagesCaptured):
-                self._captured(conn, ev, p)
-            elif isinstance(p, L1Extracted):
+                # Captures are the bulk of any log: apply runs of them in three
+                # executemany statements instead of three statements each.
+                captured.append(ev)
+                continue
+            if captured:
+                self._captured(conn, captured)
+                captured = []
+            if isinstance(p, L1Extracted):
                 self._extracted(conn, ev, p)
             elif isinstance(p, RunFailed):
                 self._failed(conn, ev, p)
@@ -126,6 +133,8 @@ class PipelineStateProjection(Projection):
                 self._user_run(conn, ev, "l2")
             elif isinstance(p, PersonaUpdated):
                 self._user_run(conn, ev, "l3")
+        if captured:
+            self._captured(conn, captured)
 
     def purge_user(self, conn: Connection, user_id: str) -> None:
         for t in self.tables:
@@ -133,46 +142,42 @@ class PipelineStateProjection(Projection):
 
     # -- handlers ------------------------------------------------------------
 
-    def _captured(self, conn: Connection, ev: StoredEvent, p: MessagesCaptured) -> None:
-        rounds = sum(1 for m in p.messages if m.get("role") == "user")
-        n = len(p.messages)
-        conn.execute(
-            sqlite_insert(pipeline_pending)
-            .values(
-                user_id=ev.user_id,
-                session_id=p.session_id,
-                position=ev.position,
-                rounds=rounds,
-                messages=n,
-            )
-            .on_conflict_do_nothing()
+    def _captured(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
+        pending: list[tuple[Any, ...]] = []
+        sessions: list[tuple[Any, ...]] = []
+        users: list[tuple[Any, ...]] = []
+        for ev in events:
+            p = ev.payload
+            assert isinstance(p, MessagesCaptured)
+            rounds = sum(1 for m in p.messages if m.get("role") == "user")
+            n = len(p.messages)
+            pending.append((ev.user_id, p.session_id, ev.position, rounds, n))
+            sessions.append((ev.user_id, p.session_id, rounds, n, ev.position, ev.recorded_at))
+            users.append((ev.user_id, ev.recorded_at))
+        conn.exec_driver_sql(
+            "INSERT INTO pipeline_pending (user_id, session_id, position, rounds, messages) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            pending,
         )
-        ins = sqlite_insert(pipeline_sessions).values(
-            user_id=ev.user_id,
-            session_id=p.session_id,
-            rounds_pending=rounds,
-            messages_pending=n,
-            cursor_position=0,
-            extractions=0,
-            last_capture_position=ev.position,
-            last_activity_at=ev.recorded_at,
-            failures=0,
+        # New talk reopens an ended session (ended_at back to NULL).
+        conn.exec_driver_sql(
+            "INSERT INTO pipeline_sessions (user_id, session_id, rounds_pending, "
+            "messages_pending, cursor_position, extractions, last_capture_position, "
+            "last_activity_at, failures) VALUES (?, ?, ?, ?, 0, 0, ?, ?, 0) "
+            "ON CONFLICT (user_id, session_id) DO UPDATE SET "
+            "rounds_pending = rounds_pending + excluded.rounds_pending, "
+            "messages_pending = messages_pending + excluded.messages_pending, "
+            "last_capture_position = excluded.last_capture_position, "
+            "last_activity_at = excluded.last_activity_at, ended_at = NULL",
+            sessions,
         )
-        s = pipeline_sessions.c
-        conn.execute(
-            ins.on_conflict_do_update(
-                index_elements=[s.user_id, s.session_id],
-                set_={
-                    "rounds_pending": s.rounds_pending + rounds,
-                    "messages_pending": s.messages_pending + n,
-                    "last_capture_position": ev.position,
-                    "last_activity_at": ev.recorded_at,
-                    # New talk reopens an ended session.
-                    "ended_at": None,
-                },
-            )
+        conn.exec_driver_sql(
+            "INSERT INTO pipeline_users (user_id, last_activity_at, last_l1_position, "
+            "last_l2_position, last_l3_position, l2_failures, l3_failures) "
+            "VALUES (?, ?, 0, 0, 0, 0, 0) "
+            "ON CONFLICT (user_id) DO UPDATE SET last_activity_at = excluded.last_activity_at",
+            users,
         )
-        self._upsert_user(conn, ev.user_id, {"last_activity_at": ev.recorded_at})
 
     def _extracted(self, conn: Connection, ev: StoredEvent, p: L1Extracted) -> None:
         s = pipeline_sessions.c

@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from sqlalchemy import Connection, Table, delete, select
+from sqlalchemy import Connection, Table, delete, func, select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from memstore.db.schema import events as ev_t
 from memstore.db.schema import projection_checkpoints as cp_t
 from memstore.errors import NotFoundError, ProjectionError
 from memstore.events.log import EventLog, StoredEvent
@@ -53,9 +54,12 @@ class ProjectionStatus:
     stored_version: int
     code_version: int
 
+    # Events of the types this projection handles that it has not applied yet.
+    pending: int = 0
+
     @property
     def lag(self) -> int:
-        return self.head - self.position
+        return self.pending
 
     @property
     def needs_rebuild(self) -> bool:
@@ -110,16 +114,21 @@ class Projections:
     # -- applying ------------------------------------------------------------
 
     def apply_inline(self, conn: Connection, stored: Sequence[StoredEvent]) -> None:
-        """Called by every append, in its transaction, with what it appended."""
+        """Called by every append, in its transaction, with what it appended.
+
+        Only projections that handled something move their checkpoint: events
+        of other types change nothing for them, and catching up reads only the
+        types a projection handles, so a checkpoint behind such events is
+        still exact — and appends do not pay one checkpoint write per projection.
+        """
         fresh = [e for e in stored if not e.duplicate]
         if not fresh:
             return
-        head = fresh[-1].position
         for p in self.inline:
             mine = [e for e in fresh if p.wants(e)]
             if mine:
                 p.apply(conn, mine)
-            self.set_checkpoint(conn, p.name, head, p.version)
+                self.set_checkpoint(conn, p.name, mine[-1].position, p.version)
 
     def catch_up(self, conn: Connection, name: str, *, batch: int = 2000) -> int:
         """Apply everything after the projection's checkpoint; returns events applied."""
@@ -172,7 +181,11 @@ class Projections:
         out = []
         for p in self._items.values():
             pos, ver = self.checkpoint(conn, p.name)
-            out.append(ProjectionStatus(p.name, p.inline, pos, head, ver, p.version))
+            q = select(func.count()).select_from(ev_t).where(ev_t.c.position > pos)
+            if p.handles is not None:
+                q = q.where(ev_t.c.type.in_(sorted(p.handles)))
+            pending = int(conn.execute(q).scalar_one())
+            out.append(ProjectionStatus(p.name, p.inline, pos, head, ver, p.version, pending))
         return out
 
     def bring_current(self, conn: Connection) -> list[str]:

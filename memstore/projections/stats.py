@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from sqlalchemy import Connection
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memstore.db.schema import event_counts
 from memstore.events.log import StoredEvent
@@ -26,12 +25,9 @@ class StatsProjection(Projection):
             key = (e.type, e.user_id)
             counts[key] += 1
             last[key] = e.position
-        for (type_, user), n in counts.items():
-            stmt = sqlite_insert(event_counts).values(
-                type=type_, user_id=user, n=n, last_position=last[(type_, user)]
-            )
-            stmt = stmt.on_conflict_do_update(
-                index_elements=[event_counts.c.type, event_counts.c.user_id],
-                set_={"n": event_counts.c.n + n, "last_position": last[(type_, user)]},
-            )
-            conn.execute(stmt)
+        conn.exec_driver_sql(
+            "INSERT INTO event_counts (type, user_id, n, last_position) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (type, user_id) DO UPDATE SET n = n + excluded.n, "
+            "last_position = excluded.last_position",
+            [(t, u, n, last[(t, u)]) for (t, u), n in counts.items()],
+        )
