@@ -95,6 +95,17 @@ class Settings:
     recall_timeout_s: float = 5.0
     recall_budget_chars: int = 4000
     rrf_k: int = 60
+    # Candidates fetched per list before fusion (measured on LoCoMo: 20 beats 80).
+    search_candidates: int = 20
+    # Weight of the vector list in the fusion (keyword list weighs 1).
+    vector_weight: float = 1.0
+    # Share of an adjacent turn's fused score a conversation message receives:
+    # evidence often sits next to the turn that matches the question.
+    neighbour_weight: float = 0.3
+    # Boost for messages of the one speaker a query names (OpenAI "name" field).
+    speaker_boost: float = 0.3
+    # Embed each L0 message with the previous message of its session.
+    context_vectors: bool = True
 
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -18,6 +18,7 @@ from memstore.db.schema import embedding_cache, events
 from memstore.events.log import NewEvent
 from memstore.l0.events import UserErased
 from memstore.vectors import spaces
+from memstore.vectors.indexer import context_hashes
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def _user_hashes(conn: Connection, user_id: str) -> set[str]:
             text("SELECT content_hash FROM l1_memories WHERE user_id = :u"), {"u": user_id}
         )
     }
-    return hashes
+    return hashes | context_hashes(conn, user_id)
 
 
 def _shared_hashes(conn: Connection, hashes: set[str]) -> set[str]:

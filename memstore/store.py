@@ -71,9 +71,11 @@ class Store:
         )
         self._closed = False
         self.embedder: Embedder | None = make_embedder(settings)
-        self.search_engine = SearchEngine(db, self.embedder, rrf_k=settings.rrf_k)
+        self.search_engine = SearchEngine(db, self.embedder, settings)
         self.indexer: Indexer | None = (
-            Indexer(db, self.embedder, clock) if self.embedder is not None else None
+            Indexer(db, self.embedder, clock, context_vectors=settings.context_vectors)
+            if self.embedder is not None
+            else None
         )
         self._bg_indexer: BackgroundIndexer | None = None
         # Cheap to build: no thread exists until the first timer write.

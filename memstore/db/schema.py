@@ -113,6 +113,8 @@ l0_messages = Table(
     Column("occurred_at", Text, nullable=False),
     Column("position", Integer, nullable=False),
     Column("content_hash", Text, nullable=False),
+    # The participant's name when the host gives one (OpenAI's "name" field).
+    Column("speaker", Text, nullable=True),
     UniqueConstraint("user_id", "message_id"),
     Index("ix_l0_messages_user_id_session_id_position", "user_id", "session_id", "position"),
     Index("ix_l0_messages_user_id_occurred_at", "user_id", "occurred_at"),

@@ -29,9 +29,10 @@ class PreparedMessage:
     occurred_at: str
     truncated: bool
     original_bytes: int
+    name: str | None = None
 
     def as_payload(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "role": self.role,
             "text": self.text,
@@ -39,6 +40,9 @@ class PreparedMessage:
             "truncated": self.truncated,
             "original_bytes": self.original_bytes,
         }
+        if self.name:
+            out["name"] = self.name
+        return out
 
 
 def check_id(name: str, value: object) -> str:
@@ -71,7 +75,7 @@ def prepare_messages(
 ) -> list[PreparedMessage]:
     if isinstance(messages, Mapping | str | bytes):
         raise InvalidInputError("messages must be a list of {'role', 'content'} objects")
-    staged: list[tuple[str, str, str, str | None, bool, int, object]] = []
+    staged: list[tuple[str, str, str, str | None, bool, int, object, str | None]] = []
     now_iso = to_iso(now)
     for i, m in enumerate(messages):
         if not isinstance(m, Mapping):
@@ -94,16 +98,19 @@ def prepare_messages(
             if isinstance(original, bytes)
             else len(original.encode("utf-8", "surrogatepass"))
         )
-        staged.append((role, text, stamp or now_iso, stamp, truncated, size, given))
+        # OpenAI messages may name their participant; kept as the speaker.
+        raw_name = m.get("name")
+        name = clean_text(str(raw_name)).strip()[:128] if raw_name not in (None, "") else None
+        staged.append((role, text, stamp or now_iso, stamp, truncated, size, given, name or None))
     digest = hashlib.sha256(
         "\x1e".join(f"{r}\x1f{st or ''}\x1f{t}" for r, t, _, st, *_ in staged).encode()
     ).hexdigest()
     out: list[PreparedMessage] = []
-    for i, (role, text, occurred, _stamp, truncated, size, given) in enumerate(staged):
+    for i, (role, text, occurred, _stamp, truncated, size, given, name) in enumerate(staged):
         mid = (
             check_id(f"message {i} id", str(given))
             if given not in (None, "")
             else message_id(session_id, digest, i)
         )
-        out.append(PreparedMessage(mid, role, text, occurred, truncated, size))
+        out.append(PreparedMessage(mid, role, text, occurred, truncated, size, name))
     return out

@@ -18,6 +18,7 @@ from memstore.vectors import spaces
 
 class L0Projection(Projection):
     name: ClassVar[str] = "l0_messages"
+    version: ClassVar[int] = 2  # 2: speaker column
     handles: ClassVar[frozenset[str] | None] = frozenset({MessagesCaptured.TYPE})
     tables = (l0_messages,)
 
@@ -44,6 +45,7 @@ class L0Projection(Projection):
                         "occurred_at": m["occurred_at"],
                         "position": ev.position,
                         "content_hash": content_hash(m["text"]),
+                        "speaker": m.get("name"),
                     }
                 )
                 latin, cjk = document_columns(m["text"])

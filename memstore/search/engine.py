@@ -9,6 +9,7 @@ score is normalised so that rank 1 in both lists is 1.0.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
+from memstore.config import Settings
 from memstore.db.engine import Database
 from memstore.embeddings import Embedder, check_vectors, to_blob
 from memstore.errors import InvalidInputError, MemstoreError
@@ -71,11 +73,30 @@ _L1_ACTIVE = (
 )
 
 
+_WORD = re.compile(r"\w+")
+
+# Previous / next message of the same user and session, through the
+# (user_id, session_id, position) index.
+_ADJACENT = (
+    "(SELECT {agg}(a.id) FROM l0_messages a WHERE a.user_id = m.user_id "
+    "AND a.session_id = m.session_id AND a.position {op}= m.position AND a.id {op} m.id)"
+)
+
+
+def _ordered(scores: dict[int, float]) -> list[tuple[int, float]]:
+    return sorted(scores.items(), key=lambda x: (-x[1], x[0]))
+
+
 class SearchEngine:
-    def __init__(self, db: Database, embedder: Embedder | None, rrf_k: int = 60) -> None:
+    def __init__(self, db: Database, embedder: Embedder | None, settings: Settings) -> None:
         self.db = db
         self.embedder = embedder
-        self.rrf_k = rrf_k
+        self.rrf_k = settings.rrf_k
+        self.candidates = max(1, settings.search_candidates)
+        self.vector_weight = settings.vector_weight
+        self.neighbour_weight = settings.neighbour_weight
+        self.speaker_boost = settings.speaker_boost
+        self.context_vectors = settings.context_vectors
         self._qcache: OrderedDict[str, bytes] = OrderedDict()
         self._qlock = threading.Lock()
 
@@ -101,7 +122,7 @@ class SearchEngine:
         if not isinstance(query, str):
             raise InvalidInputError("query must be a string")
         n = clamp_limit(limit)
-        fetch = max(n * 4, 40)
+        fetch = max(n, self.candidates)
         with self.db.read() as conn:
             use_vec = strategy != "keyword" and self._vector_ready(conn, kind)
             kw: list[tuple[int, float]] = []
@@ -110,8 +131,11 @@ class SearchEngine:
                 kw = self._keyword(conn, kind, query, user_id, fetch, session_id, type, scene)
             if use_vec:
                 vec = self._vector(conn, kind, query, user_id, fetch, session_id, type, scene)
-            ranked = self._fuse(strategy if use_vec else "keyword", kw, vec)[:n]
-            return self._materialise(conn, kind, ranked, kw, vec)
+            mode = strategy if use_vec else "keyword"
+            ranked = self._fuse(mode, kw, vec)
+            if kind == "l0" and mode == "hybrid":
+                ranked = self._conversation_context(conn, query, ranked)
+            return self._materialise(conn, kind, ranked[:n], kw, vec)
 
     def vector_ready(self, kind: str) -> bool:
         with self.db.read() as conn:
@@ -119,10 +143,14 @@ class SearchEngine:
 
     # -- pieces ------------------------------------------------------------------
 
-    def _vector_ready(self, conn: Connection, kind: str) -> bool:
+    def _space(self, conn: Connection, kind: str) -> spaces.Space | None:
         if self.embedder is None:
-            return False
-        sp = spaces.get_space(conn, kind, self.embedder.model_id)
+            return None
+        model = spaces.space_model_id(kind, self.embedder.model_id, self.context_vectors)
+        return spaces.get_space(conn, kind, model)
+
+    def _vector_ready(self, conn: Connection, kind: str) -> bool:
+        sp = self._space(conn, kind)
         return sp is not None and sp.ready
 
     def _keyword(
@@ -191,8 +219,7 @@ class SearchEngine:
         type_: str | None,
         scene: str | None,
     ) -> list[tuple[int, float]]:
-        assert self.embedder is not None
-        sp = spaces.get_space(conn, kind, self.embedder.model_id)
+        sp = self._space(conn, kind)
         if sp is None or not query.strip():
             return []
         try:
@@ -239,14 +266,63 @@ class SearchEngine:
             return [(i, -s) for i, s in kw]
         if strategy == "vector":
             return [(i, 1.0 - d) for i, d in vec]
-        k = self.rrf_k
+        k, wv = self.rrf_k, self.vector_weight
         scores: dict[int, float] = {}
         for rank, (i, _) in enumerate(kw, start=1):
             scores[i] = scores.get(i, 0.0) + 1.0 / (k + rank)
         for rank, (i, _) in enumerate(vec, start=1):
-            scores[i] = scores.get(i, 0.0) + 1.0 / (k + rank)
-        best = 2.0 / (k + 1)
-        return sorted(((i, s / best) for i, s in scores.items()), key=lambda x: (-x[1], x[0]))
+            scores[i] = scores.get(i, 0.0) + wv / (k + rank)
+        best = (1.0 + wv) / (k + 1)
+        return _ordered({i: s / best for i, s in scores.items()})
+
+    def _conversation_context(
+        self, conn: Connection, query: str, ranked: list[tuple[int, float]]
+    ) -> list[tuple[int, float]]:
+        """Conversation-aware rescoring of fused L0 candidates.
+
+        Each candidate lends ``neighbour_weight`` of its score to the previous
+        and next message of its session (the answer often sits next to the
+        turn that matches the question); and when the query names exactly one
+        of the candidates' speakers, that speaker's messages get
+        ``speaker_boost``. Both were measured on LoCoMo (bench locomo).
+        """
+        if not ranked or (not self.neighbour_weight and not self.speaker_boost):
+            return ranked
+        scores = dict(ranked)
+        ids = ",".join(str(i) for i in scores)
+        rows = conn.execute(
+            text(
+                f"SELECT m.id, m.speaker, {_ADJACENT.format(op='<', agg='max')}, "
+                f"{_ADJACENT.format(op='>', agg='min')} FROM l0_messages m WHERE m.id IN ({ids})"
+            )
+        ).all()
+        out = dict(scores)
+        if self.neighbour_weight:
+            for cid, _, prev_id, next_id in rows:
+                for nid in (prev_id, next_id):
+                    if nid is not None:
+                        out[int(nid)] = out.get(int(nid), 0.0) + self.neighbour_weight * scores[cid]
+        if self.speaker_boost:
+            speakers = {int(r[0]): r[1] for r in rows}
+            extra = [i for i in out if i not in speakers]
+            if extra:
+                marks = ",".join(str(i) for i in extra)
+                speakers.update(
+                    {
+                        int(r[0]): r[1]
+                        for r in conn.execute(
+                            text(f"SELECT id, speaker FROM l0_messages WHERE id IN ({marks})")
+                        )
+                    }
+                )
+            words = {w.casefold() for w in _WORD.findall(query)}
+            named = {s for s in speakers.values() if s and s.casefold() in words}
+            if len(named) == 1:
+                (who,) = named
+                for i, sp in speakers.items():
+                    if sp == who and i in out:
+                        out[i] += self.speaker_boost
+        return _ordered(out)
 
     def _materialise(
         self,

@@ -21,7 +21,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memstore.db.engine import Database
 from memstore.db.schema import embedding_cache, vector_index, vector_spaces
-from memstore.embeddings import Embedder, check_vectors, from_blob, to_blob
+from memstore.embeddings import Embedder, check_vectors, content_hash, from_blob, to_blob
 from memstore.errors import MemstoreError
 from memstore.timeutil import Clock, system_clock, to_iso
 from memstore.vectors import spaces
@@ -34,20 +34,45 @@ log = logging.getLogger(__name__)
 class _Row:
     id: int
     user_id: str
-    text: str
-    hash: str
+    text: str  # what is embedded
+    hash: str  # cache key: content hash of ``text``
+    src_hash: str  # content hash of the source row, to detect changes
     meta: tuple[str, ...]
 
 
+# The previous message of the same session (same user), found through the
+# (user_id, session_id, position) index.
+_PREV_TEXT = (
+    "(SELECT p.text FROM l0_messages p WHERE p.user_id = m.user_id "
+    "AND p.session_id = m.session_id AND p.position <= m.position AND p.id < m.id "
+    "ORDER BY p.position DESC, p.id DESC LIMIT 1)"
+)
+
+
 def _pending_l0(conn: Connection, space: Space, limit: int) -> list[_Row]:
+    context = space.model_id.endswith("+ctx1")
+    prev = _PREV_TEXT if context else "NULL"
     rows = conn.execute(
         text(
-            "SELECT id, user_id, text, content_hash, session_id FROM l0_messages "
-            "WHERE id > :c ORDER BY id LIMIT :n"
+            f"SELECT m.id, m.user_id, m.text, m.content_hash, m.session_id, {prev} "
+            "FROM l0_messages m WHERE m.id > :c ORDER BY m.id LIMIT :n"
         ),
         {"c": space.cursor, "n": limit},
     ).all()
-    return [_Row(r[0], r[1], r[2], r[3], (r[4],)) for r in rows]
+    out = []
+    for r in rows:
+        body = f"{r[5]}\n{r[2]}" if r[5] else r[2]
+        out.append(_Row(r[0], r[1], body, content_hash(body) if r[5] else r[3], r[3], (r[4],)))
+    return out
+
+
+def context_hashes(conn: Connection, user_id: str) -> set[str]:
+    """Cache keys of a user's "previous + this message" texts (for erasure)."""
+    rows = conn.execute(
+        text(f"SELECT m.text, {_PREV_TEXT} FROM l0_messages m WHERE m.user_id = :u"),
+        {"u": user_id},
+    ).all()
+    return {content_hash(f"{r[1]}\n{r[0]}") for r in rows if r[1]}
 
 
 def _pending_l1(conn: Connection, space: Space, limit: int) -> list[_Row]:
@@ -60,29 +85,39 @@ def _pending_l1(conn: Connection, space: Space, limit: int) -> list[_Row]:
         ),
         {"s": space.name, "n": limit},
     ).all()
-    return [_Row(r[0], r[1], r[2], r[3], (r[4], r[5])) for r in rows]
+    return [_Row(r[0], r[1], r[2], r[3], r[3], (r[4], r[5])) for r in rows]
 
 
 _PENDING = {"l0": _pending_l0, "l1": _pending_l1}
 
 
 class Indexer:
-    def __init__(self, db: Database, embedder: Embedder, clock: Clock = system_clock) -> None:
+    def __init__(
+        self,
+        db: Database,
+        embedder: Embedder,
+        clock: Clock = system_clock,
+        *,
+        context_vectors: bool = True,
+    ) -> None:
         self.db = db
         self.embedder = embedder
         self.clock = clock
+        self.context_vectors = context_vectors
         self._lock = threading.Lock()
 
+    def model_for(self, kind: str) -> str:
+        return spaces.space_model_id(kind, self.embedder.model_id, self.context_vectors)
+
     def space(self, kind: str) -> Space:
+        model = self.model_for(kind)
         with self.db.read() as conn:
-            got = spaces.get_space(conn, kind, self.embedder.model_id)
+            got = spaces.get_space(conn, kind, model)
         if got is not None:
             return got
         dims = self.embedder.resolve_dimensions()
         with self.db.write() as conn:
-            return spaces.ensure_space(
-                conn, kind, self.embedder.model_id, dims, to_iso(self.clock())
-            )
+            return spaces.ensure_space(conn, kind, model, dims, to_iso(self.clock()))
 
     def pending(self, kind: str) -> int:
         sp = self.space(kind)
@@ -108,7 +143,7 @@ class Indexer:
                 for i in range(0, len(hashes), 500):
                     for h, blob in conn.execute(
                         select(embedding_cache.c.content_hash, embedding_cache.c.vector).where(
-                            embedding_cache.c.model_id == sp.model_id,
+                            embedding_cache.c.model_id == self.embedder.model_id,
                             embedding_cache.c.content_hash.in_(hashes[i : i + 500]),
                         )
                     ):
@@ -134,7 +169,7 @@ class Indexer:
                         sqlite_insert(embedding_cache).on_conflict_do_nothing(),
                         [
                             {
-                                "model_id": sp.model_id,
+                                "model_id": self.embedder.model_id,
                                 "content_hash": h,
                                 "dims": sp.dims,
                                 "vector": b,
@@ -171,13 +206,13 @@ class Indexer:
         params: list[dict[str, Any]] = []
         index_rows: list[dict[str, Any]] = []
         for r in rows:
-            if current.get(r.id) != r.hash:
+            if current.get(r.id) != r.src_hash:
                 continue  # changed or erased since we read it; a later step catches up
             p: dict[str, Any] = {"id": r.id, "u": r.user_id, "v": blobs[r.hash]}
             for j, m in enumerate(r.meta):
                 p[f"m{j}"] = m
             params.append(p)
-            index_rows.append({"space": sp.name, "source_id": r.id, "content_hash": r.hash})
+            index_rows.append({"space": sp.name, "source_id": r.id, "content_hash": r.src_hash})
         if params:
             conn.execute(ins, params)
         if kind == "l1" and index_rows:

@@ -38,6 +38,12 @@ class Space:
     ready: bool
 
 
+def space_model_id(kind: str, embedder_model_id: str, context_vectors: bool) -> str:
+    """The model id a space is keyed by: L0 vectors of "previous + this message"
+    live in their own space, never mixed with vectors of single messages."""
+    return f"{embedder_model_id}+ctx1" if kind == "l0" and context_vectors else embedder_model_id
+
+
 def space_name(kind: str, model_id: str) -> str:
     return f"{kind}:{model_id}"
 
