@@ -107,6 +107,8 @@ def ingest(conv: Conversation, store: Store) -> None:
             {
                 "role": "user" if t.speaker == conv.speaker_a else "assistant",
                 "content": turn_text(t.speaker, t.text),
+                # OpenAI's participant name: lets the engine's speaker boost work.
+                "name": t.speaker,
                 "timestamp": t.occurred_at,
                 "id": t.dia_id,
             }
@@ -124,10 +126,16 @@ def read_index(conv: Conversation, store: Store, embedder: Embedder) -> ConvInde
             "WHERE m.user_id = ? ORDER BY m.id",
             (embedder.model_id, conv.sample_id),
         ).all()
-    missing = [r[1] for r in rows if r[4] is None]
-    if missing:
-        raise RuntimeError(f"{conv.sample_id}: {len(missing)} turns have no vector after reindex")
-    vecs = np.vstack([from_blob(r[4], embedder.dimensions) for r in rows]).astype(np.float32)
+    # The store embeds each turn with its previous turn (context vectors), so
+    # single-turn vectors for the dense baseline may be missing: embed those.
+    missing = [i for i, r in enumerate(rows) if r[4] is None]
+    fresh = embedder.embed_documents([str(rows[i][2]) for i in missing]) if missing else None
+    vecs = np.zeros((len(rows), embedder.dimensions), dtype=np.float32)
+    for i, r in enumerate(rows):
+        if r[4] is not None:
+            vecs[i] = from_blob(r[4], embedder.dimensions)
+    if fresh is not None:
+        vecs[missing] = fresh
     return ConvIndex(
         conv=conv,
         store=store,
@@ -164,6 +172,8 @@ def run_locomo(
     embedder: str = "e5",
     limit_conversations: int | None = None,
     variants: bool = False,
+    layers: bool = False,
+    peers: Sequence[str] = (),
     workdir: Path | None = None,
     log: Callable[[str], None] = lambda _: None,
     progress: bool = True,
@@ -180,6 +190,12 @@ def run_locomo(
     indexes: list[ConvIndex] = []
     cache = QueryCache()
     variant_out: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    layer_acc = None
+    if layers:
+        from memstore.bench.layers import LayerScores
+
+        layer_acc = LayerScores()
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         try:
             for conv in convs:
@@ -225,10 +241,19 @@ def run_locomo(
                     qv = emb.embed_query(q.question)
                     cache.qvecs[(conv.sample_id, qi)] = qv
                     systems["dense"].add(q.category, top_ids(idx.vecs @ qv, idx.ids), q.evidence)
+                if layer_acc is not None:
+                    from memstore.bench.layers import run_layers_conversation
+
+                    run_layers_conversation(conv, store, qs, layer_acc, progress=progress)
             if variants:
                 from memstore.bench.locomo_variants import run_variants
 
                 variant_out = run_variants(indexes, cache.qvecs, log=log, progress=progress)
+            if peers:
+                from memstore.bench.peers import capture_latency, run_peers
+
+                extra["capture_ms"] = capture_latency(indexes, embedder, Path(tmp))
+                extra["peers"] = run_peers(peers, indexes, log=log, progress=progress)
         finally:
             for idx in indexes:
                 idx.store.close()
@@ -248,6 +273,8 @@ def run_locomo(
         },
         "systems": {name: sc.summary() for name, sc in systems.items()},
         "variants": variant_out,
+        **extra,
+        **({"layers": layer_acc.summary()} if layer_acc is not None else {}),
     }
 
 
@@ -292,4 +319,12 @@ def format_locomo(res: dict[str, Any]) -> str:
         from memstore.bench.locomo_variants import format_variants
 
         lines += ["", format_variants(res["variants"])]
+    if res.get("layers"):
+        from memstore.bench.layers import format_layers
+
+        lines += ["", format_layers(res["layers"])]
+    if res.get("peers"):
+        from memstore.bench.peers import format_peers
+
+        lines += ["", format_peers(res["peers"], res)]
     return "\n".join(lines)

@@ -26,6 +26,12 @@ _KIND_COLUMNS = {
 }
 KINDS = tuple(_KIND_COLUMNS)
 
+# vec0 allocates a whole chunk per partition (user). The default of 1024 costs
+# 1.5 MB per user at 384-d (100 users of 5 messages: 158 MB); measured here on
+# a 100k-row table, 256 kept a 50k-row partition's KNN within ~10% of 1024
+# (69 vs 61 ms) at a third less space; 64 was 40% slower.
+CHUNK_SIZE = 256
+
 
 @dataclass(frozen=True)
 class Space:
@@ -94,7 +100,8 @@ def ensure_space(conn: Connection, kind: str, model_id: str, dims: int, now_iso:
     conn.execute(
         text(
             f'CREATE VIRTUAL TABLE IF NOT EXISTS "{table}" USING vec0('
-            f"{_KIND_COLUMNS[kind]}, embedding float[{dims}] distance_metric=cosine)"
+            f"{_KIND_COLUMNS[kind]}, embedding float[{dims}] distance_metric=cosine, "
+            f"chunk_size={CHUNK_SIZE})"
         )
     )
     conn.execute(
@@ -130,7 +137,8 @@ def reset_kind(conn: Connection, kind: str, *, recreate: bool = False) -> None:
             conn.execute(
                 text(
                     f'CREATE VIRTUAL TABLE "{space.table_name}" USING vec0('
-                    f"{_KIND_COLUMNS[kind]}, embedding float[{space.dims}] distance_metric=cosine)"
+                    f"{_KIND_COLUMNS[kind]}, embedding float[{space.dims}] "
+                    f"distance_metric=cosine, chunk_size={CHUNK_SIZE})"
                 )
             )
         else:
