@@ -7,14 +7,12 @@ capture, search and the derivation pipeline.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import event, text
+from sqlalchemy import event
 
 from memstore.config import Settings, default_db_path
 from memstore.db import migrate
@@ -22,8 +20,14 @@ from memstore.db.engine import Database
 from memstore.embeddings import Embedder, make_embedder
 from memstore.errors import InvalidInputError, StorageError
 from memstore.events.log import EventLog, NewEvent, StoredEvent
-from memstore.l0.capture import check_id, prepare_messages
-from memstore.l0.events import MessagesCaptured, l0_stream
+from memstore.l0.capture import (
+    CaptureResult,
+    capture_event,
+    check_id,
+    known_message_ids,
+    new_messages,
+    prepare_messages,
+)
 from memstore.l0.projection import L0Projection
 from memstore.pipeline import PipelineService, PipelineStateProjection
 from memstore.projections.base import Projection, Projections, ProjectionStatus
@@ -37,17 +41,6 @@ def default_projections() -> list[Projection]:
     from memstore.derive import derive_projections
 
     return [StatsProjection(), L0Projection(), *derive_projections(), PipelineStateProjection()]
-
-
-@dataclass(frozen=True)
-class CaptureResult:
-    """What a capture stored: the new message ids, and those it had already."""
-
-    event_position: int | None
-    stored: list[str] = field(default_factory=list)
-    duplicates: list[str] = field(default_factory=list)
-    truncated: list[str] = field(default_factory=list)
-    dropped_empty: int = 0
 
 
 class Store:
@@ -215,49 +208,13 @@ class Store:
             session_id, messages, now=self.clock(), max_bytes=self.settings.max_message_bytes
         )
         dropped = len(messages) - len(prepared)
+        ids = [m.id for m in prepared]
         with self.db.write() as conn:
-            ids = [m.id for m in prepared]
-            known: set[str] = set()
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
-                marks = ",".join(f":p{j}" for j in range(len(chunk)))
-                known |= {
-                    r[0]
-                    for r in conn.execute(
-                        text(
-                            "SELECT message_id FROM l0_messages WHERE user_id = :u "
-                            f"AND message_id IN ({marks})"
-                        ),
-                        {"u": user_id, **{f"p{j}": v for j, v in enumerate(chunk)}},
-                    )
-                }
-            fresh, seen = [], set()
-            for m in prepared:
-                if m.id in known or m.id in seen:
-                    continue
-                seen.add(m.id)
-                fresh.append(m)
+            known = known_message_ids(conn, user_id, ids)
+            fresh = new_messages(prepared, known)
             if not fresh:
                 return CaptureResult(None, [], ids, [], dropped)
-            key = hashlib.sha256(
-                "\x1f".join([user_id, session_id, *(m.id for m in fresh)]).encode()
-            ).hexdigest()
-            stored = self.log.append(
-                conn,
-                [
-                    NewEvent(
-                        l0_stream(user_id, session_id),
-                        MessagesCaptured(
-                            session_id=session_id,
-                            messages=[m.as_payload() for m in fresh],
-                            agent_id=agent_id,
-                        ),
-                        user_id=user_id,
-                        occurred_at=max(self._parse(m.occurred_at) for m in fresh),
-                        idempotency_key=f"l0:{key}",
-                    )
-                ],
-            )
+            stored = self.log.append(conn, [capture_event(user_id, session_id, agent_id, fresh)])
             self.projections.apply_inline(conn, stored)
             if self.pipeline is not None:
                 self.pipeline.on_captured(conn, stored)
@@ -272,12 +229,6 @@ class Store:
             [m.id for m in fresh if m.truncated],
             dropped,
         )
-
-    @staticmethod
-    def _parse(iso: str) -> Any:
-        from memstore.timeutil import from_iso
-
-        return from_iso(iso)
 
     def capture_turn(
         self,

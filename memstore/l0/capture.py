@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import Connection
+
 from memstore.errors import InvalidInputError
+from memstore.events.log import NewEvent
+from memstore.l0.events import MessagesCaptured, l0_stream
 from memstore.text import clean_text, sanitize_message
-from memstore.timeutil import parse_when, to_iso
+from memstore.timeutil import from_iso, parse_when, to_iso
 
 ROLES = frozenset({"user", "assistant", "system", "tool", "developer"})
 
@@ -114,3 +118,56 @@ def prepare_messages(
         )
         out.append(PreparedMessage(mid, role, text, occurred, truncated, size, name))
     return out
+
+
+@dataclass(frozen=True)
+class CaptureResult:
+    """What a capture stored: the new message ids, and those it had already."""
+
+    event_position: int | None
+    stored: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+    truncated: list[str] = field(default_factory=list)
+    dropped_empty: int = 0
+
+
+def known_message_ids(conn: Connection, user_id: str, ids: Sequence[str]) -> set[str]:
+    """The ids among ``ids`` this user already has (read in the capture's write
+    transaction, so two concurrent captures cannot both store a message)."""
+    known: set[str] = set()
+    for i in range(0, len(ids), 500):
+        chunk = list(ids[i : i + 500])
+        marks = ",".join("?" for _ in chunk)
+        known |= {
+            r[0]
+            for r in conn.exec_driver_sql(
+                f"SELECT message_id FROM l0_messages WHERE user_id = ? AND message_id IN ({marks})",
+                (user_id, *chunk),
+            )
+        }
+    return known
+
+
+def new_messages(prepared: Sequence[PreparedMessage], known: set[str]) -> list[PreparedMessage]:
+    fresh: list[PreparedMessage] = []
+    seen: set[str] = set()
+    for m in prepared:
+        if m.id not in known and m.id not in seen:
+            seen.add(m.id)
+            fresh.append(m)
+    return fresh
+
+
+def capture_event(
+    user_id: str, session_id: str, agent_id: str | None, fresh: Sequence[PreparedMessage]
+) -> NewEvent:
+    key = hashlib.sha256("\x1f".join([user_id, session_id, *(m.id for m in fresh)]).encode())
+    return NewEvent(
+        l0_stream(user_id, session_id),
+        MessagesCaptured(
+            session_id=session_id, messages=[m.as_payload() for m in fresh], agent_id=agent_id
+        ),
+        user_id=user_id,
+        occurred_at=max(from_iso(m.occurred_at) for m in fresh),
+        idempotency_key=f"l0:{key.hexdigest()}",
+    )
