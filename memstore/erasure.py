@@ -10,6 +10,7 @@ so no page of the file still holds the erased bytes.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, text
@@ -66,8 +67,10 @@ def erase_user(store: object, user_id: str, *, reason: str = "request") -> Erasu
     from memstore.store import Store
 
     assert isinstance(store, Store)
-    with store.db.write() as conn:
+    lock = store.indexer.lock if store.indexer is not None else contextlib.nullcontext()
+    with lock, store.db.write() as conn:
         hashes = _user_hashes(conn, user_id)
+        head = store.log.last_position(conn)
         if store.pipeline is not None:
             store.pipeline.purge_user(conn, user_id)
         removed = conn.execute(events.delete().where(events.c.user_id == user_id)).rowcount or 0
@@ -99,6 +102,7 @@ def erase_user(store: object, user_id: str, *, reason: str = "request") -> Erasu
                     UserErased(erased_user_id=user_id, events_removed=int(removed), reason=reason),
                 )
             ],
+            after=head,
         )
         store.projections.apply_inline(conn, stored)
     _compact(store)

@@ -7,6 +7,7 @@ capture, search and the derivation pipeline.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -210,7 +211,7 @@ class Store:
         dropped = len(messages) - len(prepared)
         ids = [m.id for m in prepared]
         with self.db.write() as conn:
-            known = known_message_ids(conn, user_id, ids)
+            known = known_message_ids(conn, user_id, session_id, ids)
             fresh = new_messages(prepared, known)
             if not fresh:
                 return CaptureResult(None, [], ids, [], dropped)
@@ -452,7 +453,8 @@ class Store:
     ) -> int:
         """Drop and replay projections (all by default); returns events replayed."""
         self._check_open()
-        with self.db.write() as conn:
+        lock = self.indexer.lock if self.indexer is not None else contextlib.nullcontext()
+        with lock, self.db.write() as conn:
             return self.projections.rebuild(conn, names, progress)
 
     def catch_up(self) -> dict[str, int]:

@@ -33,7 +33,16 @@ def from_iso(text: str) -> datetime:
 
 
 def parse_when(value: object) -> datetime:
-    """Accept a datetime, epoch seconds (or milliseconds) or ISO-8601 text."""
+    """Accept a datetime, epoch seconds (or milliseconds) or ISO-8601 text.
+
+    Years outside 1000..9999 are refused: stored instants are fixed-width text."""
+    dt = _parse_when(value)
+    if not 1000 <= dt.astimezone(UTC).year <= 9999:
+        raise InvalidInputError(f"timestamp out of range (years 1000-9999): {value!r}")
+    return dt
+
+
+def _parse_when(value: object) -> datetime:
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
     if isinstance(value, bool):

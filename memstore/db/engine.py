@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc
-from sqlalchemy.pool import NullPool, QueuePool
+from sqlalchemy.pool import QueuePool
 
 from memstore.db.driver import load_vec, sqlite_module
-from memstore.errors import LockedError, StorageError
+from memstore.errors import InvalidInputError, LockedError, StorageError
 
 
 def translate(err: exc.DBAPIError | Exception, what: str = "database") -> StorageError:
@@ -34,20 +34,24 @@ class Database:
     """Owns the engine for one SQLite file; safe to share between threads."""
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 5000) -> None:
-        self.path = Path(path) if str(path) != ":memory:" else Path(":memory:")
-        if str(self.path) != ":memory:":
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise StorageError(f"cannot create directory for {self.path}: {e}") from e
+        if str(path) in (":memory:", "") or str(path).startswith("file::memory:"):
+            # Every pooled connection would see its own empty database, and the
+            # background threads another one: refuse instead of losing data.
+            raise InvalidInputError(
+                "in-memory databases are not supported; use a file (a temporary one is fine)"
+            )
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StorageError(f"cannot create directory for {self.path}: {e}") from e
         self.busy_timeout_ms = busy_timeout_ms
         self.module = sqlite_module()
         self._write_lock = threading.RLock()
-        url = "sqlite://" if str(self.path) == ":memory:" else f"sqlite:///{self.path}"
         self.engine: Engine = create_engine(
-            url,
+            f"sqlite:///{self.path}",
             module=self.module,
-            poolclass=QueuePool if str(self.path) != ":memory:" else NullPool,
+            poolclass=QueuePool,
             pool_size=8,
             max_overflow=16,
             connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},

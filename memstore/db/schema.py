@@ -115,7 +115,8 @@ l0_messages = Table(
     Column("content_hash", Text, nullable=False),
     # The participant's name when the host gives one (OpenAI's "name" field).
     Column("speaker", Text, nullable=True),
-    UniqueConstraint("user_id", "message_id"),
+    # Hosts often number messages per session, so ids are unique per session.
+    UniqueConstraint("user_id", "session_id", "message_id"),
     Index("ix_l0_messages_user_id_session_id_position", "user_id", "session_id", "position"),
     Index("ix_l0_messages_user_id_occurred_at", "user_id", "occurred_at"),
 )
@@ -147,6 +148,9 @@ vector_spaces = Table(
     # 1 once the indexer has caught up at least once: before that (a new
     # model re-embedding everything) search stays keyword-only.
     Column("ready", Integer, nullable=False),
+    # Bumped whenever the space is emptied (rebuild, erasure): an indexer batch
+    # read before a reset must not write its vectors after it.
+    Column("epoch", Integer, nullable=False),
     Column("created_at", Text, nullable=False),
 )
 
@@ -369,3 +373,4 @@ pipeline_locks = Table(
     Column("expires_at", Text, nullable=False),
     Column("acquired_at", Text, nullable=False),
 )
+

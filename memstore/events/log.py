@@ -109,11 +109,15 @@ class EventLog:
 
     # -- writing ---------------------------------------------------------
 
-    def append(self, conn: Connection, new: Sequence[NewEvent]) -> list[StoredEvent]:
+    def append(
+        self, conn: Connection, new: Sequence[NewEvent], *, after: int = 0
+    ) -> list[StoredEvent]:
         """Append events in the caller's (IMMEDIATE) transaction.
 
         An event whose idempotency key is already stored is not written again;
-        the stored one is returned with ``duplicate=True``.
+        the stored one is returned with ``duplicate=True``. ``after`` is a floor
+        for positions: erasure passes the head it deleted from, so positions
+        never repeat even when the erased events were the newest.
         """
         if not new:
             return []
@@ -128,8 +132,9 @@ class EventLog:
                 for r in rows:
                     ev = self._decode(r)
                     existing[str(r.idempotency_key)] = replace(ev, duplicate=True)
-        position = self.last_position(conn)
-        heads = self._heads_cached(conn, position, {n.stream for n in new})
+        head = self.last_position(conn)
+        heads = self._heads_cached(conn, head, {n.stream for n in new})
+        position = max(head, after)
         now = to_iso(self.clock())
         rows_out: list[tuple[Any, ...]] = []
         result: list[StoredEvent] = []
@@ -226,16 +231,6 @@ class EventLog:
             )
             out.update({str(s): int(m) for s, m in conn.execute(q)})
         return out
-
-    @staticmethod
-    def stream_head(conn: Connection, stream: str) -> int:
-        return int(
-            conn.execute(
-                select(func.coalesce(func.max(events_t.c.seq), 0)).where(
-                    events_t.c.stream == stream
-                )
-            ).scalar_one()
-        )
 
     # -- reading ---------------------------------------------------------
 

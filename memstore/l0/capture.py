@@ -131,9 +131,12 @@ class CaptureResult:
     dropped_empty: int = 0
 
 
-def known_message_ids(conn: Connection, user_id: str, ids: Sequence[str]) -> set[str]:
-    """The ids among ``ids`` this user already has (read in the capture's write
-    transaction, so two concurrent captures cannot both store a message)."""
+def known_message_ids(
+    conn: Connection, user_id: str, session_id: str, ids: Sequence[str]
+) -> set[str]:
+    """The ids among ``ids`` this user's session already has (read in the
+    capture's write transaction, so two concurrent captures cannot both store
+    a message)."""
     known: set[str] = set()
     for i in range(0, len(ids), 500):
         chunk = list(ids[i : i + 500])
@@ -141,8 +144,9 @@ def known_message_ids(conn: Connection, user_id: str, ids: Sequence[str]) -> set
         known |= {
             r[0]
             for r in conn.exec_driver_sql(
-                f"SELECT message_id FROM l0_messages WHERE user_id = ? AND message_id IN ({marks})",
-                (user_id, *chunk),
+                "SELECT message_id FROM l0_messages WHERE user_id = ? AND session_id = ? "
+                f"AND message_id IN ({marks})",
+                (user_id, session_id, *chunk),
             )
         }
     return known

@@ -10,6 +10,7 @@ from sqlalchemy import Connection, delete, func, select, text
 from memstore.db.schema import l0_messages
 from memstore.embeddings import content_hash
 from memstore.events.log import StoredEvent
+from memstore.l0.capture import known_message_ids
 from memstore.l0.events import MessagesCaptured
 from memstore.projections.base import Projection
 from memstore.text import document_columns
@@ -26,12 +27,28 @@ class L0Projection(Projection):
         next_id = int(
             conn.execute(select(func.coalesce(func.max(l0_messages.c.id), 0))).scalar_one()
         )
+        # Capture never appends a known id, but a log can hold one anyway (an
+        # event appended directly, an older version): skip it here rather than
+        # let the FTS row and the message row disagree.
+        seen: set[tuple[str, str, str]] = set()
+        for ev in events:
+            p = ev.payload
+            assert isinstance(p, MessagesCaptured)
+            ids = [m["id"] for m in p.messages]
+            seen |= {
+                (ev.user_id, p.session_id, mid)
+                for mid in known_message_ids(conn, ev.user_id, p.session_id, ids)
+            }
         rows: list[dict[str, Any]] = []
         fts: list[dict[str, Any]] = []
         for ev in events:
             p = ev.payload
             assert isinstance(p, MessagesCaptured)
             for m in p.messages:
+                key = (ev.user_id, p.session_id, m["id"])
+                if key in seen:
+                    continue
+                seen.add(key)
                 next_id += 1
                 rows.append(
                     {
@@ -51,9 +68,7 @@ class L0Projection(Projection):
                 latin, cjk = document_columns(m["text"])
                 fts.append({"id": next_id, "t": latin, "c": cjk})
         if rows:
-            # OR IGNORE: capture already filters known ids; this guards replays of
-            # logs written by older versions that did not.
-            conn.execute(l0_messages.insert().prefix_with("OR IGNORE"), rows)
+            conn.execute(l0_messages.insert(), rows)
             conn.execute(text("INSERT INTO l0_fts(rowid, text, cjk) VALUES (:id, :t, :c)"), fts)
 
     def clear(self, conn: Connection) -> None:
@@ -62,12 +77,3 @@ class L0Projection(Projection):
         # Row ids are reassigned on replay, so vectors keyed by them are stale;
         # the indexer refills them from the embedding cache without re-embedding.
         spaces.reset_kind(conn, "l0")
-
-    def purge_user(self, conn: Connection, user_id: str) -> None:
-        conn.execute(
-            text(
-                "DELETE FROM l0_fts WHERE rowid IN (SELECT id FROM l0_messages WHERE user_id = :u)"
-            ),
-            {"u": user_id},
-        )
-        conn.execute(delete(l0_messages).where(l0_messages.c.user_id == user_id))

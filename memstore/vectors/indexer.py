@@ -21,7 +21,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memstore.db.engine import Database
 from memstore.db.schema import embedding_cache, vector_index, vector_spaces
-from memstore.embeddings import Embedder, check_vectors, content_hash, from_blob, to_blob
+from memstore.embeddings import Embedder, check_vectors, content_hash, to_blob
 from memstore.errors import MemstoreError
 from memstore.timeutil import Clock, system_clock, to_iso
 from memstore.vectors import spaces
@@ -104,7 +104,9 @@ class Indexer:
         self.embedder = embedder
         self.clock = clock
         self.context_vectors = context_vectors
-        self._lock = threading.Lock()
+        # Held for a whole step (read, embed, write); rebuild and erasure take it
+        # too, so in one process a batch never straddles a renumbering.
+        self.lock = threading.RLock()
 
     def model_for(self, kind: str) -> str:
         return spaces.space_model_id(kind, self.embedder.model_id, self.context_vectors)
@@ -134,7 +136,7 @@ class Indexer:
 
     def step(self, kind: str, batch: int = 64) -> int:
         """Embed one batch; returns rows written (0 = caught up)."""
-        with self._lock:
+        with self.lock:
             sp = self.space(kind)
             with self.db.read() as conn:
                 rows = _PENDING[kind](conn, sp, batch)
@@ -153,7 +155,10 @@ class Indexer:
                     with self.db.write() as conn:
                         conn.execute(
                             update(vector_spaces)
-                            .where(vector_spaces.c.name == sp.name)
+                            .where(
+                                vector_spaces.c.name == sp.name,
+                                vector_spaces.c.epoch == sp.epoch,
+                            )
                             .values(ready=1)
                         )
                 return 0
@@ -164,6 +169,10 @@ class Indexer:
                 vecs = check_vectors(self.embedder.embed_documents(list(uniq.values())), sp.dims)
                 fresh = {h: to_blob(v) for h, v in zip(uniq, vecs, strict=True)}
             with self.db.write() as conn:
+                if spaces.current_epoch(conn, sp.name) != sp.epoch:
+                    # A rebuild or erasure emptied the space while we embedded:
+                    # our row ids may now name other messages (or users).
+                    return len(rows)
                 if fresh:
                     conn.execute(
                         sqlite_insert(embedding_cache).on_conflict_do_nothing(),
@@ -187,9 +196,9 @@ class Indexer:
         ids = [r.id for r in rows]
         marks = ",".join(str(i) for i in ids)
         current = {
-            int(i): h
-            for i, h in conn.execute(
-                text(f"SELECT id, content_hash FROM {src} WHERE id IN ({marks})")
+            int(i): (u, h)
+            for i, u, h in conn.execute(
+                text(f"SELECT id, user_id, content_hash FROM {src} WHERE id IN ({marks})")
             )
         }
         conn.execute(text(f'DELETE FROM "{sp.table_name}" WHERE rowid IN ({marks})'))
@@ -206,7 +215,7 @@ class Indexer:
         params: list[dict[str, Any]] = []
         index_rows: list[dict[str, Any]] = []
         for r in rows:
-            if current.get(r.id) != r.src_hash:
+            if current.get(r.id) != (r.user_id, r.src_hash):
                 continue  # changed or erased since we read it; a later step catches up
             p: dict[str, Any] = {"id": r.id, "u": r.user_id, "v": blobs[r.hash]}
             for j, m in enumerate(r.meta):
@@ -250,9 +259,6 @@ class Indexer:
                 if progress:
                     progress(n)
         return total
-
-    def query_vector(self, vec_blob: bytes) -> Any:  # pragma: no cover - helper for debugging
-        return from_blob(vec_blob, self.embedder.resolve_dimensions())
 
 
 class BackgroundIndexer:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, select, text, update
+from sqlalchemy import Connection, Row, select, text, update
 
 from memstore.db.schema import vector_index, vector_spaces
 from memstore.errors import ConfigError
@@ -42,6 +43,27 @@ class Space:
     table_name: str
     cursor: int
     ready: bool
+    epoch: int
+
+
+def _ddl(table: str, kind: str, dims: int) -> str:
+    return (
+        f'CREATE VIRTUAL TABLE IF NOT EXISTS "{table}" USING vec0({_KIND_COLUMNS[kind]}, '
+        f"embedding float[{dims}] distance_metric=cosine, chunk_size={CHUNK_SIZE})"
+    )
+
+
+def _space(r: Row[Any]) -> Space:
+    return Space(
+        r.name,
+        r.kind,
+        r.model_id,
+        int(r.dims),
+        r.table_name,
+        int(r.cursor),
+        bool(r.ready),
+        int(r.epoch),
+    )
 
 
 def space_model_id(kind: str, embedder_model_id: str, context_vectors: bool) -> str:
@@ -63,24 +85,11 @@ def get_space(conn: Connection, kind: str, model_id: str) -> Space | None:
     row = conn.execute(
         select(vector_spaces).where(vector_spaces.c.name == space_name(kind, model_id))
     ).first()
-    if row is None:
-        return None
-    return Space(
-        row.name,
-        row.kind,
-        row.model_id,
-        int(row.dims),
-        row.table_name,
-        int(row.cursor),
-        bool(row.ready),
-    )
+    return None if row is None else _space(row)
 
 
 def list_spaces(conn: Connection) -> list[Space]:
-    return [
-        Space(r.name, r.kind, r.model_id, int(r.dims), r.table_name, int(r.cursor), bool(r.ready))
-        for r in conn.execute(select(vector_spaces).order_by(vector_spaces.c.name))
-    ]
+    return [_space(r) for r in conn.execute(select(vector_spaces).order_by(vector_spaces.c.name))]
 
 
 def ensure_space(conn: Connection, kind: str, model_id: str, dims: int, now_iso: str) -> Space:
@@ -97,13 +106,7 @@ def ensure_space(conn: Connection, kind: str, model_id: str, dims: int, now_iso:
             )
         return existing
     table = _table_name(kind, model_id, dims)
-    conn.execute(
-        text(
-            f'CREATE VIRTUAL TABLE IF NOT EXISTS "{table}" USING vec0('
-            f"{_KIND_COLUMNS[kind]}, embedding float[{dims}] distance_metric=cosine, "
-            f"chunk_size={CHUNK_SIZE})"
-        )
-    )
+    conn.execute(text(_ddl(table, kind, dims)))
     conn.execute(
         vector_spaces.insert().values(
             name=space_name(kind, model_id),
@@ -113,6 +116,7 @@ def ensure_space(conn: Connection, kind: str, model_id: str, dims: int, now_iso:
             table_name=table,
             cursor=0,
             ready=0,
+            epoch=0,
             created_at=now_iso,
         )
     )
@@ -124,8 +128,9 @@ def ensure_space(conn: Connection, kind: str, model_id: str, dims: int, now_iso:
 def reset_kind(conn: Connection, kind: str, *, recreate: bool = False) -> None:
     """Forget every vector of a kind (source rows were renumbered or erased).
 
-    Spaces stay ``ready``: the indexer refills them from the embedding cache
-    in the background, and meanwhile hybrid search still has its keyword half.
+    The indexer refills the spaces from the embedding cache in the background;
+    until it has caught up, vector search falls back to keyword (``ready`` 0),
+    and the bumped ``epoch`` makes it discard any batch it read before the reset.
     ``recreate`` drops and recreates the vec0 tables instead of deleting rows:
     vec0 only flags deleted rows, their bytes stay in its chunk blobs.
     """
@@ -134,42 +139,17 @@ def reset_kind(conn: Connection, kind: str, *, recreate: bool = False) -> None:
             continue
         if recreate:
             conn.execute(text(f'DROP TABLE IF EXISTS "{space.table_name}"'))
-            conn.execute(
-                text(
-                    f'CREATE VIRTUAL TABLE "{space.table_name}" USING vec0('
-                    f"{_KIND_COLUMNS[kind]}, embedding float[{space.dims}] "
-                    f"distance_metric=cosine, chunk_size={CHUNK_SIZE})"
-                )
-            )
+            conn.execute(text(_ddl(space.table_name, kind, space.dims)))
         else:
             conn.execute(text(f'DELETE FROM "{space.table_name}"'))
         conn.execute(vector_index.delete().where(vector_index.c.space == space.name))
         conn.execute(
-            update(vector_spaces).where(vector_spaces.c.name == space.name).values(cursor=0)
+            update(vector_spaces)
+            .where(vector_spaces.c.name == space.name)
+            .values(cursor=0, ready=0, epoch=vector_spaces.c.epoch + 1)
         )
 
 
-def delete_rows(conn: Connection, kind: str, ids: list[int]) -> None:
-    if not ids:
-        return
-    for space in list_spaces(conn):
-        if space.kind != kind:
-            continue
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            marks = ",".join(str(int(x)) for x in chunk)
-            conn.execute(text(f'DELETE FROM "{space.table_name}" WHERE rowid IN ({marks})'))
-            conn.execute(
-                vector_index.delete().where(
-                    vector_index.c.space == space.name, vector_index.c.source_id.in_(chunk)
-                )
-            )
-
-
-def drop_space(conn: Connection, name: str) -> None:
-    row = conn.execute(select(vector_spaces).where(vector_spaces.c.name == name)).first()
-    if row is None:
-        return
-    conn.execute(text(f'DROP TABLE IF EXISTS "{row.table_name}"'))
-    conn.execute(vector_index.delete().where(vector_index.c.space == name))
-    conn.execute(vector_spaces.delete().where(vector_spaces.c.name == name))
+def current_epoch(conn: Connection, name: str) -> int | None:
+    row = conn.execute(select(vector_spaces.c.epoch).where(vector_spaces.c.name == name)).first()
+    return None if row is None else int(row[0])

@@ -33,7 +33,10 @@ def upgrade() -> None:
         sa.Column("content_hash", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_l0_messages")),
         sa.UniqueConstraint(
-            "user_id", "message_id", name=op.f("uq_l0_messages_user_id_message_id")
+            "user_id",
+            "session_id",
+            "message_id",
+            name=op.f("uq_l0_messages_user_id_session_id_message_id"),
         ),
     )
     op.create_index(
@@ -65,6 +68,7 @@ def upgrade() -> None:
         sa.Column("table_name", sa.Text(), nullable=False),
         sa.Column("cursor", sa.Integer(), nullable=False),
         sa.Column("ready", sa.Integer(), nullable=False),
+        sa.Column("epoch", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("name", name=op.f("pk_vector_spaces")),
         sa.UniqueConstraint("table_name", name=op.f("uq_vector_spaces_table_name")),
