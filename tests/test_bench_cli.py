@@ -149,13 +149,6 @@ def test_bench_locomo_and_report(runner: CliRunner, tmp_path: Path) -> None:
     assert (images / "locomo_recall.png").stat().st_size > 0
 
 
-def test_bench_locomo_layers_says_not_implemented(runner: CliRunner, tmp_path: Path) -> None:
-    data_file = tmp_path / "locomo.json"
-    data_file.write_text(json.dumps([_sample()]))
-    r = runner.invoke(cli, ["bench", "locomo", str(data_file), "--layers"])
-    assert r.exit_code != 0 and "not implemented" in r.output
-
-
 def test_every_bench_command_has_an_example() -> None:
     group = cli.commands["bench"]
     assert isinstance(group, type(cli))

@@ -1,7 +1,7 @@
 """BENCHMARKS.md from the JSON results the bench commands wrote.
 
 Each bench command writes ``<results>/<name>.json`` (``eventlog``,
-``capture_search``, ``locomo``) with the command line that made it;
+``capture_search``, ``locomo``, ``scale``) with the command line that made it;
 this module renders whatever is there into one Markdown file with tables and
 PNG plots (matplotlib, Agg backend: no display needed). Missing results are
 listed as not run rather than silently left out.
@@ -20,8 +20,9 @@ from typing import Any
 from memstore.bench.capture_search import format_capture_search
 from memstore.bench.eventlog import format_eventlog
 from memstore.bench.locomo import CATEGORIES, CATEGORY_NAMES, KS, format_locomo
+from memstore.bench.scale import format_scale
 
-RESULT_NAMES = ("eventlog", "capture_search", "locomo")
+RESULT_NAMES = ("eventlog", "capture_search", "locomo", "scale")
 
 
 def machine_info() -> dict[str, Any]:
@@ -76,6 +77,10 @@ def _plot_recall(res: dict[str, Any], out: Path) -> None:
         ax.plot(
             KS, ys, marker="o", label=name, linestyle="--" if name in ("bm25", "dense") else "-"
         )
+    for name, p in res.get("peers", {}).items():
+        if p.get("ok"):
+            ys = [p["scores"]["overall"][f"recall@{k}"] for k in KS]
+            ax.plot(KS, ys, marker="s", linestyle="-.", label=f"peer: {name}")
     ax.set_xlabel("k")
     ax.set_ylabel("turn-level recall@k")
     ax.set_xticks(list(KS))
@@ -118,6 +123,93 @@ def _plot_latency(res: dict[str, Any], out: Path) -> None:
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
+
+
+def _dig(run: dict[str, Any], path: tuple[str, ...]) -> float:
+    value: Any = run
+    for key in path:
+        value = value[key]
+    return float(value) if value is not None else float("nan")
+
+
+def _plot_scale(res: dict[str, Any], out: Path) -> None:
+    """How each figure grows with N, log-log: latencies left, sizes and rates right."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = sorted(res["runs"], key=lambda r: r["size"])
+    xs = [r["size"] for r in runs]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    # Series as key paths into each run: (label, path, reference?)
+    latency = (
+        ("capture_turn p99", ("capture", "p99_ms"), False),
+        ("hybrid L0 p95", ("search", "hybrid_l0", "p95_ms"), False),
+        ("hybrid L1 p95", ("search", "hybrid_l1", "p95_ms"), False),
+        ("recall p95", ("search", "recall", "p95_ms"), False),
+        ("ref numpy cosine p95", ("search", "ref_numpy_cosine", "p95_ms"), True),
+        ("ref FTS5 alone p95", ("search", "ref_fts5_alone", "p95_ms"), True),
+    )
+    growth = (
+        ("database MB", ("db_mb",), False),
+        ("peak RSS MB", ("rss_mb", "peak"), False),
+        ("L0 fill msgs/s", ("fill_l0_per_s",), False),
+        ("L1 fill memories/s", ("fill_l1_per_s",), False),
+        ("reindex rows/s", ("reindex", "rows_per_s"), False),
+        ("rebuild events/s", ("rebuild", "events_per_s"), False),
+        ("ref raw insert rows/s", ("ref_raw_insert_per_s",), True),
+    )
+    for ax, series in ((left, latency), (right, growth)):
+        for label, path, ref in series:
+            ax.plot(
+                xs,
+                [_dig(r, path) for r in runs],
+                marker="o",
+                linestyle="--" if ref else "-",
+                label=label,
+            )
+    left.set_ylabel("ms")
+    left.set_title("latency vs size")
+    right.set_title("size and throughput vs size")
+    for ax in (left, right):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("N (L0 messages = L1 memories)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"scale ({res['embedder']} embedder)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def _peers_table(res: dict[str, Any]) -> list[str]:
+    head = ["system", *(f"R@{k}" for k in KS), "H@10", "add p50 ms", "add p95 ms"]
+    head += ["search p50 ms", "search p95 ms"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    hy, cap = res["systems"].get("hybrid"), res.get("capture_ms", {})
+    lat = res["latency_ms"].get("hybrid", {})
+    if hy is not None:
+        cells = ["memstore hybrid", *(f"{hy['overall'][f'recall@{k}']:.3f}" for k in KS)]
+        cells += [f"{hy['overall']['hit@10']:.3f}"]
+        cells += [
+            f"{cap.get('p50_ms', float('nan')):.2f}",
+            f"{cap.get('p95_ms', float('nan')):.2f}",
+        ]
+        cells += [f"{lat.get('p50', float('nan')):.1f}", f"{lat.get('p95', float('nan')):.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    for name, p in res["peers"].items():
+        if not p["ok"]:
+            lines.append(f"| {name} | not run: {p['error']} |" + " |" * (len(head) - 2))
+            continue
+        o = p["scores"]["overall"]
+        cells = [f"{name} ({p['version']})", *(f"{o[f'recall@{k}']:.3f}" for k in KS)]
+        cells += [f"{o['hit@10']:.3f}"]
+        cells += [f"{p['add']['p50_ms']:.2f}", f"{p['add']['p95_ms']:.2f}"]
+        cells += [f"{p['search']['p50_ms']:.1f}", f"{p['search']['p95_ms']:.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def _locomo_table(res: dict[str, Any]) -> list[str]:
@@ -172,6 +264,13 @@ def render_report(results: Path, out: Path, images: Path) -> str:
         _plot_recall(res, images / "locomo_recall.png")
         md += _section("Retrieval quality: LoCoMo", res, format_locomo(res))
         md += [*_locomo_table(res), "", f"![recall@k per strategy]({rel}/locomo_recall.png)", ""]
+        if res.get("peers"):
+            md += ["### Peers on the same data", "", *_peers_table(res), ""]
+    if "scale" in found:
+        res = found["scale"]
+        _plot_scale(res, images / "scale.png")
+        md += _section("Scale: messages and memories in one file", res, format_scale(res))
+        md += [f"![growth with size, log-log]({rel}/scale.png)", ""]
     if "capture_search" in found:
         res = found["capture_search"]
         _plot_latency(res, images / "search_latency.png")

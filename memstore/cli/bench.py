@@ -230,7 +230,17 @@ def bench_capture(
     show_default=True,
     help="Also measure fusion variants (what lifts hybrid).",
 )
-@click.option("--layers", is_flag=True, help="Memory-layer quality (not implemented yet).")
+@click.option(
+    "--layers",
+    is_flag=True,
+    help="Also derive L1 memories (offline rules unless MEMSTORE_LLM_* is set) and score "
+    "how often recalled memories trace back to evidence turns.",
+)
+@click.option(
+    "--peers",
+    default="",
+    help="Comma-separated peers to run on the same data: mem0, holographic.",
+)
 @_json_opt
 @_workdir_opt
 def bench_locomo(
@@ -240,23 +250,27 @@ def bench_locomo(
     conversations: int | None,
     variants: bool,
     layers: bool,
+    peers: str,
     json_path: Path | None,
     workdir: Path | None,
 ) -> None:
     """Turn-level recall@1/5/10/20, hit@k and NDCG@10 on a LoCoMo JSON file, per
     category, for each strategy, next to BM25 (rank-bm25) and dense-only baselines.
+    --layers adds L1 memory quality; --peers runs mem0 (pip install "memstore[peers]")
+    and Hermes' holographic provider on the same turns and questions.
 
     \b
     Example:
       memstore bench locomo ../shared/data/locomo/locomo-dev.json
+      memstore bench locomo data.json --layers --peers mem0,holographic
       memstore bench locomo data.json --strategies hybrid --no-variants --json out.json
     """
     from memstore.bench.locomo import STRATEGIES, format_locomo, run_locomo
+    from memstore.bench.peers import PEERS
 
-    if layers:
-        raise click.UsageError(
-            "--layers is not implemented yet: it needs the L1 derivation pipeline"
-        )
+    peer_names = [p.strip() for p in peers.split(",") if p.strip()]
+    if any(p not in PEERS for p in peer_names):
+        raise click.BadParameter(f"peers must be among {', '.join(PEERS)}")
     chosen = [s.strip() for s in strategies.split(",") if s.strip()]
     bad = [s for s in chosen if s not in STRATEGIES]
     if bad or not chosen:
@@ -267,12 +281,70 @@ def bench_locomo(
         embedder=embedder,
         limit_conversations=conversations,
         variants=variants,
+        layers=layers,
+        peers=peer_names,
         workdir=workdir,
         log=_log,
         progress=sys.stderr.isatty(),
     )
     click.echo(format_locomo(res))
     _save(res, "locomo", json_path)
+
+
+@bench_group.command("scale")
+@click.option(
+    "--sizes",
+    default="10000,100000",
+    show_default=True,
+    help="Comma-separated sizes: N L0 messages and N L1 memories each.",
+)
+@click.option("--million", is_flag=True, help="Also run 1,000,000 (slow: tens of minutes).")
+@click.option(
+    "--embedder",
+    type=click.Choice(["hashing", "e5"]),
+    default="hashing",
+    show_default=True,
+    help="hashing at every size by default; e5 embeds a pool of --distinct texts once each.",
+)
+@click.option("--distinct", type=int, default=None, help="Distinct texts (default: 1500 for e5).")
+@click.option("--queries", type=int, default=40, show_default=True, help="Timed queries.")
+@_json_opt
+@_workdir_opt
+def bench_scale(
+    sizes: str,
+    million: bool,
+    embedder: str,
+    distinct: int | None,
+    queries: int,
+    json_path: Path | None,
+    workdir: Path | None,
+) -> None:
+    """Database size, capture p50/p99, hybrid search and recall p50/p95, rebuild
+    events/s, reindex rows/s and peak RSS with N messages and N memories in one
+    file, each next to a reference (raw sqlite3, numpy cosine, FTS5 alone, bare
+    event decode). Each size runs in its own process.
+
+    \b
+    Example:
+      memstore bench scale
+      memstore bench scale --sizes 10000 --json /tmp/scale.json
+      memstore bench scale --million
+    """
+    from memstore.bench.scale import MILLION, format_scale, run_scale
+
+    chosen = _sizes(sizes) + ([MILLION] if million else [])
+    if queries < 1:
+        raise click.BadParameter("--queries must be positive")
+    res = run_scale(
+        sorted(set(chosen)),
+        embedder=embedder,
+        distinct=distinct,
+        n_queries=queries,
+        workdir=workdir,
+        log=_log,
+    )
+    click.echo(format_scale(res))
+    _save(res, "scale", json_path)
 
 
 @bench_group.command("report")
