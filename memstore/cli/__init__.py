@@ -15,6 +15,7 @@ from memstore.cli import bench as _bench  # noqa: F401  isort: skip
 from memstore.cli import data as _data  # noqa: F401  isort: skip
 from memstore.cli import demo as _demo  # noqa: F401  isort: skip
 from memstore.cli import derive as _derive  # noqa: F401  isort: skip
+from memstore.cli import hermes as _hermes  # noqa: F401  isort: skip
 from memstore.cli import pipeline as _pipeline  # noqa: F401  isort: skip
 
 

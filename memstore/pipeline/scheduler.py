@@ -51,6 +51,7 @@ from apscheduler.schedulers.base import STATE_RUNNING
 from sqlalchemy import Connection, text
 
 from memstore.db.engine import Database
+from memstore.errors import PipelineError
 from memstore.pipeline.queue import q
 from memstore.timeutil import UTC
 
@@ -131,7 +132,32 @@ def fire_drain(db_path: str) -> None:
 
 
 class _SharedEngineJobStore(SQLAlchemyJobStore):  # type: ignore[misc]
-    """The job store on our engine: the ``Database`` owns and disposes it."""
+    """The job store on our engine: the ``Database`` owns and disposes it.
+
+    Its writes take the database's in-process write lock, like every other
+    writer here: otherwise a timer write queues in SQLite's busy handler behind
+    a long capture batch and fails with "database is locked" after
+    busy_timeout (seen in bench scale)."""
+
+    def __init__(self, *, write_lock: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._write_lock = write_lock
+
+    def add_job(self, job: Any) -> None:
+        with self._write_lock:
+            super().add_job(job)
+
+    def update_job(self, job: Any) -> None:
+        with self._write_lock:
+            super().update_job(job)
+
+    def remove_job(self, job_id: str) -> None:
+        with self._write_lock:
+            super().remove_job(job_id)
+
+    def remove_all_jobs(self) -> None:
+        with self._write_lock:
+            super().remove_all_jobs()
 
     def shutdown(self) -> None:
         pass
@@ -160,13 +186,19 @@ class Timers:
         self._sched: BackgroundScheduler | None = None
         self._lock = threading.RLock()
         self._paused = True
+        self._closed = False
 
     def _scheduler(self) -> BackgroundScheduler:
         with self._lock:
+            if self._closed:
+                # A job still running while the store closes: its timer stays
+                # undone, and the reconciler re-arms it from durable state.
+                raise PipelineError("timers are shut down")
             if self._sched is None:
                 store = _SharedEngineJobStore(
                     engine=self._db.engine.execution_options(sqlite_begin="IMMEDIATE"),
                     tablename=JOB_TABLE,
+                    write_lock=self._db._write_lock,
                 )
                 sched = _Scheduler(
                     jobstores={JOBSTORE: store},
@@ -205,11 +237,14 @@ class Timers:
             self._sched.wakeup()
 
     def shutdown(self, wait: bool = True) -> None:
+        # Wait for running jobs outside our lock: they may need it to arm a
+        # timer (drain -> arm L2), and would otherwise deadlock the close.
         with self._lock:
-            if self._sched is not None:
-                self._sched.shutdown(wait=wait)
-                self._sched = None
+            sched, self._sched = self._sched, None
+            self._closed = True
             self._paused = True
+        if sched is not None:
+            sched.shutdown(wait=wait)
 
     # -- operations -------------------------------------------------------------
 

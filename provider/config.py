@@ -1,0 +1,148 @@
+"""Where the provider's settings come from, and what ``hermes memory setup`` asks for.
+
+Order (later wins): memstore's own ``Settings.load()`` (defaults, its TOML
+file, ``MEMSTORE_*`` variables), then ``memory.memstore`` in
+``$HERMES_HOME/config.yaml``, then the ``config`` given to the provider's
+constructor. The database is ``$MEMSTORE_DB``, else ``db_path`` from that
+config, else ``$HERMES_HOME/memstore.db``. Secrets (API keys) live only in the
+environment, where Hermes puts what its setup wrote to ``$HERMES_HOME/.env``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from memstore.config import Settings
+from memstore.errors import ConfigError
+from memstore.hermes_home import edit_config, provider_section, read_config, section
+
+DB_FILENAME = "memstore.db"
+# Bound for on_session_end / on_session_switch / shutdown: Hermes runs them on
+# the user's thread (CLI exit, /new), so pending extraction must not hold it long.
+DEFAULT_SESSION_END_TIMEOUT_S = 15.0
+# Hermes waits 8 s for prefetch and then skips the provider while the stuck
+# thread lives; memstore answers (possibly partially) well before that.
+MAX_RECALL_TIMEOUT_S = 5.0
+
+_SETTINGS_FIELDS = {f.name for f in fields(Settings)} - {"extra"}
+_PROVIDER_KEYS = {"db_path", "user_id", "session_end_timeout_s", "store_linger_s"}
+_SECRETS = {"llm_api_key", "embed_api_key"}
+
+CONFIG_SCHEMA: tuple[dict[str, Any], ...] = (
+    {
+        "key": "db_path",
+        "description": "SQLite database file (default: memstore.db in the Hermes home)",
+    },
+    {
+        "key": "embedder",
+        "description": "Embeddings: auto (local e5 when installed, else hashing), e5, hashing, "
+        "openai (an OpenAI-compatible endpoint), none",
+        "default": "auto",
+        "choices": ["auto", "e5", "hashing", "openai", "none"],
+    },
+    {
+        "key": "embed_base_url",
+        "description": "Embedding endpoint URL (embedder: openai)",
+        "when": {"embedder": "openai"},
+    },
+    {"key": "embed_model", "description": "Embedding model", "when": {"embedder": "openai"}},
+    {
+        "key": "embed_api_key",
+        "description": "Embedding endpoint API key",
+        "secret": True,
+        "env_var": "MEMSTORE_EMBED_API_KEY",
+        "when": {"embedder": "openai"},
+    },
+    {
+        "key": "llm_base_url",
+        "description": "LLM endpoint for memory extraction (empty: offline rule-based extraction)",
+    },
+    {"key": "llm_model", "description": "LLM model for memory extraction"},
+    {
+        "key": "llm_api_key",
+        "description": "LLM endpoint API key",
+        "secret": True,
+        "env_var": "MEMSTORE_LLM_API_KEY",
+    },
+    {
+        "key": "extract_every",
+        "description": "Extract memories every N user turns (a session end always extracts)",
+        "default": "5",
+    },
+)
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    db_path: Path
+    user_id: str
+    settings: Settings
+    session_end_timeout_s: float
+    store_linger_s: float | None
+
+
+def _float(values: Mapping[str, Any], key: str, default: float | None) -> float | None:
+    raw = values.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"memory.memstore.{key}: not a number: {raw!r}") from exc
+
+
+def resolve(hermes_home: str | Path, overrides: Mapping[str, Any] | None = None) -> ProviderConfig:
+    """The provider's configuration for a Hermes home (raises ConfigError)."""
+    home = Path(hermes_home).expanduser()
+    values: dict[str, Any] = provider_section(read_config(home))
+    leaked = sorted(k for k in _SECRETS if values.get(k))
+    if leaked:
+        # A key in config.yaml is readable by anyone who can read the config:
+        # refuse it rather than use it (constructor overrides may carry keys).
+        raise ConfigError(
+            f"memory.memstore: {leaked} belong in the environment "
+            "(MEMSTORE_LLM_API_KEY / MEMSTORE_EMBED_API_KEY), not in config.yaml"
+        )
+    values.update(overrides or {})
+    unknown = set(values) - _SETTINGS_FIELDS - _PROVIDER_KEYS
+    if unknown:
+        raise ConfigError(f"memory.memstore: unknown keys {sorted(unknown)}")
+    settings = Settings.load(**{k: v for k, v in values.items() if k in _SETTINGS_FIELDS})
+    if settings.recall_timeout_s > MAX_RECALL_TIMEOUT_S:
+        settings = settings.replace(recall_timeout_s=MAX_RECALL_TIMEOUT_S)
+    env_db = os.environ.get("MEMSTORE_DB", "").strip()
+    configured = str(values.get("db_path") or "").strip()
+    db = Path(env_db or configured or home / DB_FILENAME).expanduser()
+    if not db.is_absolute():
+        db = home / db
+    user = str(values.get("user_id") or "default").strip() or "default"
+    end_timeout = _float(values, "session_end_timeout_s", DEFAULT_SESSION_END_TIMEOUT_S)
+    return ProviderConfig(
+        db_path=db,
+        user_id=user,
+        settings=settings,
+        session_end_timeout_s=end_timeout or DEFAULT_SESSION_END_TIMEOUT_S,
+        store_linger_s=_float(values, "store_linger_s", None),
+    )
+
+
+def save(values: Mapping[str, Any], hermes_home: str | Path) -> Path:
+    """Merge non-secret ``values`` into ``memory.memstore`` of config.yaml."""
+    clean = {k: v for k, v in values.items() if k not in _SECRETS and v not in (None, "")}
+    unknown = set(clean) - _SETTINGS_FIELDS - _PROVIDER_KEYS
+    if unknown:
+        raise ConfigError(f"memory.memstore: unknown keys {sorted(unknown)}")
+
+    def mutate(data: Any) -> None:
+        target = section(section(data, "memory"), "memstore")
+        for key, value in clean.items():
+            target[key] = value
+
+    return edit_config(hermes_home, mutate)
+
+
+__all__ = ["CONFIG_SCHEMA", "DB_FILENAME", "ProviderConfig", "resolve", "save"]

@@ -1,0 +1,89 @@
+"""Shared helpers for the tests that drive the real hermes-agent.
+
+The provider ships as ``memstore.hermes_provider`` (pyproject maps ``provider/``
+onto it), which exists once memstore is installed (``pip install -e .``). From a
+bare source tree the same files are loaded under that name here, so the tests
+run either way.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from memstore.hosts import shared_stores
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def provider_module() -> ModuleType:
+    try:
+        return importlib.import_module("memstore.hermes_provider")
+    except ModuleNotFoundError as exc:
+        if exc.name != "memstore.hermes_provider":
+            raise
+    spec = importlib.util.spec_from_file_location(
+        "memstore.hermes_provider",
+        ROOT / "provider" / "__init__.py",
+        submodule_search_locations=[str(ROOT / "provider")],
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["memstore.hermes_provider"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def installed(cwd: Path) -> bool:
+    """True when a fresh Python (as Hermes runs in a subprocess) imports the provider."""
+    import subprocess
+
+    probe = subprocess.run(
+        [sys.executable, "-c", "import memstore.hermes_provider"],
+        cwd=cwd,
+        capture_output=True,
+        check=False,
+    )
+    return probe.returncode == 0
+
+
+def config(**extra: Any) -> dict[str, Any]:
+    """Provider config for tests: offline embedder, stores close with the last holder.
+
+    The pipeline's timers are off: session ends run extraction inline, which
+    is what these tests check. (With them on, closing a store while a drain
+    job arms an L2 timer deadlocks in ``Timers.shutdown``: reported.)"""
+    return {"embedder": "hashing", "store_linger_s": 0, "scheduler": False, **extra}
+
+
+@pytest.fixture(name="hermes_home")
+def hermes_home_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty Hermes home as $HERMES_HOME; no developer config or MEMSTORE_* leaks in."""
+    home = tmp_path / "hermes-home"
+    home.mkdir()
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    monkeypatch.setenv("MEMSTORE_CONFIG", str(tmp_path / "no-memstore-config.toml"))
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("MEMSTORE_") and key != "MEMSTORE_CONFIG":
+            monkeypatch.delenv(key)
+    try:
+        yield home
+    finally:
+        shared_stores().close_all()
+
+
+def memory_texts(result_json: str) -> list[str]:
+    import json
+
+    data = json.loads(result_json)
+    assert "error" not in data, data
+    return [r["text"] for r in data["results"]]
