@@ -372,11 +372,12 @@ class Store:
             )
         )
 
-    def memory_history(self, memory_id: str) -> list[dict[str, Any]]:
-        """The events that created and changed a memory, with their source messages."""
+    def memory_history(self, user_id: str, memory_id: str) -> list[dict[str, Any]]:
+        """The events that created and changed one of a user's memories, with
+        their source messages."""
         from memstore.derive import api
 
-        return api.memory_history(self, memory_id)
+        return api.memory_history(self, user_id, memory_id)
 
     def forget_memory(self, user_id: str, memory_id: str, reason: str = "user_request") -> None:
         """Retire one memory on request (recorded as an event; history is kept)."""

@@ -97,7 +97,7 @@ class FakeDeriver:
                         L1Extracted(
                             session_id=session_id,
                             run_id=run_id,
-                            generation=1,
+                            generation=0,
                             deriver="rules",
                             model="fake",
                             prompt_version="t",
@@ -126,7 +126,7 @@ class FakeDeriver:
                     derive_stream(user_id),
                     ScenesUpdated(
                         run_id=run_id,
-                        generation=1,
+                        generation=0,
                         deriver="rules",
                         model="fake",
                         prompt_version="t",
@@ -150,7 +150,7 @@ class FakeDeriver:
                     derive_stream(user_id),
                     PersonaUpdated(
                         run_id=run_id,
-                        generation=1,
+                        generation=0,
                         deriver="rules",
                         model="fake",
                         prompt_version="t",

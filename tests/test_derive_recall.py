@@ -100,7 +100,7 @@ def test_cli_commands(rstore: Store) -> None:
 
     assert "The user likes hiking in the Alps." in run("memories", "list", "--user", "u")
     mid = api.list_memories(rstore, "u")[0]["memory_id"]
-    assert "store" in run("memories", "history", mid)
+    assert "store" in run("memories", "history", "--user", "u", mid)
     assert "Preferences" in run("scenes", "list", "--user", "u")
     assert "The user likes hiking" in run("scenes", "show", "--user", "u", "Preferences")
     assert "# Profile" in run("persona", "show", "--user", "u")

@@ -183,14 +183,18 @@ def test_write_forget_and_history(rstore: Store) -> None:
     assert same == mid and _contents(rstore) == ["Prefers aisle seats."]
     assert api.write_memory(rstore, "u", "remove", "Prefers aisle seats.") == mid
     assert _contents(rstore) == []
-    assert [h["action"] for h in api.memory_history(rstore, mid)] == ["store", "update", "forget"]
+    assert [h["action"] for h in api.memory_history(rstore, "u", mid)] == [
+        "store",
+        "update",
+        "forget",
+    ]
 
     say(rstore, "u", "s", "I love sailing.")
     api.run_l1(rstore, "u", "s")
     [m] = api.list_memories(rstore, "u")
     api.forget_memory(rstore, "u", m["memory_id"])
     assert _contents(rstore) == []
-    hist = api.memory_history(rstore, m["memory_id"])
+    hist = api.memory_history(rstore, "u", m["memory_id"])
     assert hist[0]["source_message_ids"] and hist[-1]["action"] == "forget"
     with pytest.raises(Exception, match="no memory"):
         api.forget_memory(rstore, "someone-else", m["memory_id"])

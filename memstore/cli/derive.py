@@ -33,7 +33,7 @@ def memories_group() -> None:
     \b
     Example:
       memstore memories list --user alice
-      memstore memories history 3f2a...
+      memstore memories history --user alice 3f2a...
     """
 
 
@@ -79,16 +79,17 @@ def memories_list(
 @memories_group.command("history")
 @db_option
 @json_option
+@user_option
 @click.argument("memory_id")
-def memories_history(db: Path | None, as_json: bool, memory_id: str) -> None:
-    """Show the events that created, changed or retired a memory.
+def memories_history(db: Path | None, as_json: bool, user: str, memory_id: str) -> None:
+    """Show the events that created, changed or retired one of a user's memories.
 
     \b
     Example:
-      memstore memories history 3f2a9c...
+      memstore memories history --user alice 3f2a9c...
     """
     with _open(db) as store:
-        rows = api.memory_history(store, memory_id)
+        rows = api.memory_history(store, user, memory_id)
     if as_json:
         echo_json(rows)
         return

@@ -307,8 +307,9 @@ pipeline_sessions = Table(
     Column("ended_at", Text, nullable=True),
 )
 
-# Projection (inline): the upstream's per-session message buffer, as the
-# captures after the session's extraction cursor (one row per l0.captured).
+# Projection (inline): the upstream's per-session message buffer, one row per
+# l0.captured; rows after the active generation's cursor are what is pending
+# (all rows are kept so activating another generation can recount).
 pipeline_pending = Table(
     "pipeline_pending",
     metadata,
@@ -374,3 +375,29 @@ pipeline_locks = Table(
     Column("acquired_at", Text, nullable=False),
 )
 
+# Projection (inline, part of pipeline_state): the extraction cursor of every
+# (user, session, derivation generation). The session row in
+# ``pipeline_sessions`` shows the cursor of the user's active generation; on
+# activation it switches to that generation's row and its pending counts are
+# recomputed from ``pipeline_pending`` (which therefore keeps one row per
+# capture, also below the cursor).
+pipeline_cursors = Table(
+    "pipeline_cursors",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("session_id", Text, primary_key=True),
+    Column("generation", Integer, primary_key=True, autoincrement=False),
+    Column("cursor_position", Integer, nullable=False),
+    Column("extractions", Integer, nullable=False),
+    Column("last_l1_at", Text, nullable=True),
+    Column("last_l1_position", Integer, nullable=True),
+)
+
+# Projection (inline, part of pipeline_state): the generation the live
+# pipeline follows per user (from ``derive.generation_activated``; absent = 0).
+pipeline_generations = Table(
+    "pipeline_generations",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("generation", Integer, nullable=False),
+)

@@ -79,11 +79,12 @@ def scene_navigation(store: Store, user_id: str, *, generation: int | None = Non
 def forget_memory(store: Store, user_id: str, memory_id: str, reason: str = "user_request") -> None:
     """Retire a memory (it leaves search, recall, scenes' live lists); history stays."""
     with store.db.read() as conn:
-        row = memory(conn, memory_id)
-    if row is None or row["user_id"] != user_id:
+        since = store.log.last_position(conn)
+        row = memory(conn, user_id, memory_id)
+    if row is None:
         raise NotFoundError(f"user {user_id!r} has no memory {memory_id!r}")
     if row["status"] == "active":
-        append_checked(store, user_id, [MemoryForgotten(memory_id, reason)])
+        append_checked(store, user_id, [MemoryForgotten(memory_id, reason)], since=since)
 
 
 def _find(store: Store, user_id: str, text: str, generation: int) -> dict[str, Any] | None:
@@ -119,12 +120,18 @@ def write_memory(
         raise InvalidInputError(f"origin must be one of {ORIGINS}, got {origin!r}")
     content = clip(" ".join(str(content).split()), MAX_MEMORY_CHARS)
     with store.db.read() as conn:
+        since = store.log.last_position(conn)
         gen = resolve_generation(conn, user_id, None)
     if action == "remove":
         target = _find(store, user_id, old_content or content, gen)
         if target is None:
             return None
-        append_checked(store, user_id, [MemoryForgotten(target["memory_id"], f"{origin}_remove")])
+        append_checked(
+            store,
+            user_id,
+            [MemoryForgotten(target["memory_id"], f"{origin}_remove")],
+            since=since,
+        )
         return str(target["memory_id"])
     if not content:
         raise InvalidInputError("memory content must not be empty")
@@ -154,18 +161,23 @@ def write_memory(
         "degraded_from": None,
     }
     append_checked(
-        store, user_id, [MemoryWritten(gen, origin, decision)], occurred_at=store.clock()
+        store,
+        user_id,
+        [MemoryWritten(gen, origin, decision)],
+        since=since,
+        occurred_at=store.clock(),
     )
     return str(target["memory_id"]) if target is not None else str(decision["new_id"])
 
 
-def memory_history(store: Store, memory_id: str) -> list[dict[str, Any]]:
-    """The events that created, changed, retired or placed this memory, oldest first."""
+def memory_history(store: Store, user_id: str, memory_id: str) -> list[dict[str, Any]]:
+    """The events that created, changed, retired or placed one of ``user_id``'s
+    memories, oldest first. Another user's memory id is not found."""
     with store.db.read() as conn:
-        row = memory(conn, memory_id)
+        row = memory(conn, user_id, memory_id)
         if row is None:
-            raise NotFoundError(f"no memory {memory_id!r}")
-        events = store.log.read(conn, types=HISTORY_TYPES, user_id=row["user_id"])
+            raise NotFoundError(f"user {user_id!r} has no memory {memory_id!r}")
+        events = store.log.read(conn, types=HISTORY_TYPES, user_id=user_id)
     base_id, _, copied_gen = memory_id.rpartition("@")
     out: list[dict[str, Any]] = []
     for ev in events:

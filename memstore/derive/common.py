@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 import weakref
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection
 
 from memstore.derive.events import RunFailed, derive_stream
-from memstore.derive.state import failures
+from memstore.derive.state import erased_since, failures
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.events.types import Event
 from memstore.llm.client import LLMClient
@@ -21,13 +22,16 @@ from memstore.llm.client import LLMClient
 if TYPE_CHECKING:  # the Store imports derivation lazily; avoid a cycle
     from memstore.store import Store
 
+log = logging.getLogger("memstore.derive")
+
 MAX_ERROR_CHARS = 1000
 
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """What one run did. ``ok=False`` means a RunFailed event was appended and
-    nothing that run covered was advanced."""
+    """What one run did (a derivation stage, or the pipeline when the deriver
+    raised). ``ok=False`` means a RunFailed event was appended and nothing that
+    run covered was advanced."""
 
     stage: str
     ok: bool
@@ -58,21 +62,36 @@ def llm_client(store: Store) -> LLMClient | None:
         return client
 
 
+def log_head(store: Store) -> int:
+    """The log's last position: what a run records when it starts, so that
+    its appends can tell whether the user was erased while it ran."""
+    with store.db.read() as conn:
+        return store.log.last_position(conn)
+
+
 def append_checked(
     store: Store,
     user_id: str,
     payloads: Sequence[Event],
     *,
+    since: int | None = None,
     occurred_at: datetime | None = None,
     check: Callable[[Connection], bool] | None = None,
 ) -> list[StoredEvent] | None:
     """Append derivation events in one write transaction; inline projections apply.
 
-    ``check`` runs first inside the same transaction (e.g. "the cursor is still
-    where this run started"); when it returns False nothing is appended and
-    None is returned: another worker did the same work meanwhile.
+    ``since`` is the log head the work started from (``log_head``; None for an
+    instantaneous request such as a forget). When the user was erased after
+    it, nothing is appended and None is returned: the outcome was computed
+    from erased content and must not bring it back. ``check`` runs next, inside
+    the same transaction (e.g. "the cursor is still where this run started");
+    when it returns False nothing is appended and None is returned: another
+    worker did the same work meanwhile.
     """
     with store.db.write() as conn:
+        if since is not None and erased_since(conn, user_id, since):
+            log.info("user %s was erased while a derivation ran: result discarded", user_id)
+            return None
         if check is not None and not check(conn):
             return None
         stored = store.log.append(
@@ -94,13 +113,16 @@ def record_failure(
     run_id: str,
     error: BaseException,
     generation: int | None,
+    *,
+    since: int | None,
 ) -> RunOutcome:
     with store.db.read() as conn:
         attempt = failures(conn, user_id, stage, session_id) + 1
     text = f"{type(error).__name__}: {error}"[:MAX_ERROR_CHARS]
-    append_checked(
+    stored = append_checked(
         store,
         user_id,
         [RunFailed(stage, session_id, text, attempt, run_id, generation)],
+        since=since,
     )
-    return RunOutcome(stage, False, run_id, events_appended=1, error=text)
+    return RunOutcome(stage, False, run_id, events_appended=len(stored or ()), error=text)

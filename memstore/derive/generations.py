@@ -41,6 +41,7 @@ def rederive(store: Store, user_id: str | None = None, from_layer: str = "l1") -
     if from_layer not in LAYERS:
         raise InvalidInputError(f"from_layer must be one of {LAYERS}, got {from_layer!r}")
     with store.db.read() as conn:
+        since = store.log.last_position(conn)  # a user erased after this is skipped
         gen = next_generation(conn)
         users = [user_id] if user_id is not None else users_with_messages(conn)
     run_id = new_id()
@@ -48,7 +49,10 @@ def rederive(store: Store, user_id: str | None = None, from_layer: str = "l1") -
         with store.db.read() as conn:
             base = active_generation(conn, user)
             sessions = sessions_of(conn, user)
-        append_checked(store, user, [GenerationStarted(gen, from_layer, base, run_id)])
+        if not append_checked(
+            store, user, [GenerationStarted(gen, from_layer, base, run_id)], since=since
+        ):
+            continue  # erased meanwhile
         outcomes = []
         if from_layer == "l1":
             outcomes += [run_l1(store, user, s, generation=gen) for s in sessions]
@@ -61,13 +65,14 @@ def rederive(store: Store, user_id: str | None = None, from_layer: str = "l1") -
                 f"re-derive of user {user!r} into generation {gen} failed at "
                 f"{failed[0].stage}: {failed[0].error}; generation {base} stays active"
             )
-        append_checked(store, user, [GenerationActivated(gen, base, "rederive")])
+        append_checked(store, user, [GenerationActivated(gen, base, "rederive")], since=since)
     return gen
 
 
 def activate_generation(store: Store, user_id: str, generation: int) -> int:
     """Make ``generation`` the one the user's projections show; returns the previous."""
     with store.db.read() as conn:
+        since = store.log.last_position(conn)
         known = {g["generation"]: g for g in generations(conn, user_id)}
         previous = active_generation(conn, user_id)
     info = known.get(generation)
@@ -76,7 +81,9 @@ def activate_generation(store: Store, user_id: str, generation: int) -> int:
     if not info["complete"] and generation != DEFAULT_GENERATION:
         raise PipelineError(f"generation {generation} of {user_id!r} never completed")
     if generation != previous:
-        append_checked(store, user_id, [GenerationActivated(generation, previous, "activate")])
+        append_checked(
+            store, user_id, [GenerationActivated(generation, previous, "activate")], since=since
+        )
     return previous
 
 

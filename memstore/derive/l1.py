@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
 from memstore.derive import rules
 from memstore.derive.common import (
@@ -27,9 +27,13 @@ from memstore.derive.common import (
 )
 from memstore.derive.events import L1Extracted
 from memstore.derive.state import (
+    Forgotten,
     L0Message,
     active_generation,
     background_messages,
+    captures_exist,
+    forgotten_memories,
+    fts_memories,
     l1_cursor,
     memories,
     memories_by_id,
@@ -128,19 +132,19 @@ def related_memories(
 ) -> list[ExistingMemory]:
     """The user's live memories of ``generation`` closest to ``query``.
 
-    For the active generation this is the store's hybrid search when it has
-    one; other generations (a re-derive in progress) and stores without it use
-    the FTS index directly.
+    For the active generation this is the store's hybrid search; other
+    generations (a re-derive in progress) are not in the search index's
+    filters, so they use the FTS index directly.
     """
-    ids: list[str] = []
-    search = getattr(store, "search_memories", None)
     with store.db.read() as conn:
         active = active_generation(conn, user_id)
-    if search is not None and generation == active:
-        hits = search(query, user_id=user_id, limit=limit)
-        ids = [str(h.ref) for h in hits]
+    if generation == active:
+        ids = [str(h.ref) for h in store.search_memories(query, user_id=user_id, limit=limit)]
     else:
-        ids = _fts_ids(store, user_id, generation, query, limit)
+        match = build_match(query)
+        with store.db.read() as conn:
+            found = fts_memories(conn, user_id, generation, match, limit) if match else []
+        ids = [mid for mid, _ in found]
     with store.db.read() as conn:
         rows = memories_by_id(conn, user_id, ids)
     out = []
@@ -151,22 +155,6 @@ def related_memories(
                 ExistingMemory(mid, r["content"], r["type"], int(r["priority"]), r["scene_name"])
             )
     return out
-
-
-def _fts_ids(store: Store, user_id: str, generation: int, query: str, limit: int) -> list[str]:
-    match = build_match(query)
-    if match is None:
-        return []
-    with store.db.read() as conn:
-        rows = conn.execute(
-            text(
-                "SELECT m.memory_id FROM l1_fts JOIN l1_memories m ON m.id = l1_fts.rowid "
-                "WHERE l1_fts MATCH :q AND m.user_id = :u AND m.generation = :g "
-                "AND m.status = 'active' ORDER BY bm25(l1_fts), m.id LIMIT :n"
-            ),
-            {"q": match, "u": user_id, "g": generation, "n": limit},
-        ).all()
-    return [str(r[0]) for r in rows]
 
 
 def _same_slot(
@@ -226,6 +214,33 @@ def _extract(
     return found, model, usage or None
 
 
+def forgotten_match(
+    cand: ExtractedMemory,
+    said_at: int,
+    forgotten: Sequence[Forgotten],
+    *,
+    same_subject: bool,
+) -> Forgotten | None:
+    """The forgotten memory ``cand`` would bring back, if any.
+
+    A candidate matches when its text equals a forgotten memory's (exactly or
+    normalised) or, for the rules deriver (``same_subject``), when it is about
+    the same subject (``rules.slot_of``) — but only when the message it comes
+    from (log position ``said_at``) is older than the forget: what the user
+    says again afterwards is new information.
+    """
+    key = rules.normalize(cand.content)
+    slot = rules.slot_of(cand.content) if same_subject else None
+    for f in forgotten:
+        if said_at >= f.position:
+            continue
+        if f.content == cand.content or rules.normalize(f.content) == key:
+            return f
+        if slot is not None and rules.slot_of(f.content) == slot:
+            return f
+    return None
+
+
 def _decide(
     client: LLMClient | None, cand: ExtractedMemory, related: Sequence[ExistingMemory]
 ) -> DedupDecision:
@@ -240,17 +255,60 @@ def _decide(
     return client.complete_json(kind="l1_dedup", system=system, user=user, validate=check).value
 
 
+def _decision(dec: DedupDecision, cand: ExtractedMemory, times: dict[str, str]) -> dict[str, Any]:
+    stamps = [times[i] for i in cand.source_message_ids if i in times]
+    return {
+        "action": dec.action,
+        "new_id": new_id(),
+        "target_ids": list(dec.target_ids),
+        "content": dec.content,
+        "type": dec.type,
+        "priority": dec.priority,
+        "scene_name": dec.scene_name,
+        "source_message_ids": list(cand.source_message_ids),
+        "activity_start": cand.activity_start,
+        "activity_end": cand.activity_end,
+        "occurred_at": max(stamps) if stamps else None,
+        "candidate": cand.content,
+        "reason": dec.reason,
+        "degraded_from": dec.degraded_from,
+    }
+
+
+def _forgotten_skip(cand: ExtractedMemory, f: Forgotten) -> DedupDecision:
+    return DedupDecision(
+        action="skip",
+        target_ids=(f.memory_id,),
+        content="",
+        type=cand.type,
+        priority=cand.priority,
+        scene_name=cand.scene_name,
+        reason="forgotten",
+    )
+
+
 def _decisions(
     client: LLMClient | None,
     store: Store,
     user_id: str,
     generation: int,
     candidates: Sequence[ExtractedMemory],
-    times: dict[str, str],
+    group: Sequence[L0Message],
+    forgotten: Sequence[Forgotten],
 ) -> list[dict[str, Any]]:
     overlay = _Overlay()
     out: list[dict[str, Any]] = []
+    times = {m.message_id: m.occurred_at for m in group}
+    positions = {m.message_id: m.position for m in group}
     for cand in candidates:
+        said_at = max(
+            (positions[i] for i in cand.source_message_ids if i in positions),
+            default=group[-1].position,
+        )
+        gone = forgotten_match(cand, said_at, forgotten, same_subject=client is None)
+        if gone is not None:  # the user asked to forget this: do not derive it again
+            out.append(_decision(_forgotten_skip(cand, gone), cand, times))
+            continue
         found = related_memories(store, user_id, generation, cand.content)
         if client is None:
             with store.db.read() as conn:
@@ -264,23 +322,7 @@ def _decisions(
             dec = rules.decide(cand, [])
         else:
             dec = _decide(client, cand, related)
-        stamps = [times[i] for i in cand.source_message_ids if i in times]
-        d: dict[str, Any] = {
-            "action": dec.action,
-            "new_id": new_id(),
-            "target_ids": list(dec.target_ids),
-            "content": dec.content,
-            "type": dec.type,
-            "priority": dec.priority,
-            "scene_name": dec.scene_name,
-            "source_message_ids": list(cand.source_message_ids),
-            "activity_start": cand.activity_start,
-            "activity_end": cand.activity_end,
-            "occurred_at": max(stamps) if stamps else None,
-            "candidate": cand.content,
-            "reason": dec.reason,
-            "degraded_from": dec.degraded_from,
-        }
+        d = _decision(dec, cand, times)
         overlay.record(d)
         out.append(d)
     return out
@@ -289,13 +331,20 @@ def _decisions(
 def run_l1(
     store: Store, user_id: str, session_id: str, *, generation: int | None = None
 ) -> RunOutcome:
-    """Extract and dedup everything captured in the session after its cursor."""
+    """Extract and dedup everything captured in the session after its cursor.
+
+    Candidates that would bring back a memory the user asked to forget (from
+    messages older than the request) are recorded as ``skip`` decisions with
+    reason ``forgotten``; this is what keeps a forget through a re-derive.
+    """
     run_id = new_id()
     s = store.settings
     with store.db.read() as conn:
+        since = store.log.last_position(conn)
         gen = resolve_generation(conn, user_id, generation)
         cursor = l1_cursor(conn, user_id, session_id, gen)
         pending = pending_messages(conn, user_id, session_id, cursor)
+        forgotten = forgotten_memories(conn, user_id) if pending else []
     client = llm_client(store)
     appended = new_memories = 0
     for group in _group(pending, s.l1_batch_messages):
@@ -305,12 +354,12 @@ def run_l1(
                     conn, user_id, session_id, group[0].row_id, s.l1_context_messages
                 )
             candidates, model, usage = _extract(client, store, group, background)
-            times = {m.message_id: m.occurred_at for m in group}
-            decisions = _decisions(client, store, user_id, gen, candidates, times)
+            decisions = _decisions(client, store, user_id, gen, candidates, group, forgotten)
         except (LLMError, EmbeddingError) as exc:
             log.warning("l1 run %s for %s/%s failed: %s", run_id, user_id, session_id, exc)
-            failed = record_failure(store, user_id, "l1", session_id, run_id, exc, gen)
-            return RunOutcome("l1", False, run_id, appended + 1, new_memories, error=failed.error)
+            failed = record_failure(store, user_id, "l1", session_id, run_id, exc, gen, since=since)
+            appended += failed.events_appended
+            return RunOutcome("l1", False, run_id, appended, new_memories, error=failed.error)
         event = L1Extracted(
             session_id=session_id,
             run_id=run_id,
@@ -326,20 +375,31 @@ def run_l1(
             usage=usage,
         )
         expected = cursor
+        sources = {m.position for m in group}
 
-        def unchanged(conn: Connection, expected: int = expected) -> bool:
-            return l1_cursor(conn, user_id, session_id, gen) == expected
+        def unchanged(
+            conn: Connection, expected: int = expected, sources: set[int] = sources
+        ) -> bool:
+            # Same cursor (no other worker covered the batch) and the batch's
+            # messages are still the user's (not erased meanwhile).
+            return l1_cursor(conn, user_id, session_id, gen) == expected and captures_exist(
+                conn, user_id, session_id, sources
+            )
 
         stored = append_checked(
             store,
             user_id,
             [event],
+            since=since,
             occurred_at=parse_when(max(m.occurred_at for m in group)),
             check=unchanged,
         )
         if stored is None:
             log.info(
-                "l1 run %s: session %s/%s advanced by another worker", run_id, user_id, session_id
+                "l1 run %s: session %s/%s advanced by another worker or erased",
+                run_id,
+                user_id,
+                session_id,
             )
             break
         cursor = group[-1].position

@@ -119,6 +119,7 @@ def run_l2_generation(store: Store, user_id: str, generation: int) -> RunOutcome
     run_id = new_id()
     client = llm_client(store)
     with store.db.read() as conn:
+        since = store.log.last_position(conn)
         cursor = cursor_of(conn, user_id, generation)
         changed = memories_changed_since(conn, user_id, generation, cursor)
     appended = 0
@@ -146,8 +147,10 @@ def run_l2_generation(store: Store, user_id: str, generation: int) -> RunOutcome
                 version = SCENE_PROMPT_VERSION
         except LLMError as exc:
             log.warning("l2 run %s for %s failed: %s", run_id, user_id, exc)
-            failed = record_failure(store, user_id, "l2", "", run_id, exc, generation)
-            return RunOutcome("l2", False, run_id, appended + 1, error=failed.error)
+            failed = record_failure(store, user_id, "l2", "", run_id, exc, generation, since=since)
+            return RunOutcome(
+                "l2", False, run_id, appended + failed.events_appended, error=failed.error
+            )
         new_cursor = max(int(m["updated_position"]) for m in chunk)
         event = ScenesUpdated(
             run_id=run_id,
@@ -166,8 +169,8 @@ def run_l2_generation(store: Store, user_id: str, generation: int) -> RunOutcome
         def unchanged(conn: Connection, expected: int = expected) -> bool:
             return cursor_of(conn, user_id, generation) == expected
 
-        if append_checked(store, user_id, [event], check=unchanged) is None:
-            log.info("l2 run %s: %s advanced by another worker", run_id, user_id)
+        if append_checked(store, user_id, [event], since=since, check=unchanged) is None:
+            log.info("l2 run %s: %s advanced by another worker or erased", run_id, user_id)
             break
         cursor = new_cursor
         appended += 1

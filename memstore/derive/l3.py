@@ -68,6 +68,7 @@ def run_l3_generation(store: Store, user_id: str, generation: int | None) -> Run
     """Rewrite the persona now (whether or not it is due: callers decide when)."""
     run_id = new_id()
     with store.db.read() as conn:
+        since = store.log.last_position(conn)
         gen = resolve_generation(conn, user_id, generation)
         trigger = persona_trigger(conn, user_id, gen, store.settings.persona_every) or "manual"
         previous = persona(conn, user_id, gen)
@@ -98,7 +99,7 @@ def run_l3_generation(store: Store, user_id: str, generation: int | None) -> Run
             text, model, version = res.value, res.model, PERSONA_PROMPT_VERSION
     except LLMError as exc:
         log.warning("l3 run %s for %s failed: %s", run_id, user_id, exc)
-        return record_failure(store, user_id, "l3", "", run_id, exc, gen)
+        return record_failure(store, user_id, "l3", "", run_id, exc, gen, since=since)
     event = PersonaUpdated(
         run_id=run_id,
         generation=gen,
@@ -114,6 +115,6 @@ def run_l3_generation(store: Store, user_id: str, generation: int | None) -> Run
         now = persona(conn, user_id, gen)
         return (int(now["updated_position"]) if now else 0) == since
 
-    if append_checked(store, user_id, [event], check=unchanged) is None:
+    if append_checked(store, user_id, [event], since=since, check=unchanged) is None:
         return RunOutcome("l3", True, run_id)
     return RunOutcome("l3", True, run_id, 1)

@@ -11,15 +11,12 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import text
-
-from memstore.derive import rules
 from memstore.derive.state import active_generation, memories_by_id, persona, scenes
-from memstore.errors import MemstoreError
-from memstore.text import build_match, escape_injection, truncate_chars
+from memstore.text import escape_injection, truncate_chars
 
 if TYPE_CHECKING:
     from memstore.store import Store
@@ -32,6 +29,10 @@ MEMORIES_TAG = "relevant-memories"
 PERSONA_SHARE = 0.4  # of the budget persona may keep when memories compete for it
 NAVIGATION_SHARE = 0.2
 MIN_PERSONA_CHARS = 40  # below this a cut persona says nothing useful
+# Search workers one store may have running at once. A worker past its
+# deadline keeps its slot until it ends, so a hung embedder costs at most
+# this many threads; further recalls answer without memories meanwhile.
+MAX_RECALL_WORKERS = 4
 
 
 @dataclass(frozen=True)
@@ -61,32 +62,11 @@ def memory_line(m: dict[str, Any]) -> str:
 
 
 def search_memories(store: Store, query: str, user_id: str, limit: int) -> list[dict[str, Any]]:
-    """Live memories of the active generation for ``query``, best first, with ``score``.
-
-    Uses the store's hybrid search when it has one; otherwise keyword search
-    scored by the share of query terms a memory contains (0..1).
-    """
-    search = getattr(store, "search_memories", None)
-    scored: list[tuple[str, float]] = []
+    """Live memories of the active generation for ``query``, best first, with ``score``."""
     with store.db.read() as conn:
         gen = active_generation(conn, user_id)
-    if search is not None:
-        scored = [(str(h.ref), float(h.score)) for h in search(query, user_id=user_id, limit=limit)]
-    else:
-        match = build_match(query)
-        if match is not None:
-            with store.db.read() as conn:
-                rows = conn.execute(
-                    text(
-                        "SELECT m.memory_id, m.content FROM l1_fts "
-                        "JOIN l1_memories m ON m.id = l1_fts.rowid WHERE l1_fts MATCH :q "
-                        "AND m.user_id = :u AND m.generation = :g AND m.status = 'active' "
-                        "ORDER BY bm25(l1_fts), m.id LIMIT :n"
-                    ),
-                    {"q": match, "u": user_id, "g": gen, "n": limit},
-                ).all()
-            q = rules.tokens(query)
-            scored = [(str(r[0]), len(q & rules.tokens(r[1])) / max(len(q), 1)) for r in rows]
+    hits = store.search_memories(query, user_id=user_id, limit=limit)
+    scored = [(str(h.ref), float(h.score)) for h in hits]
     with store.db.read() as conn:
         rows_by_id = memories_by_id(conn, user_id, [mid for mid, _ in scored])
     out = []
@@ -97,27 +77,56 @@ def search_memories(store: Store, query: str, user_id: str, limit: int) -> list[
     return out
 
 
+_slots: weakref.WeakKeyDictionary[Store, threading.BoundedSemaphore] = weakref.WeakKeyDictionary()
+_slots_lock = threading.Lock()
+
+
+def _worker_slots(store: Store) -> threading.BoundedSemaphore:
+    with _slots_lock:
+        sem = _slots.get(store)
+        if sem is None:
+            sem = threading.BoundedSemaphore(MAX_RECALL_WORKERS)
+            _slots[store] = sem
+        return sem
+
+
 def _search_with_deadline(
     store: Store, query: str, user_id: str, limit: int, timeout_s: float
 ) -> list[dict[str, Any]] | None:
-    """The search result, or None when it did not finish in time."""
+    """The search result, or None when it did not finish in time (or every
+    worker slot is taken by searches that did not finish)."""
+    slots = _worker_slots(store)
+    if not slots.acquire(blocking=False):
+        log.warning(
+            "recall: %d searches still running for this store; answering without memories",
+            MAX_RECALL_WORKERS,
+        )
+        return None
     box: queue.Queue[list[dict[str, Any]] | BaseException] = queue.Queue(maxsize=1)
 
     def work() -> None:
         try:
             box.put(search_memories(store, query, user_id, limit))
-        except MemstoreError as exc:  # reported to the caller below
+        except Exception as exc:  # any failure goes back to the caller, now
             box.put(exc)
+        finally:
+            slots.release()
 
     # A daemon thread, not a pool: a search stuck past the deadline must not
     # hold up interpreter exit; it finishes (or fails) on its own.
-    threading.Thread(target=work, name="memstore-recall", daemon=True).start()
+    try:
+        threading.Thread(target=work, name="memstore-recall", daemon=True).start()
+    except BaseException:
+        slots.release()
+        raise
     try:
         got = box.get(timeout=max(timeout_s, 0.0))
     except queue.Empty:
         return None
     if isinstance(got, BaseException):
-        log.warning("recall search failed, answering without memories: %s", got)
+        log.warning(
+            "recall search failed, answering without memories: %s: %s", type(got).__name__, got
+        )
         return []
     return got
 

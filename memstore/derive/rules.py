@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from memstore.derive.state import L0Message
@@ -350,7 +350,7 @@ def clauses(text: str) -> list[str]:
 def extract(messages: Sequence[L0Message], max_memories: int) -> list[ExtractedMemory]:
     """Rule-based candidates from the user's own messages, in message order."""
     out: list[ExtractedMemory] = []
-    seen: set[str] = set()
+    seen: dict[str, int] = {}  # normalised content -> index in out
     for msg in messages:
         if msg.role != "user":
             continue
@@ -384,8 +384,16 @@ def extract(messages: Sequence[L0Message], max_memories: int) -> list[ExtractedM
                     got = ([dated] if dated else []) + _persona_rules(plain, msg)
             for mem in got:
                 key = normalize(mem.content)
-                if key and key not in seen:
-                    seen.add(key)
+                if not key:
+                    continue
+                if key in seen:  # said again: one candidate, every message as its source
+                    first = out[seen[key]]
+                    ids = first.source_message_ids + tuple(
+                        i for i in mem.source_message_ids if i not in first.source_message_ids
+                    )
+                    out[seen[key]] = replace(first, source_message_ids=ids)
+                else:
+                    seen[key] = len(out)
                     out.append(mem)
     return out[: max(max_memories, 0)]
 

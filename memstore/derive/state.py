@@ -6,12 +6,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, func, select, text
 
 from memstore.db.schema import (
     active_generations,
     derive_failures,
     derive_generations,
+    events,
     l0_messages,
     l1_cursors,
     l1_memories,
@@ -19,6 +20,7 @@ from memstore.db.schema import (
     l2_state,
     l3_persona,
 )
+from memstore.l0.events import UserErased
 
 DEFAULT_GENERATION = 0  # a user nobody re-derived shows generation 0 (as search assumes)
 
@@ -202,9 +204,81 @@ def memories_by_id(conn: Connection, user_id: str, ids: list[str]) -> dict[str, 
     return out
 
 
-def memory(conn: Connection, memory_id: str) -> dict[str, Any] | None:
-    r = conn.execute(select(l1_memories).where(l1_memories.c.memory_id == memory_id)).first()
+def memory(conn: Connection, user_id: str, memory_id: str) -> dict[str, Any] | None:
+    """One of ``user_id``'s memories (any generation, any status), or None."""
+    r = conn.execute(
+        select(l1_memories).where(
+            l1_memories.c.user_id == user_id, l1_memories.c.memory_id == memory_id
+        )
+    ).first()
     return memory_dict(r) if r is not None else None
+
+
+def fts_memories(
+    conn: Connection, user_id: str, generation: int, match: str, limit: int
+) -> list[tuple[str, str]]:
+    """``(memory_id, content)`` of the live memories of one generation that
+    match an FTS5 query (``memstore.text.build_match``), best first."""
+    rows = conn.execute(
+        text(
+            "SELECT m.memory_id, m.content FROM l1_fts JOIN l1_memories m ON m.id = l1_fts.rowid "
+            "WHERE l1_fts MATCH :q AND m.user_id = :u AND m.generation = :g "
+            "AND m.status = 'active' ORDER BY bm25(l1_fts), m.id LIMIT :n"
+        ),
+        {"q": match, "u": user_id, "g": generation, "n": limit},
+    ).all()
+    return [(str(r[0]), str(r[1])) for r in rows]
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """A memory retired on request: its text must not be derived again from
+    messages older than the request."""
+
+    memory_id: str
+    content: str
+    position: int  # of the MemoryForgotten event
+
+
+def forgotten_memories(conn: Connection, user_id: str) -> list[Forgotten]:
+    """Every memory of the user forgotten on request, in any generation."""
+    m = l1_memories.c
+    rows = conn.execute(
+        select(m.memory_id, m.content, m.updated_position)
+        .where(m.user_id == user_id, m.status == "retired", m.retired_by == "forgotten")
+        .order_by(m.updated_position, m.id)
+    ).all()
+    return [Forgotten(str(r.memory_id), str(r.content), int(r.updated_position)) for r in rows]
+
+
+def erased_since(conn: Connection, user_id: str, position: int) -> bool:
+    """Was ``user_id`` erased after log position ``position``? (An
+    ``erasure.user`` tombstone is always appended above the erased head.)"""
+    e = events.c
+    got = conn.execute(
+        select(e.position)
+        .where(
+            e.type == UserErased.TYPE,
+            e.position > position,
+            func.json_extract(e.payload, "$.erased_user_id") == user_id,
+        )
+        .limit(1)
+    ).first()
+    return got is not None
+
+
+def captures_exist(conn: Connection, user_id: str, session_id: str, positions: set[int]) -> bool:
+    """Are the capture events at ``positions`` still the user's (not erased)?"""
+    if not positions:
+        return True
+    found = conn.execute(
+        select(func.count(func.distinct(l0_messages.c.position))).where(
+            l0_messages.c.user_id == user_id,
+            l0_messages.c.session_id == session_id,
+            l0_messages.c.position.in_(sorted(positions)),
+        )
+    ).scalar_one()
+    return int(found) == len(positions)
 
 
 def memories_changed_since(

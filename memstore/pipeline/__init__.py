@@ -5,14 +5,13 @@ work items and locks, ``scheduler`` for the APScheduler timers and the
 process-wide store registry, ``lease`` for the one-scheduler election.
 """
 
-from memstore.pipeline.runner import Deriver, Outcome, PipelineOutcome
+from memstore.pipeline.runner import Deriver, Outcome
 from memstore.pipeline.service import PipelineService
 from memstore.pipeline.state import PipelineStateProjection, threshold_for
 
 __all__ = [
     "Deriver",
     "Outcome",
-    "PipelineOutcome",
     "PipelineService",
     "PipelineStateProjection",
     "threshold_for",

@@ -7,26 +7,41 @@ had just replaced), and a queue emptied by hand: sessions at their threshold
 get L1 work, other sessions with pending messages get their idle timer,
 users with unprocessed L1 output get their L2 timer, waiting retries get the
 drain timer. Idempotent.
+
+A session whose extraction failed ``max_retries`` times in a row since its
+last capture is left alone: the queue dropped it on purpose, and re-queuing
+it every minute would retry a permanently failing session forever. The next
+capture (or a manual ``run_pipeline``) brings it back.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from memstore.config import Settings
 from memstore.pipeline import queue
 from memstore.pipeline.scheduler import idle_job_id, l2_job_id
-from memstore.pipeline.state import list_sessions, list_users
+from memstore.pipeline.state import SessionState, list_sessions, list_users
 from memstore.timeutil import from_iso, timedelta
 
 if TYPE_CHECKING:
     from memstore.pipeline.service import PipelineService
 
 
+def gave_up(st: SessionState, settings: Settings) -> bool:
+    """The session failed ``max_retries`` times and nothing was captured since."""
+    if st.failures < max(settings.max_retries, 1) or st.last_failure_at is None:
+        return False
+    return from_iso(st.last_failure_at) >= from_iso(st.last_activity_at)
+
+
 def reconcile(svc: PipelineService) -> dict[str, int]:
     now = svc.clock()
     armed = enqueued = 0
     with svc.store.db.write() as conn:
-        sessions = list_sessions(conn, pending_only=True)
+        sessions = [
+            st for st in list_sessions(conn, pending_only=True) if not gave_up(st, svc.settings)
+        ]
         open_l1 = {(i.user_id, i.session_id) for i in queue.pending(conn) if i.stage == "l1"}
         for st in sessions:
             key = (st.user_id, st.session_id)
@@ -53,4 +68,4 @@ def reconcile(svc: PipelineService) -> dict[str, int]:
     return {"timers_armed": armed, "enqueued": enqueued}
 
 
-__all__ = ["reconcile"]
+__all__ = ["gave_up", "reconcile"]

@@ -13,14 +13,13 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memstore.db.engine import Database
-from memstore.derive.events import RunFailed, derive_stream
+from memstore.derive.common import RunOutcome, append_checked
+from memstore.derive.events import RunFailed
 from memstore.errors import MemstoreError
-from memstore.events.log import NewEvent
 from memstore.pipeline import queue
 from memstore.timeutil import Clock
 
@@ -31,7 +30,7 @@ log = logging.getLogger(__name__)
 
 
 class Outcome(Protocol):
-    """What a stage run reports (``memstore.derive.api.RunOutcome`` fits)."""
+    """What a stage run reports (``memstore.derive.common.RunOutcome`` fits)."""
 
     @property
     def stage(self) -> str: ...
@@ -78,19 +77,6 @@ class ModuleDeriver:
 
     def persona_due(self, store: Store, user_id: str) -> bool:
         return bool(self._api().persona_due(store, user_id))
-
-
-@dataclass(frozen=True)
-class PipelineOutcome:
-    """An outcome the pipeline itself produced (the deriver raised)."""
-
-    stage: str
-    ok: bool
-    run_id: str
-    events_appended: int = 0
-    new_memories: int = 0
-    persona_requested: bool = False
-    error: str | None = None
 
 
 class _Heartbeat:
@@ -154,7 +140,7 @@ class Runner:
                 # A deriver bug or an unmapped dependency error: the run
                 # failed, which is recorded below and retried; never lost.
                 log.exception("%s run for %s/%s raised", stage, user_id, session_id)
-                outcome = PipelineOutcome(
+                outcome = RunOutcome(
                     stage, False, uuid.uuid4().hex, error=f"{type(e).__name__}: {e}"
                 )
         if not outcome.ok:
@@ -172,21 +158,22 @@ class Runner:
             )
         if recorded:
             return
-        store.append(
+        # Checked like every derivation append: no failure record (its error
+        # text may quote the user) for a user erased while the run went on.
+        append_checked(
+            store,
+            user_id,
             [
-                NewEvent(
-                    derive_stream(user_id),
-                    RunFailed(
-                        stage=stage,
-                        session_id=session_id if stage == "l1" else "",
-                        error=outcome.error or "failed without an error message",
-                        attempt=attempt,
-                        run_id=outcome.run_id,
-                    ),
-                    user_id=user_id,
+                RunFailed(
+                    stage=stage,
+                    session_id=session_id if stage == "l1" else "",
+                    error=outcome.error or "failed without an error message",
+                    attempt=attempt,
+                    run_id=outcome.run_id,
                 )
-            ]
+            ],
+            since=after,
         )
 
 
-__all__ = ["Deriver", "ModuleDeriver", "Outcome", "PipelineOutcome", "Runner"]
+__all__ = ["Deriver", "ModuleDeriver", "Outcome", "Runner"]

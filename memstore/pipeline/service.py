@@ -33,11 +33,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
+from sqlalchemy.exc import SQLAlchemyError
 
 from memstore.errors import MemstoreError, PipelineError
 from memstore.events.log import NewEvent, StoredEvent
@@ -90,6 +91,11 @@ class PipelineService:
         self.projection = PipelineStateProjection()
         self.timers = Timers(store.db)
         self._timer_thread = ThreadPoolExecutor(1, thread_name_prefix="memstore-timers")
+        # Reconcile runs here, never on the lease thread: a long reconcile
+        # must not keep the lease from being renewed within its TTL.
+        self._reconcile_thread = ThreadPoolExecutor(1, thread_name_prefix="memstore-reconcile")
+        self._reconcile_lock = threading.Lock()
+        self._reconcile_queued = False
         self._local = threading.local()
         self._lease: LeaseKeeper | None = None
         self._last_reconcile = 0.0
@@ -127,6 +133,7 @@ class PipelineService:
             self._lease.stop()
             self._lease = None
         scheduler.unregister(self.db_path, self)
+        self._reconcile_thread.shutdown(wait=True)
         self._timer_thread.shutdown(wait=True)
         for t in self._workers:
             t.join()
@@ -139,12 +146,39 @@ class PipelineService:
 
     def _on_lease_gain(self) -> None:
         self.timers.resume()
-        self.reconcile()
+        self._reconcile_soon()
 
     def _on_lease_tick(self) -> None:
         self.timers.wakeup()
         if time.monotonic() - self._last_reconcile >= self.reconcile_every_s:
+            self._reconcile_soon()
+
+    def _reconcile_soon(self) -> None:
+        """Queue one reconcile on its own thread (the lease thread calls this);
+        while one is queued or running, another request is dropped."""
+        with self._reconcile_lock:
+            if self._reconcile_queued:
+                return
+            self._reconcile_queued = True
+        self._last_reconcile = time.monotonic()
+        try:
+            fut = self._reconcile_thread.submit(self._reconcile_job)
+        except RuntimeError:  # stopping: the executor no longer takes work
+            with self._reconcile_lock:
+                self._reconcile_queued = False
+            return
+        fut.add_done_callback(_log_failure("reconcile"))
+
+    def _reconcile_job(self) -> None:
+        try:
             self.reconcile()
+        finally:
+            with self._reconcile_lock:
+                self._reconcile_queued = False
+
+    def _submit_timer_work(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn`` on the timer thread; a failure is logged, never lost silently."""
+        self._timer_thread.submit(fn, *args).add_done_callback(_log_failure("timer thread"))
 
     def flush(self) -> None:
         """Wait until timer writes queued by ``after_commit`` are done."""
@@ -180,19 +214,28 @@ class PipelineService:
         decisions: list[_Decision] = getattr(self._local, "decisions", [])
         self._local.decisions = []
         if decisions:
-            self._timer_thread.submit(self._apply_decisions, decisions)
+            self._submit_timer_work(self._apply_decisions, decisions)
 
     def _apply_decisions(self, decisions: list[_Decision]) -> None:
-        try:
-            for kind, user, session, due in decisions:
+        for kind, user, session, due in decisions:
+            try:
                 if kind == "enqueued":
                     self.timers.remove(idle_job_id(user, session))
                     self.arm_drain(self.clock())
                 elif due is not None:
                     self.arm_idle(user, session, due)
-        except MemstoreError as e:
-            # The decision is durable in pipeline state; reconcile re-arms.
-            log.warning("could not arm pipeline timers (reconcile will): %s", e)
+            except (MemstoreError, SQLAlchemyError) as e:
+                # APScheduler's job store raises SQLAlchemy errors (e.g. "database
+                # is locked" past busy_timeout). The decision is durable in the
+                # pipeline state; reconcile re-arms from it.
+                log.warning(
+                    "could not arm pipeline timers for %s/%s (%s; reconcile will): %s: %s",
+                    user,
+                    session,
+                    kind,
+                    type(e).__name__,
+                    e,
+                )
 
     def arm_idle(self, user: str, session: str, due: datetime) -> None:
         args = scheduler.job_args(self.store.path, user, session)
@@ -353,7 +396,7 @@ class PipelineService:
             for st in list_sessions(conn, user_id, pending_only=True):
                 queue.enqueue(conn, st.user_id, "l1", session_id=st.session_id, now=now)
         if not wait:
-            self._timer_thread.submit(self.arm_drain, now)
+            self._submit_timer_work(self.arm_drain, now)
             return []
         outcomes = self.drain(user_id=user_id, stages=("l1",))
         with self.store.db.write() as conn:
@@ -463,10 +506,30 @@ class PipelineService:
 
     def reconcile(self) -> dict[str, int]:
         """Re-create timers and queued work the committed state calls for; see
-        ``memstore.pipeline.reconcile``. Runs when this process gains the lease
-        and every ``reconcile_every_s`` while it holds it."""
+        ``memstore.pipeline.reconcile``. Runs (on its own thread) when this
+        process gains the lease and every ``reconcile_every_s`` while it holds
+        it; callable directly too."""
         self._last_reconcile = time.monotonic()
         return reconcile(self)
+
+
+def _log_failure(what: str) -> Callable[[Future[Any]], None]:
+    """A done-callback that logs an exception the future ended with."""
+
+    def check(fut: Future[Any]) -> None:
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.warning(
+                "pipeline %s work failed (reconcile repairs timers): %s: %s",
+                what,
+                type(exc).__name__,
+                exc,
+                exc_info=exc,
+            )
+
+    return check
 
 
 __all__ = ["PipelineService"]

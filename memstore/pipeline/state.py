@@ -7,6 +7,18 @@ the cursor itself (from ``l1.extracted``), how many extractions advanced it
 times, and consecutive failures (``pipeline.run_failed``). Per user it holds
 the L1/L2/L3 run times that drive L2 and L3 timing.
 
+Only the user's ACTIVE derivation generation drives the live pipeline. A
+re-derive extracts the same messages again into a new generation; until that
+generation is activated its extractions, scene and persona runs and failures
+must not move the live cursor or clear pending messages (a re-derive that
+fails would otherwise take them). So the projection keeps a cursor per
+(user, session, generation) in ``pipeline_cursors`` and follows
+``derive.generation_activated`` itself in ``pipeline_generations`` — it never
+reads another projection's tables, whose rebuild order relative to this one
+is not fixed. Activating a generation switches every session row to that
+generation's cursor and recomputes its pending counts from
+``pipeline_pending``, which keeps one row per capture for that reason.
+
 Everything is taken from the events (positions and ``recorded_at``), never
 from the wall clock, and no setting is baked in: the threshold is computed
 from ``extractions`` when it is read. So a rebuild gives exactly the state
@@ -23,8 +35,22 @@ from sqlalchemy import Connection, delete, func, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memstore.config import Settings
-from memstore.db.schema import pipeline_pending, pipeline_sessions, pipeline_users
-from memstore.derive.events import L1Extracted, PersonaUpdated, RunFailed, ScenesUpdated
+from memstore.db.schema import (
+    pipeline_cursors,
+    pipeline_generations,
+    pipeline_pending,
+    pipeline_sessions,
+    pipeline_users,
+)
+from memstore.derive.events import (
+    GenerationActivated,
+    GenerationStarted,
+    L1Extracted,
+    PersonaUpdated,
+    RunFailed,
+    ScenesUpdated,
+)
+from memstore.derive.state import DEFAULT_GENERATION
 from memstore.events.log import StoredEvent
 from memstore.l0.events import MessagesCaptured, SessionEnded
 from memstore.projections.base import Projection
@@ -90,8 +116,12 @@ def _user_defaults(user_id: str) -> dict[str, Any]:
     }
 
 
+COPY_LAYERS = ("l2", "l3")  # re-derives that keep the base generation's L1 (and cursors)
+
+
 class PipelineStateProjection(Projection):
     name: ClassVar[str] = "pipeline_state"
+    version: ClassVar[int] = 2  # 2: per-generation cursors, active generation only
     handles: ClassVar[frozenset[str] | None] = frozenset(
         {
             MessagesCaptured.TYPE,
@@ -100,9 +130,17 @@ class PipelineStateProjection(Projection):
             RunFailed.TYPE,
             ScenesUpdated.TYPE,
             PersonaUpdated.TYPE,
+            GenerationStarted.TYPE,
+            GenerationActivated.TYPE,
         }
     )
-    tables = (pipeline_sessions, pipeline_pending, pipeline_users)
+    tables = (
+        pipeline_sessions,
+        pipeline_pending,
+        pipeline_users,
+        pipeline_cursors,
+        pipeline_generations,
+    )
 
     def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
         captured: list[StoredEvent] = []
@@ -129,10 +167,13 @@ class PipelineStateProjection(Projection):
                     )
                     .values(ended_at=ev.recorded_at)
                 )
-            elif isinstance(p, ScenesUpdated):
-                self._user_run(conn, ev, "l2")
-            elif isinstance(p, PersonaUpdated):
-                self._user_run(conn, ev, "l3")
+            elif isinstance(p, ScenesUpdated | PersonaUpdated):
+                if p.generation == self._active(conn, ev.user_id):
+                    self._user_run(conn, ev, "l2" if isinstance(p, ScenesUpdated) else "l3")
+            elif isinstance(p, GenerationStarted):
+                self._started(conn, ev, p)
+            elif isinstance(p, GenerationActivated):
+                self._activated(conn, ev, p)
         if captured:
             self._captured(conn, captured)
 
@@ -179,36 +220,72 @@ class PipelineStateProjection(Projection):
             users,
         )
 
+    @staticmethod
+    def _active(conn: Connection, user_id: str) -> int:
+        got = conn.execute(
+            select(pipeline_generations.c.generation).where(
+                pipeline_generations.c.user_id == user_id
+            )
+        ).scalar_one_or_none()
+        return int(got) if got is not None else DEFAULT_GENERATION
+
+    @staticmethod
+    def _pending_sums(
+        conn: Connection, user_id: str, session_id: str, after: int
+    ) -> tuple[int, int]:
+        pp = pipeline_pending.c
+        rounds, msgs = conn.execute(
+            select(
+                func.coalesce(func.sum(pp.rounds), 0), func.coalesce(func.sum(pp.messages), 0)
+            ).where(pp.user_id == user_id, pp.session_id == session_id, pp.position > after)
+        ).one()
+        return int(rounds), int(msgs)
+
     def _extracted(self, conn: Connection, ev: StoredEvent, p: L1Extracted) -> None:
+        c = pipeline_cursors.c
+        key = (c.user_id == ev.user_id, c.session_id == p.session_id, c.generation == p.generation)
+        cur = conn.execute(select(c.cursor_position, c.extractions).where(*key)).first()
+        # Only an extraction that moves its generation's cursor forward counts.
+        if cur is not None and p.cursor_position <= int(cur.cursor_position):
+            return
+        moved = {
+            "cursor_position": p.cursor_position,
+            "last_l1_at": ev.recorded_at,
+            "last_l1_position": ev.position,
+        }
+        if cur is None:
+            extractions = 1
+            conn.execute(
+                pipeline_cursors.insert().values(
+                    user_id=ev.user_id,
+                    session_id=p.session_id,
+                    generation=p.generation,
+                    extractions=extractions,
+                    **moved,
+                )
+            )
+        else:
+            extractions = int(cur.extractions) + 1
+            conn.execute(
+                update(pipeline_cursors).where(*key).values(extractions=extractions, **moved)
+            )
+        if p.generation != self._active(conn, ev.user_id):
+            return  # a re-derive in progress: the live pipeline is not concerned
         s = pipeline_sessions.c
         row = conn.execute(
             select(s.cursor_position).where(s.user_id == ev.user_id, s.session_id == p.session_id)
         ).first()
-        # A re-derive replays old batches into a new generation; only an
-        # extraction that moves the cursor forward counts for the live pipeline.
-        if row is None or p.cursor_position <= int(row[0]):
+        if row is None:
             return
-        pp = pipeline_pending.c
-        conn.execute(
-            delete(pipeline_pending).where(
-                pp.user_id == ev.user_id,
-                pp.session_id == p.session_id,
-                pp.position <= p.cursor_position,
-            )
-        )
-        rounds, msgs = conn.execute(
-            select(
-                func.coalesce(func.sum(pp.rounds), 0), func.coalesce(func.sum(pp.messages), 0)
-            ).where(pp.user_id == ev.user_id, pp.session_id == p.session_id)
-        ).one()
+        rounds, msgs = self._pending_sums(conn, ev.user_id, p.session_id, p.cursor_position)
         conn.execute(
             update(pipeline_sessions)
             .where(s.user_id == ev.user_id, s.session_id == p.session_id)
             .values(
-                rounds_pending=int(rounds),
-                messages_pending=int(msgs),
+                rounds_pending=rounds,
+                messages_pending=msgs,
                 cursor_position=p.cursor_position,
-                extractions=s.extractions + 1,
+                extractions=extractions,
                 last_l1_at=ev.recorded_at,
                 last_l1_position=ev.position,
                 failures=0,
@@ -219,7 +296,68 @@ class PipelineStateProjection(Projection):
             conn, ev.user_id, {"last_l1_at": ev.recorded_at, "last_l1_position": ev.position}
         )
 
+    @staticmethod
+    def _started(conn: Connection, ev: StoredEvent, p: GenerationStarted) -> None:
+        """A re-derive from L2 or L3 keeps the base generation's L1, and so its
+        cursors (as the L1 projection copies ``l1_cursors``)."""
+        if p.from_layer not in COPY_LAYERS:
+            return
+        c = pipeline_cursors.c
+        rows = conn.execute(
+            select(pipeline_cursors).where(
+                c.user_id == ev.user_id, c.generation == p.base_generation
+            )
+        ).all()
+        for r in rows:
+            conn.execute(
+                sqlite_insert(pipeline_cursors)
+                .values(**{**r._mapping, "generation": p.generation})
+                .on_conflict_do_nothing()
+            )
+
+    def _activated(self, conn: Connection, ev: StoredEvent, p: GenerationActivated) -> None:
+        stmt = sqlite_insert(pipeline_generations).values(
+            user_id=ev.user_id, generation=p.generation
+        )
+        conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=[pipeline_generations.c.user_id],
+                set_={"generation": p.generation},
+            )
+        )
+        s, c = pipeline_sessions.c, pipeline_cursors.c
+        sessions = conn.execute(
+            select(s.session_id).where(s.user_id == ev.user_id).order_by(s.session_id)
+        ).scalars()
+        for session_id in list(sessions):
+            cur = conn.execute(
+                select(c.cursor_position, c.extractions, c.last_l1_at, c.last_l1_position).where(
+                    c.user_id == ev.user_id,
+                    c.session_id == session_id,
+                    c.generation == p.generation,
+                )
+            ).first()
+            cursor = int(cur.cursor_position) if cur is not None else 0
+            rounds, msgs = self._pending_sums(conn, ev.user_id, session_id, cursor)
+            conn.execute(
+                update(pipeline_sessions)
+                .where(s.user_id == ev.user_id, s.session_id == session_id)
+                .values(
+                    rounds_pending=rounds,
+                    messages_pending=msgs,
+                    cursor_position=cursor,
+                    extractions=int(cur.extractions) if cur is not None else 0,
+                    last_l1_at=cur.last_l1_at if cur is not None else None,
+                    last_l1_position=cur.last_l1_position if cur is not None else None,
+                    # failures of another generation's runs say nothing about this one
+                    failures=0,
+                    last_error=None,
+                )
+            )
+
     def _failed(self, conn: Connection, ev: StoredEvent, p: RunFailed) -> None:
+        if p.generation is not None and p.generation != self._active(conn, ev.user_id):
+            return  # a re-derive's failure is reported to its caller, not retried here
         if p.stage == "l1":
             s = pipeline_sessions.c
             conn.execute(

@@ -1,0 +1,102 @@
+"""Erasure while a derivation run is in flight: the run must not bring the
+erased content back (the run's LLM call started before the erasure and its
+outcome arrives after it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from memstore import Settings
+from memstore.derive import api, l1, rules_l23
+from memstore.store import Store
+from tests.derive_support import open_store, say
+
+USER = "dana"
+
+
+@pytest.fixture
+def estore(tmp_path: Path, settings: Settings) -> Iterator[Store]:
+    store = open_store(tmp_path / "e.db", settings)
+    try:
+        say(store, USER, "s", "My name is Dana.", "I am allergic to peanuts.")
+        say(store, "other", "s", "My name is Olga.")
+        yield store
+    finally:
+        store.close()
+
+
+def _erase_during(store: Store, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, but the user is erased while it runs (as another thread would)."""
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        out = fn(*args, **kwargs)
+        store.forget_user(USER)
+        return out
+
+    return wrapped
+
+
+def _nothing_of_the_user_left(store: Store) -> None:
+    assert store.read_events(user_id=USER) == []
+    assert api.list_memories(store, USER) == []
+    assert api.list_scenes(store, USER) == []
+    assert api.get_persona(store, USER) is None
+    with store.db.read() as conn:
+        for table in ("l1_memories", "l1_cursors", "l2_scenes", "l3_persona", "derive_failures"):
+            n = conn.execute(
+                text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": USER}
+            ).scalar_one()
+            assert n == 0, table
+        tables = conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))
+        for (table,) in tables.all():
+            if table.startswith(("vec_", "sqlite_")):
+                continue
+            rows = conn.execute(text(f'SELECT * FROM "{table}"')).all()
+            assert "peanut" not in repr(rows).lower(), table
+
+
+def test_l1_run_in_flight_during_erasure_appends_nothing(
+    estore: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(l1, "_extract", _erase_during(estore, l1._extract))
+    out = estore.run_pipeline(USER)
+    assert all(o.events_appended == 0 for o in out)
+    _nothing_of_the_user_left(estore)
+    # other users are untouched and keep working
+    estore.run_pipeline("other")
+    assert [m["content"] for m in api.list_memories(estore, "other")] == [
+        "The user's name is Olga."
+    ]
+
+
+def test_l2_run_in_flight_during_erasure_appends_nothing(
+    estore: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api.run_l1(estore, USER, "s")
+    monkeypatch.setattr(rules_l23, "scene_ops", _erase_during(estore, rules_l23.scene_ops))
+    out = api.run_l2(estore, USER)
+    assert out.events_appended == 0
+    _nothing_of_the_user_left(estore)
+
+
+def test_l3_run_in_flight_during_erasure_appends_nothing(
+    estore: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api.run_l1(estore, USER, "s")
+    api.run_l2(estore, USER)
+    monkeypatch.setattr(rules_l23, "persona_text", _erase_during(estore, rules_l23.persona_text))
+    out = api.run_l3(estore, USER)
+    assert out.events_appended == 0
+    _nothing_of_the_user_left(estore)
+
+
+def test_a_user_recreated_after_erasure_is_derived_normally(estore: Store) -> None:
+    estore.forget_user(USER)
+    say(estore, USER, "s2", "My name is Dana.")
+    estore.run_pipeline(USER)
+    assert [m["content"] for m in api.list_memories(estore, USER)] == ["The user's name is Dana."]
