@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Row, delete, func, select, text, update
+from sqlalchemy import Connection, Row, bindparam, delete, func, select, text, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memstore.db.schema import (
@@ -53,6 +53,19 @@ def union(*lists: Sequence[str]) -> list[str]:
             if item not in out:
                 out.append(item)
     return out
+
+
+_INSERT = l1_memories.insert()
+_ROW = select(l1_memories).where(
+    l1_memories.c.memory_id == bindparam("m"), l1_memories.c.user_id == bindparam("u")
+)
+_RETIRE = (
+    update(l1_memories)
+    .where(l1_memories.c.id == bindparam("row_id"))
+    .values(status="retired", retired_by=bindparam("by"), updated_position=bindparam("pos"))
+)
+_FTS_INSERT = text("INSERT INTO l1_fts(rowid, text, cjk) VALUES (:id, :t, :c)")
+_FTS_DELETE = text("DELETE FROM l1_fts WHERE rowid = :id")
 
 
 class L1Projection(Projection):
@@ -170,59 +183,51 @@ class L1Projection(Projection):
     ) -> None:
         self._next_id += 1
         content = d["content"]
+        # Statements with bound parameters compile once; ``.values(literal)``
+        # built a new cache key per memory and made replay 10x slower.
         conn.execute(
-            l1_memories.insert().values(
-                id=self._next_id,
-                memory_id=d["new_id"],
-                user_id=ev.user_id,
-                generation=generation,
-                type=d["type"],
-                priority=int(d["priority"]),
-                scene_name=d.get("scene_name", ""),
-                content=content,
-                content_hash=content_hash(content),
-                status="active",
-                origin=origin,
-                source_message_ids=json.dumps(sources),
-                activity_start=d.get("activity_start"),
-                activity_end=d.get("activity_end"),
-                occurred_at=d.get("occurred_at") or ev.occurred_at,
-                created_position=ev.position,
-                updated_position=ev.position,
-                retired_by=None,
-            )
+            _INSERT,
+            {
+                "id": self._next_id,
+                "memory_id": d["new_id"],
+                "user_id": ev.user_id,
+                "generation": generation,
+                "type": d["type"],
+                "priority": int(d["priority"]),
+                "scene_name": d.get("scene_name", ""),
+                "content": content,
+                "content_hash": content_hash(content),
+                "status": "active",
+                "origin": origin,
+                "source_message_ids": json.dumps(sources),
+                "activity_start": d.get("activity_start"),
+                "activity_end": d.get("activity_end"),
+                "occurred_at": d.get("occurred_at") or ev.occurred_at,
+                "created_position": ev.position,
+                "updated_position": ev.position,
+                "retired_by": None,
+            },
         )
         self._index(conn, self._next_id, content, replace=False)
 
     @staticmethod
     def _index(conn: Connection, row_id: int, content: str, *, replace: bool) -> None:
         if replace:
-            conn.execute(text("DELETE FROM l1_fts WHERE rowid = :id"), {"id": row_id})
+            conn.execute(_FTS_DELETE, {"id": row_id})
         latin, cjk = document_columns(content)
-        conn.execute(
-            text("INSERT INTO l1_fts(rowid, text, cjk) VALUES (:id, :t, :c)"),
-            {"id": row_id, "t": latin, "c": cjk},
-        )
+        conn.execute(_FTS_INSERT, {"id": row_id, "t": latin, "c": cjk})
 
     @staticmethod
     def _retire(conn: Connection, rows: Sequence[Row[Any]], by: str, position: int) -> None:
         # Retired rows leave the FTS index (search shows live memories only) but
         # stay in l1_memories for history and ``include_retired`` listings.
         for r in rows:
-            conn.execute(
-                update(l1_memories)
-                .where(l1_memories.c.id == r.id)
-                .values(status="retired", retired_by=by, updated_position=position)
-            )
-            conn.execute(text("DELETE FROM l1_fts WHERE rowid = :id"), {"id": int(r.id)})
+            conn.execute(_RETIRE, {"row_id": int(r.id), "by": by, "pos": position})
+            conn.execute(_FTS_DELETE, {"id": int(r.id)})
 
     @staticmethod
     def _row(conn: Connection, user_id: str, memory_id: str) -> Row[Any] | None:
-        return conn.execute(
-            select(l1_memories).where(
-                l1_memories.c.memory_id == memory_id, l1_memories.c.user_id == user_id
-            )
-        ).first()
+        return conn.execute(_ROW, {"m": memory_id, "u": user_id}).first()
 
     # -- cursors and generations -----------------------------------------------
 
