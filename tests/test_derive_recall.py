@@ -110,3 +110,19 @@ def test_cli_commands(rstore: Store) -> None:
     assert "* 0" in run("generations", "--user", "u")
     for group in ("memories", "scenes", "persona", "rederive", "recall"):
         assert "Example:" in runner.invoke(cli, [group, "--help"]).output
+
+
+def test_global_instructions_are_recalled_whatever_the_query(tmp_path: Path) -> None:
+    from memstore import Settings, Store
+
+    settings = Settings(embedder="hashing", scheduler=False, background_indexer=False)
+    with Store.open(tmp_path / "m.db", settings=settings) as s:
+        s.capture("u", "s", [{"role": "user", "content": "Please always answer in French."}])
+        s.capture("u", "s", [{"role": "user", "content": "I love green tea."}])
+        s.end_session("u", "s")
+        r = s.recall("which tea do I like?", user_id="u")
+        assert "French" in r.text and "green tea" in r.text
+        assert any(m.get("standing") for m in r.memories)
+        # listed once even when the query matches it too
+        r = s.recall("answer in French", user_id="u")
+        assert r.text.count("answer in French") == 1

@@ -15,7 +15,7 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memstore.derive.state import active_generation, memories_by_id, persona, scenes
+from memstore.derive.state import active_generation, memories, memories_by_id, persona, scenes
 from memstore.text import escape_injection, truncate_chars
 
 if TYPE_CHECKING:
@@ -48,6 +48,9 @@ class Recall:
 def navigation_text(scene_rows: list[dict[str, Any]]) -> str:
     """Scenes by heat, one line each: composed at read time, never stored."""
     return "\n".join(f"- {s['name']} (heat {s['heat']}): {s['summary']}" for s in scene_rows)
+
+
+MAX_STANDING_INSTRUCTIONS = 5
 
 
 def memory_line(m: dict[str, Any]) -> str:
@@ -224,6 +227,13 @@ def recall(
         gen = active_generation(conn, user_id)
         row = persona(conn, user_id, gen)
         nav = navigation_text(scenes(conn, user_id, gen))
+        # Global instructions (priority -1) say how the user wants the agent
+        # to work at all times: they are recalled whatever the query.
+        standing = [
+            {**m, "score": 1.0, "standing": True}
+            for m in memories(conn, user_id, gen, type="instruction")
+            if int(m["priority"]) < 0
+        ][:MAX_STANDING_INSTRUCTIONS]
     persona_text = str(row["persona"]) if row else ""
     found = (
         _search_with_deadline(store, query, user_id, s.recall_limit, timeout)
@@ -231,6 +241,8 @@ def recall(
         else []
     )
     timed_out = found is None
-    hits = [m for m in (found or []) if float(m["score"]) >= s.recall_threshold]
+    matched = [m for m in (found or []) if float(m["score"]) >= s.recall_threshold]
+    seen = {m["memory_id"] for m in standing}
+    hits = [*standing, *(m for m in matched if m["memory_id"] not in seen)]
     text_out, truncated = compose(persona_text, nav, [memory_line(m) for m in hits], budget)
     return Recall(text_out, persona_text, nav, hits, truncated, timed_out)

@@ -131,8 +131,11 @@ class SearchEngine:
                 kw = self._keyword(conn, kind, query, user_id, fetch, session_id, type, scene)
             if use_vec:
                 vec = self._vector(conn, kind, query, user_id, fetch, session_id, type, scene)
-            mode = strategy if use_vec else "keyword"
-            ranked = self._fuse(mode, kw, vec)
+            # Hybrid without a ready vector space is still fused (from the
+            # keyword list alone), so its scores keep their 0..1 meaning and a
+            # recall threshold works the same while vectors catch up.
+            mode = "keyword" if strategy == "vector" and not use_vec else strategy
+            ranked = self._fuse(mode, kw, vec, vectors=use_vec)
             if kind == "l0" and mode == "hybrid":
                 ranked = self._conversation_context(conn, query, ranked)
             return self._materialise(conn, kind, ranked[:n], kw, vec)
@@ -259,7 +262,12 @@ class SearchEngine:
         return rows
 
     def _fuse(
-        self, strategy: str, kw: list[tuple[int, float]], vec: list[tuple[int, float]]
+        self,
+        strategy: str,
+        kw: list[tuple[int, float]],
+        vec: list[tuple[int, float]],
+        *,
+        vectors: bool = True,
     ) -> list[tuple[int, float]]:
         if strategy == "keyword":
             # bm25() is negative, lower is better; present it as a positive score.
@@ -272,7 +280,7 @@ class SearchEngine:
             scores[i] = scores.get(i, 0.0) + 1.0 / (k + rank)
         for rank, (i, _) in enumerate(vec, start=1):
             scores[i] = scores.get(i, 0.0) + wv / (k + rank)
-        best = (1.0 + wv) / (k + 1)
+        best = (1.0 + (wv if vectors else 0.0)) / (k + 1)
         return _ordered({i: s / best for i, s in scores.items()})
 
     def _conversation_context(
