@@ -15,7 +15,13 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memstore.derive.state import active_generation, memories, memories_by_id, persona, scenes
+from memstore.derive.state import (
+    active_generation,
+    memories_by_id,
+    persona,
+    scenes,
+    standing_instructions,
+)
 from memstore.text import escape_injection, truncate_chars
 
 if TYPE_CHECKING:
@@ -231,9 +237,8 @@ def recall(
         # to work at all times: they are recalled whatever the query.
         standing = [
             {**m, "score": 1.0, "standing": True}
-            for m in memories(conn, user_id, gen, type="instruction")
-            if int(m["priority"]) < 0
-        ][:MAX_STANDING_INSTRUCTIONS]
+            for m in standing_instructions(conn, user_id, gen, MAX_STANDING_INSTRUCTIONS)
+        ]
     persona_text = str(row["persona"]) if row else ""
     found = (
         _search_with_deadline(store, query, user_id, s.recall_limit, timeout)

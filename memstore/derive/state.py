@@ -193,6 +193,26 @@ def memories(
     return [memory_dict(r) for r in conn.execute(q.order_by(l1_memories.c.id))]
 
 
+def standing_instructions(
+    conn: Connection, user_id: str, generation: int, limit: int
+) -> list[dict[str, Any]]:
+    """Active global instructions (priority -1), oldest first."""
+    m = l1_memories.c
+    q = (
+        select(l1_memories)
+        .where(
+            m.user_id == user_id,
+            m.generation == generation,
+            m.status == "active",
+            m.type == "instruction",
+            m.priority < 0,
+        )
+        .order_by(m.id)
+        .limit(limit)
+    )
+    return [memory_dict(r) for r in conn.execute(q)]
+
+
 def memories_by_id(conn: Connection, user_id: str, ids: list[str]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for i in range(0, len(ids), 500):
