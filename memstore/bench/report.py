@@ -22,7 +22,7 @@ from memstore.bench.eventlog import format_eventlog
 from memstore.bench.locomo import CATEGORIES, CATEGORY_NAMES, KS, format_locomo
 from memstore.bench.scale import format_scale
 
-RESULT_NAMES = ("eventlog", "capture_search", "locomo", "scale")
+RESULT_NAMES = ("eventlog", "capture_search", "locomo", "scale", "hermes")
 
 
 def machine_info() -> dict[str, Any]:
@@ -278,6 +278,14 @@ def render_report(results: Path, out: Path, images: Path) -> str:
         md += [f"![search latency vs size]({rel}/search_latency.png)", ""]
     if "eventlog" in found:
         md += _section("Event log", found["eventlog"], format_eventlog(found["eventlog"]))
+    if "hermes" in found:
+        from memstore.bench.hermes import format_hermes_bench
+
+        md += _section(
+            "Hermes provider (through hermes-agent's MemoryManager)",
+            found["hermes"],
+            format_hermes_bench(found["hermes"]),
+        )
     missing = [n for n in RESULT_NAMES if n not in found]
     if missing:
         md += [f"Not run for this report: {', '.join(missing)}.", ""]
