@@ -57,10 +57,8 @@ def installed(cwd: Path) -> bool:
 def config(**extra: Any) -> dict[str, Any]:
     """Provider config for tests: offline embedder, stores close with the last holder.
 
-    The pipeline's timers are off: session ends run extraction inline, which
-    is what these tests check. (With them on, closing a store while a drain
-    job arms an L2 timer deadlocks in ``Timers.shutdown``: reported.)"""
-    return {"embedder": "hashing", "store_linger_s": 0, "scheduler": False, **extra}
+    The pipeline's timers run, as they do in Hermes."""
+    return {"embedder": "hashing", "store_linger_s": 0, **extra}
 
 
 @pytest.fixture(name="hermes_home")

@@ -107,13 +107,15 @@ def test_threads_by_instances_lose_no_turn(
 def test_a_thousand_instances_without_shutdown_leak_nothing(hermes_home: Path) -> None:
     """Hermes 0.19.0's api_server builds a provider per request and drops it."""
     db = hermes_home / "memstore.db"
-    keep = MemstoreProvider(config(store_linger_s=60))
+    # The pipeline's timer pools grow lazily up to their bound as jobs run;
+    # with them off, any new thread here could only belong to an instance.
+    keep = MemstoreProvider(config(store_linger_s=60, scheduler=False))
     keep.initialize("warm", hermes_home=str(hermes_home))  # the store is open, as in a server
 
     def requests(first: int, count: int) -> None:
         for i in range(first, first + count):
             mm = MemoryManager()
-            mm.add_provider(MemstoreProvider(config(store_linger_s=60)))
+            mm.add_provider(MemstoreProvider(config(store_linger_s=60, scheduler=False)))
             mm.initialize_all(f"req-{i}", platform="api_server", hermes_home=str(hermes_home))
             if i % 100 == 0:
                 mm.sync_all(f"request {i}", "ok", session_id=f"req-{i}")

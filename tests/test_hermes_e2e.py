@@ -99,7 +99,6 @@ def test_hermes_remembers_across_sessions(
         mem = section(section(data, "memory"), "memstore")
         mem["embedder"] = "hashing"
         mem["store_linger_s"] = 0
-        mem["scheduler"] = False  # see tests/hermes_support.config: Timers.shutdown deadlock
         section(data, "model")["context_length"] = 128000  # fewer model probes
 
     edit_config(hermes_home, settings)
@@ -169,7 +168,7 @@ def test_extraction_by_an_llm_on_the_same_fake_server(
 
     def settings(data: Any) -> None:
         mem = section(section(data, "memory"), "memstore")
-        mem.update(embedder="hashing", store_linger_s=0, scheduler=False)
+        mem.update(embedder="hashing", store_linger_s=0)
         mem.update(llm_base_url=model.base_url, llm_model="memstore-llm", llm_max_retries=0)
         section(data, "model")["context_length"] = 128000
 
