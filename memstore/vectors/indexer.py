@@ -91,9 +91,6 @@ def _pending_l1(conn: Connection, space: Space, limit: int) -> list[_Row]:
 _PENDING = {"l0": _pending_l0, "l1": _pending_l1}
 
 
-WRITE_CHUNK = 16
-
-
 class Indexer:
     def __init__(
         self,
@@ -171,30 +168,25 @@ class Indexer:
                 uniq: dict[str, str] = {r.hash: r.text for r in missing}
                 vecs = check_vectors(self.embedder.embed_documents(list(uniq.values())), sp.dims)
                 fresh = {h: to_blob(v) for h, v in zip(uniq, vecs, strict=True)}
-            blobs = {**cached, **fresh}
-            # Short write transactions: captures wait on the same write lock,
-            # and a 64-vector vec0 insert into a large table held it for tens
-            # of milliseconds (capture p99 39 ms at 100k while indexing).
-            for i in range(0, len(rows), WRITE_CHUNK):
-                part = rows[i : i + WRITE_CHUNK]
-                with self.db.write() as conn:
-                    if spaces.current_epoch(conn, sp.name) != sp.epoch:
-                        # A rebuild or erasure emptied the space while we embedded:
-                        # our row ids may now name other messages (or users).
-                        return len(rows)
-                    new = [
-                        {
-                            "model_id": self.embedder.model_id,
-                            "content_hash": r.hash,
-                            "dims": sp.dims,
-                            "vector": fresh[r.hash],
-                        }
-                        for r in part
-                        if r.hash in fresh
-                    ]
-                    if new:
-                        conn.execute(sqlite_insert(embedding_cache).on_conflict_do_nothing(), new)
-                    self._write_vectors(conn, sp, kind, part, blobs)
+            with self.db.write() as conn:
+                if spaces.current_epoch(conn, sp.name) != sp.epoch:
+                    # A rebuild or erasure emptied the space while we embedded:
+                    # our row ids may now name other messages (or users).
+                    return len(rows)
+                if fresh:
+                    conn.execute(
+                        sqlite_insert(embedding_cache).on_conflict_do_nothing(),
+                        [
+                            {
+                                "model_id": self.embedder.model_id,
+                                "content_hash": h,
+                                "dims": sp.dims,
+                                "vector": b,
+                            }
+                            for h, b in fresh.items()
+                        ],
+                    )
+                self._write_vectors(conn, sp, kind, rows, {**cached, **fresh})
             return len(rows)
 
     def _write_vectors(
