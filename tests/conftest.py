@@ -8,6 +8,9 @@ import pytest
 from memstore import Settings
 from memstore.store import Store
 
+# The pipeline tests' shared fixtures (clock, env) live with their helpers.
+pytest_plugins = ["tests.pipeline_support"]
+
 
 @pytest.fixture
 def settings() -> Settings:

@@ -7,10 +7,13 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from memstore.config import Settings
 from memstore.derive.events import (
@@ -21,7 +24,7 @@ from memstore.derive.events import (
 )
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.l0.events import MessagesCaptured, l0_stream
-from memstore.pipeline import PipelineService, PipelineStateProjection
+from memstore.pipeline import PipelineService, PipelineStateProjection, scheduler
 from memstore.pipeline.state import get_session
 from memstore.projections.stats import StatsProjection
 from memstore.store import Store
@@ -220,3 +223,23 @@ def capture(
         svc.after_commit(stored)
         svc.flush()
     return stored
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def env(tmp_path: Path, clock: FakeClock) -> Iterator[tuple[Store, PipelineService, FakeDeriver]]:
+    """A store with a pipeline service driven by the fake deriver and clock."""
+    store = open_store(tmp_path / "m.db", clock)
+    der = FakeDeriver()
+    svc = PipelineService(store, deriver=der)
+    scheduler.register(store.path, svc)
+    try:
+        yield store, svc, der
+    finally:
+        scheduler.unregister(store.path, svc)
+        svc.stop()
+        store.close()

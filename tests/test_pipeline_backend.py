@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from sqlalchemy import select, text
 
 from memstore.db.schema import pipeline_pending, pipeline_sessions, pipeline_users
@@ -16,25 +14,6 @@ from memstore.pipeline.state import get_session
 from memstore.store import Store
 from memstore.timeutil import timedelta
 from tests.pipeline_support import FakeClock, FakeDeriver, capture, open_store
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def env(tmp_path: Path, clock: FakeClock) -> Iterator[tuple[Store, PipelineService, FakeDeriver]]:
-    store = open_store(tmp_path / "m.db", clock)
-    der = FakeDeriver()
-    svc = PipelineService(store, deriver=der)
-    scheduler.register(store.path, svc)
-    try:
-        yield store, svc, der
-    finally:
-        scheduler.unregister(store.path, svc)
-        svc.stop()
-        store.close()
 
 
 def queued(store: Store) -> list[tuple[str, str, str]]:

@@ -2,36 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from memstore.pipeline import PipelineService, queue, scheduler
+from memstore.pipeline import PipelineService, queue
 from memstore.pipeline.scheduler import idle_job_id, l2_job_id
 from memstore.pipeline.state import get_session
 from memstore.store import Store
 from memstore.timeutil import timedelta
 from tests.pipeline_support import FakeClock, FakeDeriver, capture, open_store
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def env(tmp_path: Path, clock: FakeClock) -> Iterator[tuple[Store, PipelineService, FakeDeriver]]:
-    store = open_store(tmp_path / "m.db", clock)
-    der = FakeDeriver()
-    svc = PipelineService(store, deriver=der)
-    scheduler.register(store.path, svc)
-    try:
-        yield store, svc, der
-    finally:
-        scheduler.unregister(store.path, svc)
-        svc.stop()
-        store.close()
 
 
 def test_l2_after_delay_min_interval_and_l3_on_request(
