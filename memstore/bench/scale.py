@@ -44,8 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from memstore.bench.capture_search import queries, text_pool
-from memstore.bench.metrics import percentile
+from memstore.bench.capture_search import _stats, queries, text_pool, time_fts5, time_numpy_topk
 from memstore.config import Settings
 from memstore.db.driver import sqlite_module
 from memstore.derive.common import append_checked, new_id
@@ -53,17 +52,12 @@ from memstore.derive.events import MemoryWritten
 from memstore.derive.state import DEFAULT_GENERATION
 from memstore.embeddings import from_blob
 from memstore.store import Store
-from memstore.text import build_match
 
 DEFAULT_SIZES = (10_000, 100_000)
 MILLION = 1_000_000
 PER_USER = 1000
 SESSION = 20
 L1_BATCH = 500
-
-
-def _stats(ms: Sequence[float]) -> dict[str, float]:
-    return {f"p{p}_ms": percentile(ms, p) for p in (50, 95, 99)}
 
 
 def _rss_mb() -> float:
@@ -175,29 +169,10 @@ def _search(store: Store, qs: Sequence[str], users: int) -> dict[str, Any]:
             ms.append((time.perf_counter() - t0) * 1000)
         out[name] = _stats(ms)
     mats = {u: _vectors(store, u) for u in set(targets)}
-    np_ms: list[float] = []
-    for q, u in zip(qs, targets, strict=True):
-        v = store.embedder.embed_query(q)  # outside the timing: the reference is the scan
-        t0 = time.perf_counter()
-        sims = mats[u] @ v
-        k = min(10, len(sims))
-        top = np.argpartition(-sims, k - 1)[:k]
-        top[np.argsort(-sims[top])]
-        np_ms.append((time.perf_counter() - t0) * 1000)
-    out["ref_numpy_cosine"] = _stats(np_ms)
-    fts_ms: list[float] = []
-    with store.db.read() as conn:
-        raw = conn.connection.driver_connection
-        assert raw is not None
-        for q in qs:
-            match = build_match(q)
-            t0 = time.perf_counter()
-            if match is not None:
-                raw.execute(
-                    "SELECT rowid FROM l0_fts WHERE l0_fts MATCH ? ORDER BY rank LIMIT 10", (match,)
-                ).fetchall()
-            fts_ms.append((time.perf_counter() - t0) * 1000)
-    out["ref_fts5_alone"] = _stats(fts_ms)
+    # Query embedding stays outside the timing: the reference is the scan.
+    qvecs = [store.embedder.embed_query(q) for q in qs]
+    out["ref_numpy_cosine"] = time_numpy_topk([mats[u] for u in targets], qvecs, 10)
+    out["ref_fts5_alone"] = time_fts5(store, qs, 10)
     return out
 
 
