@@ -70,6 +70,8 @@ class Settings:
     llm_max_retries: int = 3
     llm_temperature: float = 0.0
     llm_json_mode: bool = False
+    # An answer body larger than this is refused, not read into memory.
+    llm_max_answer_bytes: int = 4 * 1024 * 1024
 
     # pipeline cadence (upstream defaults)
     extract_every: int = 5

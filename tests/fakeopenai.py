@@ -229,17 +229,59 @@ class _Handler(BaseHTTPRequestHandler):
                 }
                 for c in tool_calls
             ]
-        self._send_json(
-            200,
-            {
-                "id": cid,
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": model,
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": usage,
-            },
-        )
+        reply = {
+            "id": cid,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": usage,
+        }
+        fault = self.server.fake._take_fault(CHAT_PATH)
+        if fault is None:
+            self._send_json(200, reply)
+        else:
+            self._send_faulty(fault, json.dumps(reply).encode("utf-8"))
+
+    def _send_faulty(self, fault: tuple[str, int], data: bytes) -> None:
+        """Answer 200 with a broken body (see ``FakeOpenAI.fault_next``)."""
+        kind, size = fault
+        self.close_connection = True
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            if kind == "truncated":  # a complete HTTP message whose JSON is cut off
+                data = data[: len(data) // 2]
+                self.send_header("Content-Length", str(len(data)))
+            elif kind == "disconnect":  # the connection drops mid-body
+                self.send_header("Content-Length", str(len(data)))
+                data = data[: len(data) // 2]
+            elif kind == "huge":  # a body past any cap, with its length declared
+                data = b'{"choices": [{"message": {"content": "' + b"x" * size + b'"}}]}'
+                self.send_header("Content-Length", str(len(data)))
+            elif kind == "huge_chunked":  # the same, length not declared up front
+                self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            if kind == "huge_chunked":
+                self._send_chunked_filler(size)
+            else:
+                self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:
+            pass
+
+    def _send_chunked_filler(self, size: int) -> None:
+        head = b'{"choices": [{"message": {"content": "'
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(head), head))
+        piece = b"x" * 65536
+        sent = 0
+        while sent < size and not self.server.fake._stopping.is_set():
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            sent += len(piece)
+            self.server.fake._count_sent(len(piece))
+        tail = b'"}}]}'
+        self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
 
     def _chat_stream(
         self,
@@ -365,6 +407,8 @@ class FakeOpenAI:
         self._lock = threading.Lock()
         self._failures: dict[str, list[tuple[int, str, dict[str, str]]]] = {}
         self._delays: dict[str, list[float]] = {}
+        self._faults: dict[str, list[tuple[str, int]]] = {}
+        self.bytes_sent = 0
         self._connections: set[socket.socket] = set()
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -439,6 +483,21 @@ class FakeOpenAI:
             entry = (status, message or f"fake failure {status}", headers)
             self._failures.setdefault(path, []).extend([entry] * n)
 
+    def fault_next(self, kind: str, n: int = 1, size: int = 0) -> None:
+        """Answer the next ``n`` chat requests with HTTP 200 and a broken body.
+
+        ``kind``: ``"truncated"`` (the JSON body cut in half, Content-Length
+        matching what is sent), ``"disconnect"`` (the full length declared, half
+        sent, connection closed), ``"huge"`` (a body of ``size`` bytes with its
+        Content-Length) or ``"huge_chunked"`` (``size`` bytes, chunked, no
+        length: a client only notices by counting). ``bytes_sent`` counts what
+        ``huge_chunked`` wrote before the client hung up.
+        """
+        if kind not in ("truncated", "disconnect", "huge", "huge_chunked"):
+            raise ValueError(f"unknown fault {kind!r}")
+        with self._lock:
+            self._faults.setdefault(CHAT_PATH, []).extend([(kind, size)] * n)
+
     def delay_next(self, seconds: float, n: int = 1, path: str = CHAT_PATH) -> None:
         with self._lock:
             self._delays.setdefault(path, []).extend([seconds] * n)
@@ -463,6 +522,15 @@ class FakeOpenAI:
         with self._lock:
             queue = self._failures.get(path)
             return queue.pop(0) if queue else None
+
+    def _take_fault(self, path: str) -> tuple[str, int] | None:
+        with self._lock:
+            queue = self._faults.get(path)
+            return queue.pop(0) if queue else None
+
+    def _count_sent(self, n: int) -> None:
+        with self._lock:
+            self.bytes_sent += n
 
     def _take_delay(self, path: str) -> float:
         with self._lock:

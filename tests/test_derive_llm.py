@@ -152,8 +152,7 @@ def test_unknown_ids_in_answers_are_dropped(
     _, script = llm
     script.override["extract"] = (
         '{"memories": [{"content": "The user likes tea.", "type": "persona", '
-        '"priority": 60, "scene_name": "Food", "source_message_ids": ["bogus-id"]}, '
-        '{"content": "x", "type": "feeling", "source_message_ids": []}]}'
+        '"priority": 60, "scene_name": "Food", "source_message_ids": ["bogus-id"]}]}'
     )
     say(lstore, "alice", "s1", "I like tea.")
     assert api.run_l1(lstore, "alice", "s1").ok
@@ -172,8 +171,7 @@ def test_unknown_ids_in_answers_are_dropped(
     assert sorted(_contents(lstore)) == ["The user likes green tea.", "The user likes tea."]
 
     script.override["scenes"] = (
-        '{"operations": [{"op": "update", "scene_id": "ghost", "body": "x"}, '
-        '{"op": "create", "name": "Drinks", "summary": "s", "body": "- tea", '
+        '{"operations": [{"op": "create", "name": "Drinks", "summary": "s", "body": "- tea", '
         '"memory_ids": ["not-a-memory"]}], "persona_refresh": false}'
     )
     assert api.run_l2(lstore, "alice").ok

@@ -203,19 +203,31 @@ def test_extract_empty_list_is_no_memories() -> None:
     assert validate_extract({"memories": []}, {"m-3"}, 20) == []
 
 
-def test_extract_drops_bad_items_types_and_empty_content() -> None:
-    obj = {
-        "memories": [
-            "just a string",
-            42,
-            memory(type="fact"),
-            memory(type=None),
-            memory(content="   "),
-            memory(content=None),
-            memory(content="Kept.", type=" Instruction "),
-        ]
-    }
-    (kept,) = validate_extract(obj, {"m-3"}, 20)
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        ("just a string", "memories[1] is str, not an object"),
+        (42, "memories[1] is int"),
+        (memory(type="fact"), "'type' \"fact\""),
+        (memory(type=None), "'type' null"),
+        (memory(content="   "), "no text 'content'"),
+        (memory(content=None), "no text 'content'"),
+        ({"fact": "The user is vegetarian.", "kind": "persona"}, '["fact", "kind"]'),
+    ],
+)
+def test_extract_refuses_items_that_do_not_follow_the_schema(bad: object, says: str) -> None:
+    # Dropping such an item would count a fact the model saw as "nothing to
+    # remember"; raising makes the client ask again and, failing that, the run fail.
+    obj = {"memories": [memory(content="Kept.", type=" Instruction "), bad]}
+    with pytest.raises(LLMOutputError) as info:
+        validate_extract(obj, {"m-3"}, 20)
+    assert says in str(info.value)
+
+
+def test_extract_accepts_cosmetic_variants() -> None:
+    (kept,) = validate_extract(
+        {"memories": [memory(content="Kept.", type=" Instruction ")]}, {"m-3"}, 20
+    )
     assert kept.content == "Kept." and kept.type == "instruction"
 
 
@@ -454,14 +466,10 @@ def test_scenes_wrong_top_level_shape_raises(bad: object) -> None:
         validate_scenes(bad, SCENES, MEMS, 15)
 
 
-def test_scenes_drop_ops_on_unknown_or_removed_scenes_and_filter_memories() -> None:
+def test_scenes_filter_memory_ids() -> None:
     obj = {
         "operations": [
-            {"op": "update", "scene_id": "ghost", "body": "x"},
             {"op": "delete", "scene_id": "s1"},
-            {"op": "update", "scene_id": "s1", "body": "too late"},
-            {"op": "explode", "scene_id": "s2"},
-            "junk",
             {"op": "Update", "scene_id": "s2", "memory_ids": ["n1", "zz", "n1"]},
         ]
     }
@@ -470,7 +478,29 @@ def test_scenes_drop_ops_on_unknown_or_removed_scenes_and_filter_memories() -> N
         ("delete", "s1", ()),
         ("update", "s2", ("n1",)),
     ]
-    assert len(result.notes) == 4 and result.persona_refresh is False
+    assert result.notes == () and result.persona_refresh is False
+
+
+@pytest.mark.parametrize(
+    ("ops", "says"),
+    [
+        ([{"op": "update", "scene_id": "ghost", "body": "x"}], 'update of unknown scene "ghost"'),
+        (
+            [
+                {"op": "delete", "scene_id": "s1"},
+                {"op": "update", "scene_id": "s1", "body": "late"},
+            ],
+            "operations[1]: update of unknown scene",
+        ),
+        ([{"op": "explode", "scene_id": "s2"}], "'op' is \"explode\""),
+        ([{"operation": "create", "name": "A", "body": "a"}], '["body", "name", "operation"]'),
+        (["junk"], "operations[0]: is str, not an object"),
+    ],
+)
+def test_scenes_refuse_ops_that_do_not_follow_the_schema(ops: list[object], says: str) -> None:
+    with pytest.raises(LLMOutputError) as info:
+        validate_scenes({"operations": ops}, SCENES, MEMS, 15)
+    assert says in str(info.value)
 
 
 def test_scenes_empty_update_dropped() -> None:
@@ -493,16 +523,17 @@ def test_scenes_merge_with_one_or_no_known_source() -> None:
     ]
 
 
-def test_scenes_create_or_merge_without_name_or_body_dropped() -> None:
-    obj = {
-        "operations": [
-            {"op": "create", "name": "No body"},
-            {"op": "create", "body": "No name"},
-            {"op": "merge", "source_scene_ids": ["s1", "s2"], "name": "No body"},
-        ]
-    }
-    result = validate_scenes(obj, SCENES, MEMS, 15)
-    assert result.operations == () and len(result.notes) == 3
+@pytest.mark.parametrize(
+    "op",
+    [
+        {"op": "create", "name": "No body"},
+        {"op": "create", "body": "No name"},
+        {"op": "merge", "source_scene_ids": ["s1", "s2"], "name": "No body"},
+    ],
+)
+def test_scenes_create_or_merge_without_name_or_body_refused(op: dict[str, object]) -> None:
+    with pytest.raises(LLMOutputError, match="needs a non-empty 'name' and 'body'"):
+        validate_scenes({"operations": [op]}, SCENES, MEMS, 15)
 
 
 def test_scenes_truncate_body_name_and_summary() -> None:

@@ -17,6 +17,7 @@ from memstore.derive.events import RunFailed, derive_stream
 from memstore.derive.state import erased_since, failures
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.events.types import Event
+from memstore.llm.backend import host_backend
 from memstore.llm.client import LLMClient
 
 if TYPE_CHECKING:  # the Store imports derivation lazily; avoid a cycle
@@ -51,15 +52,30 @@ _clients_lock = threading.Lock()
 
 
 def llm_client(store: Store) -> LLMClient | None:
-    """The store's shared LLM client, or None when no LLM is configured (rules)."""
-    if not store.settings.llm_configured:
-        return None
-    with _clients_lock:
-        client = _clients.get(store)
-        if client is None:
-            client = LLMClient(store.settings)
-            _clients[store] = client
-        return client
+    """The LLM that derives for ``store``, or None for the offline rules.
+
+    memstore's own endpoint (``llm_base_url``/``llm_model``) wins; else the
+    backend a host registered for this store (``memstore.llm.use_host_backend``,
+    e.g. Hermes' own model); else None.
+    """
+    if store.settings.llm_configured:
+        with _clients_lock:
+            client = _clients.get(store)
+            if client is None:
+                client = LLMClient(store.settings)
+                _clients[store] = client
+            return client
+    backend = host_backend(store)
+    # Cheap to wrap: the backend holds the connections, the client only the retry policy.
+    return None if backend is None else LLMClient(backend)
+
+
+def llm_description(store: Store) -> str:
+    """One line naming the deriver ``store`` uses now (for doctor and status output)."""
+    client = llm_client(store)
+    if client is None:
+        return "rules (offline rule-based deriver; no LLM configured)"
+    return f"{client.deriver}: {client.describe()}"
 
 
 def log_head(store: Store) -> int:

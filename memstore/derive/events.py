@@ -15,7 +15,7 @@ from typing import Any
 
 from memstore.events.types import Event, registry
 
-DERIVERS = ("llm", "rules", "host")
+DERIVERS = ("llm", "hermes", "rules", "host")
 
 
 def derive_stream(user_id: str) -> str:

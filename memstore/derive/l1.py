@@ -364,7 +364,7 @@ def run_l1(
             session_id=session_id,
             run_id=run_id,
             generation=gen,
-            deriver="rules" if client is None else "llm",
+            deriver="rules" if client is None else client.deriver,
             model=model,
             prompt_version=rules.RULES_VERSION
             if client is None

@@ -155,7 +155,7 @@ def run_l2_generation(store: Store, user_id: str, generation: int) -> RunOutcome
         event = ScenesUpdated(
             run_id=run_id,
             generation=generation,
-            deriver="rules" if client is None else "llm",
+            deriver="rules" if client is None else client.deriver,
             model=model,
             prompt_version=version,
             memory_cursor=new_cursor,

@@ -103,7 +103,7 @@ def run_l3_generation(store: Store, user_id: str, generation: int | None) -> Run
     event = PersonaUpdated(
         run_id=run_id,
         generation=gen,
-        deriver="rules" if client is None else "llm",
+        deriver="rules" if client is None else client.deriver,
         model=model,
         prompt_version=version,
         persona=text,

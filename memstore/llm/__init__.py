@@ -1,6 +1,18 @@
-"""Language-model access for derivation: an OpenAI-compatible JSON client and parser."""
+"""Language-model access for derivation: a backend seam, memstore's OpenAI-compatible
+backend, and the JSON-answer client with its parser."""
 
+from memstore.llm.backend import ChatAnswer, ChatBackend, host_backend, use_host_backend
 from memstore.llm.client import LLMClient, LLMResult
 from memstore.llm.jsonparse import parse_json_output
+from memstore.llm.openai_backend import OpenAIBackend
 
-__all__ = ["LLMClient", "LLMResult", "parse_json_output"]
+__all__ = [
+    "ChatAnswer",
+    "ChatBackend",
+    "LLMClient",
+    "LLMResult",
+    "OpenAIBackend",
+    "host_backend",
+    "parse_json_output",
+    "use_host_backend",
+]

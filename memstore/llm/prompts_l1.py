@@ -4,10 +4,15 @@ Also home of the small leniency helpers shared with :mod:`memstore.llm.prompts_l
 (they live here rather than in ``prompts.py`` so that ``prompts.py`` can stay a
 plain re-export façade without an import cycle).
 
-Validators follow one policy: *strict on shape, lenient on cosmetics*. Only a
-wrong top-level shape raises :class:`LLMOutputError` (the run then fails and the
-cursor does not move). Anything item-level is repaired or the item dropped,
-because one sloppy item should not cost the whole batch.
+Validators follow one policy: *strict on shape, lenient on cosmetics*. A wrong
+top-level shape, or an item that does not follow the schema (not an object, a
+missing or unknown required field such as ``{"fact": ..., "kind": ...}`` in
+place of ``content``/``type``), raises :class:`LLMOutputError`: the client then
+asks once more quoting the error, and if that fails too the run fails and the
+cursor does not move. Dropping such an item instead would count a fact the
+model did see as "nothing to remember" and lose it for good. Cosmetic faults
+(a priority out of range, a bad date, an id outside the batch, an exact
+duplicate) are repaired or dropped, since nothing is lost by that.
 """
 
 from __future__ import annotations
@@ -189,6 +194,11 @@ def short_repr(value: object, limit: int = 60) -> str:
     return clip(raw_json(value), limit)
 
 
+def _keys(item: dict[object, object]) -> str:
+    """The keys of an item, bounded, for an error message the model reads."""
+    return short_repr(sorted(str(k) for k in item), 120)
+
+
 def require_object(obj: object, list_key: str | None = None) -> dict[str, object]:
     """Top-level shape check shared by all validators."""
     if not isinstance(obj, dict):
@@ -350,22 +360,36 @@ def validate_extract(
 ) -> list[ExtractedMemory]:
     """``{"memories": [...]}`` → candidate memories.
 
-    Drops items that are not objects, have an unknown type or no content, and
-    exact duplicates; drops cited ids outside ``allowed_ids`` (a memory whose
-    citations all vanish is kept with empty provenance, for the pipeline to
-    attribute to the batch: dropping it would silently lose a fact the model did
-    see). Over ``max_memories``, keeps the highest-ranked in the model's order.
+    Raises on an item that is not an object, has no text ``content`` or no
+    known ``type`` (see the module docstring). Drops exact duplicates and cited
+    ids outside ``allowed_ids`` (a memory whose citations all vanish is kept
+    with empty provenance, for the pipeline to attribute to the batch: dropping
+    it would silently lose a fact the model did see). Over ``max_memories``,
+    keeps the highest-ranked in the model's order.
     """
     items = require_object(obj, "memories")["memories"]
     assert isinstance(items, list)  # checked by require_object; narrows for mypy
     memories: list[ExtractedMemory] = []
     seen: set[str] = set()
-    for item in items:
+    for index, item in enumerate(items):
         if not isinstance(item, dict):
-            continue
+            raise LLMOutputError(
+                f"memories[{index}] is {type(item).__name__}, not an object", raw=raw_json(obj)
+            )
         memory_type = as_memory_type(item.get("type"))
         content = clip(clean_text(item.get("content")), MAX_MEMORY_CHARS)
-        if memory_type is None or not content or content.casefold() in seen:
+        if not content:
+            raise LLMOutputError(
+                f"memories[{index}] has no text 'content' (keys: {_keys(item)})",
+                raw=raw_json(obj),
+            )
+        if memory_type is None:
+            raise LLMOutputError(
+                f"memories[{index}] has 'type' {short_repr(item.get('type'))}; expected one "
+                f"of {', '.join(MEMORY_TYPES)} (keys: {_keys(item)})",
+                raw=raw_json(obj),
+            )
+        if content.casefold() in seen:
             continue
         seen.add(content.casefold())
         start = end = None

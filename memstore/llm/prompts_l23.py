@@ -1,8 +1,10 @@
 """L2 and L3 prompts: scene-block operations and the persona profile.
 
-Same validator policy as :mod:`memstore.llm.prompts_l1`: only a wrong top-level
-shape raises :class:`LLMOutputError`; item-level faults are repaired or dropped,
-and what was dropped is reported in :attr:`SceneResult.notes`.
+Same validator policy as :mod:`memstore.llm.prompts_l1`: a wrong top-level
+shape or an operation that does not follow the schema raises
+:class:`LLMOutputError` (the client retries once, then the run fails and the
+scene cursor does not move); cosmetic faults are repaired or dropped, and what
+was changed is reported in :attr:`SceneResult.notes`.
 """
 
 from __future__ import annotations
@@ -232,11 +234,13 @@ def validate_scenes(
 ) -> SceneResult:
     """``{"operations": [...], "persona_refresh": bool}`` → operations safe to apply.
 
-    Drops ops of unknown kind, ops on unknown or already-removed scenes, and
-    creates/merges without a name or body; filters memory ids to ``memory_ids``.
-    A merge with one known source becomes an update of it; with none, a create.
-    Finally drops creates from the end until the resulting count is at most
-    ``max_scenes`` (counting merges and deletes wherever they appear in the list).
+    Raises on an op that is not an object, has an unknown kind, is a create or
+    merge without a name or body, or updates/deletes a scene that does not
+    exist (or an earlier op removed): dropping it would lose the memories it
+    places. Filters memory ids to ``memory_ids``; drops an update that changes
+    nothing. A merge with one known source becomes an update of it; with none,
+    a create. Finally drops creates from the end until the resulting count is
+    at most ``max_scenes`` (counting merges and deletes wherever they appear).
     """
     data = require_object(obj, "operations")
     items = data["operations"]
@@ -244,17 +248,24 @@ def validate_scenes(
     notes: list[str] = []
     ops: list[SceneOperation] = []
     gone: set[str] = set()  # removed by an earlier delete or merge
+
+    def bad(index: int, problem: str) -> LLMOutputError:
+        return LLMOutputError(f"operations[{index}]: {problem}", raw=raw_json(obj))
+
     for index, item in enumerate(items):
         if not isinstance(item, dict):
-            notes.append(f"op {index}: not an object")
-            continue
+            raise bad(index, f"is {type(item).__name__}, not an object")
         op = _as_op(item.get("op"))
         name, summary, body = _fields(item)
         mems = str_ids(item.get("memory_ids", []), memory_ids)
         live = scene_ids - gone
         if op is None:
-            notes.append(f"op {index}: unknown op {short_repr(item.get('op'))}")
-            continue
+            keys = short_repr(sorted(str(k) for k in item), 120)
+            raise bad(
+                index,
+                f"'op' is {short_repr(item.get('op'))}; expected one of "
+                f"{', '.join(SCENE_OPS)} (keys: {keys})",
+            )
         if op == "merge":
             sources = str_ids(item.get("source_scene_ids", []), live)
             if len(sources) == 1:
@@ -265,23 +276,22 @@ def validate_scenes(
                 op = "create"
             else:
                 if not (name and body):
-                    notes.append(f"op {index}: merge without name or body dropped")
-                    continue
+                    raise bad(index, "a merge needs a non-empty 'name' and 'body'")
                 gone.update(sources)
                 ops.append(SceneOperation("merge", None, sources, name, summary, body, mems))
                 continue
         if op == "create":
             if not (name and body):
-                notes.append(f"op {index}: create without name or body dropped")
-                continue
+                raise bad(index, "a create needs a non-empty 'name' and 'body'")
             ops.append(SceneOperation("create", None, (), name, summary, body, mems))
             continue
         target = str_ids(item.get("scene_id"), live)
         if not target:
-            notes.append(
-                f"op {index}: {op} of unknown scene {short_repr(item.get('scene_id'))} dropped"
+            raise bad(
+                index,
+                f"{op} of unknown scene {short_repr(item.get('scene_id'))}; scene ids you may "
+                f"use: {short_repr(sorted(live), 160)}",
             )
-            continue
         if op == "delete":
             gone.add(target[0])
             ops.append(SceneOperation("delete", target[0], (), None, None, None, ()))
