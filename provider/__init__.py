@@ -31,6 +31,7 @@ from memstore.hosts import StoreLease, acquire
 from memstore.store import Store
 
 from . import config as _config
+from . import hermes_llm as _hermes_llm
 from . import tools as _tools
 from .turns import delegation_message, last_turn, text_of
 
@@ -126,6 +127,8 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         # does), the lease goes back when the instance is garbage-collected.
         self._lease = lease.bind(self)
         self._cfg = cfg
+        # Without memstore's own llm_* endpoint, derive with Hermes' model.
+        _hermes_llm.attach(lease.store, cfg.settings, home)
 
     def shutdown(self) -> None:
         """Give back this instance's share of the store (idempotent)."""
@@ -331,7 +334,9 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         """What ``hermes memory status`` prints under "memstore config"."""
         shown = dict(provider_config) if isinstance(provider_config, Mapping) else {}
         try:
-            shown["database"] = str(_config.resolve(self._home(None), self._overrides).db_path)
+            cfg = _config.resolve(self._home(None), self._overrides)
+            shown["database"] = str(cfg.db_path)
+            shown.update(_hermes_llm.status(cfg.settings, self._home(None), cfg.db_path))
         except MemstoreError as exc:
             shown["error"] = str(exc)
         return shown

@@ -59,7 +59,8 @@ CONFIG_SCHEMA: tuple[dict[str, Any], ...] = (
     },
     {
         "key": "llm_base_url",
-        "description": "LLM endpoint for memory extraction (empty: offline rule-based extraction)",
+        "description": "LLM endpoint for memory extraction (empty: Hermes' own model, "
+        "or offline rule-based extraction when Hermes has none)",
     },
     {"key": "llm_model", "description": "LLM model for memory extraction"},
     {

@@ -47,11 +47,41 @@ def doctor_report(db: Path) -> tuple[dict[str, Any], list[str]]:
             f"schema at {report['schema_revision']}, code expects {report['schema_head']}: "
             "run `memstore db upgrade`"
         )
+    _doctor_llm(db, report, problems)
     from memstore.cli import doctor_extra
 
     for fn in doctor_extra.HOOKS:
         fn(db, report, problems)
     return report, problems
+
+
+def _doctor_llm(db: Path, report: dict[str, Any], problems: list[str]) -> None:
+    """Who derives with this configuration, and who did last (from the log)."""
+    from memstore.config import Settings
+    from memstore.derive.common import describe_derivation, last_derivation
+
+    try:
+        settings = Settings.load()
+    except MemstoreError as e:
+        problems.append(f"llm: {e}")
+        return
+    report["llm"] = (
+        f"llm: {settings.llm_base_url} (model {settings.llm_model})"
+        if settings.llm_configured
+        else "rules: offline rule-based deriver (no MEMSTORE_LLM_BASE_URL / MEMSTORE_LLM_MODEL;"
+        " inside Hermes, Hermes' own model derives)"
+    )
+    if report.get("schema_revision") is None:
+        return
+    try:
+        database = Database(db)
+        try:
+            with database.read() as conn:
+                report["last_derivation"] = describe_derivation(last_derivation(conn))
+        finally:
+            database.close()
+    except MemstoreError as e:
+        problems.append(f"llm: cannot read the last derivation: {e}")
 
 
 @cli.command()

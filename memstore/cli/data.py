@@ -213,11 +213,6 @@ def _doctor_embedder(db: Path, report: dict[str, Any], problems: list[str]) -> N
         settings = Settings.load()
         emb = make_embedder(settings)
         report["embedder"] = describe_embedder(emb)
-        report["llm"] = (
-            {"base_url": settings.llm_base_url, "model": settings.llm_model}
-            if settings.llm_configured
-            else "offline rule-based deriver (no MEMSTORE_LLM_BASE_URL / MEMSTORE_LLM_MODEL)"
-        )
         if report.get("schema_revision") is not None and emb is not None:
             from memstore.store import Store
 

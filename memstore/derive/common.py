@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import uuid
@@ -11,9 +12,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, select
 
-from memstore.derive.events import RunFailed, derive_stream
+from memstore.db.schema import events as events_t
+from memstore.derive.events import (
+    L1Extracted,
+    PersonaUpdated,
+    RunFailed,
+    ScenesUpdated,
+    derive_stream,
+)
 from memstore.derive.state import erased_since, failures
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.events.types import Event
@@ -76,6 +84,36 @@ def llm_description(store: Store) -> str:
     if client is None:
         return "rules (offline rule-based deriver; no LLM configured)"
     return f"{client.deriver}: {client.describe()}"
+
+
+_DERIVED = {L1Extracted.TYPE: "l1", ScenesUpdated.TYPE: "l2", PersonaUpdated.TYPE: "l3"}
+
+
+def last_derivation(conn: Connection) -> dict[str, str] | None:
+    """The deriver and model of the newest derivation event (for doctor and status):
+    what really derived, whoever ran it. None when nothing was derived yet."""
+    row = conn.execute(
+        select(events_t.c.type, events_t.c.payload, events_t.c.recorded_at)
+        .where(events_t.c.type.in_(list(_DERIVED)))
+        .order_by(events_t.c.position.desc())
+        .limit(1)
+    ).first()
+    if row is None:
+        return None
+    payload = json.loads(row.payload)
+    return {
+        "deriver": str(payload.get("deriver", "")),
+        "model": str(payload.get("model", "")),
+        "stage": _DERIVED[row.type],
+        "at": str(row.recorded_at),
+    }
+
+
+def describe_derivation(last: dict[str, str] | None) -> str:
+    """``last_derivation`` as one line: "hermes, model m (l1, <recorded at>)"."""
+    if last is None:
+        return "none yet"
+    return f"{last['deriver']}, model {last['model']} ({last['stage']}, {last['at']})"
 
 
 def log_head(store: Store) -> int:
