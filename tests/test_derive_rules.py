@@ -77,7 +77,7 @@ def test_chinese_statements() -> None:
         "用户喜欢喝咖啡。",
         "用户不喜欢下雨天。",
         "2023-05-07，用户去了北京。",
-        "用户希望记住：用户的生日是五月三日。",
+        "用户的生日是五月三日。",  # a recognised fact needs no "remember" wrapper
         "用户要求助手：总是用中文回答用户。",
     ]
 

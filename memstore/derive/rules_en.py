@@ -1,0 +1,380 @@
+"""English clauses to memories: plain first-person facts, standing instructions, events.
+
+A clause becomes a memory only when it is a declarative statement about the
+user (or the user's family, pets, home…) that stays true, an instruction about
+how the assistant should answer from now on, or a dated event. Everything
+conversational — questions, requests for a task, hedges, moods, reactions
+("I love it!"), "I have a question" — is rejected first: a wrong memory is
+worse than a missing one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import date, timedelta
+
+from memstore.derive.rules_text import clean_value, memory, third_person
+from memstore.derive.state import L0Message
+from memstore.llm.prompts import ExtractedMemory
+from memstore.timeutil import parse_when
+
+_I = re.IGNORECASE
+
+# --- what is never a fact ------------------------------------------------------
+
+_QUESTION = re.compile(
+    r"^(?:can|could|would|will|do|does|did|should|shall|may|is|are|am|was|were|have you|has"
+    r"|what|where|why|how|who|whom|which|whose)\b",
+    _I,
+)
+_HEDGE = re.compile(
+    r"\b(?:maybe|might|perhaps|probably|possibly|I think|I guess|I believe|I suppose|wonder"
+    r"|wondering|I wish|not sure|not certain|unsure|some ?day|thinking (?:about|of)|considering"
+    r"|hope|hopefully|if|unless|whether|would|could|should|pretend|imagine|suppose|let's say"
+    r"|what if|in case|says|said|told me)\b",
+    _I,
+)
+_PREFIX = re.compile(
+    r"^(?:(?:hi|hey|hello|ok|okay|oh|so|well|also|and|btw|by the way|fyi|just so you know"
+    r"|just to let you know|for the record|for context|actually|quick heads-up|heads-up"
+    r"|heads up|note|fun fact|honestly|anyway)\b[\s,:!.—–-]*)+",
+    _I,
+)
+_SUFFIX = re.compile(r"[\s,]*(?:by the way|btw|fyi|please|too|as well)$", _I)
+
+# --- standing instructions -------------------------------------------------------
+
+_STYLE = re.compile(
+    r"\b(?:answers?|repl(?:y|ies)|respond|responses?|speak|talk|tone|emojis?|bullet"
+    r"|markdown|format(?:ting)?|formal|informal|casual|polite|concise|brief|short|shorter"
+    r"|long(?:er)?|detailed|details?|jargon|technical|simpl[ey]|units|metric|imperial|celsius"
+    r"|fahrenheit|spelling|cite|sources|apologi[sz]\w*|call me|address me|code|examples?"
+    r"|explanations?|explain|chinese|english|spanish|french|german|japanese|korean|italian"
+    r"|portuguese|russian|arabic|hindi|language|steps?|lists?|tables?)\b",
+    _I,
+)
+_IMPERATIVE = re.compile(
+    r"^(?:always|never|don't|do not|dont|stop|keep|use|avoid|answer|reply|respond|speak"
+    r"|talk|write|give|call|be|make|include|add|cite|explain|show|format|address|refer|try"
+    r"|start|put|list|switch|no need to|i want you to|i'd like you to|i would like you to"
+    r"|i'd rather you|i would rather you|i prefer)\b",
+    _I,
+)
+_LEAD = re.compile(
+    r"^(?:please|kindly|and|also|from now on|going forward|in (?:the )?future|henceforth)"
+    r"[\s,]+",
+    _I,
+)
+_TRAIL = re.compile(r"[\s,]*(?:please|from now on|going forward|thanks|thank you)$", _I)
+_CONDITION = re.compile(r"^(?:when|whenever)\b[^,]+,\s*(?P<rest>.+)$", _I)
+
+
+def instruction(clause: str, msg: L0Message) -> ExtractedMemory | None:
+    text, priority = clause, -1
+    for _ in range(3):
+        text = _LEAD.sub("", text)
+    cond = _CONDITION.match(text)
+    if cond is not None:  # "when you show code, use Python": for that case only
+        text, priority = _LEAD.sub("", cond["rest"]), 70
+    text = _TRAIL.sub("", text).strip(" .!")
+    if not text or not _IMPERATIVE.match(text) or not _STYLE.search(clause):
+        return None
+    if re.match(r"(?i)call me [A-Z][\w.]*(?: [A-Z][\w.]*)?$", text):
+        return None  # "call me Sam" names the user
+    if re.match(r"(?i)i prefer\b", text) and not re.search(r"(?i)\b(?:answers?|repl|respon)", text):
+        return None  # "I prefer tea" is a taste, not an instruction
+    body = clause if priority != -1 else text
+    body = _LEAD.sub("", _TRAIL.sub("", body).strip(" .!"))
+    body = body[0].upper() + body[1:]
+    return memory(
+        f"Instruction from the user: {third_person(body)}",
+        "instruction",
+        priority,
+        "Working with the user",
+        msg,
+    )
+
+
+# --- dated events ------------------------------------------------------------------
+
+_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_MONTH = (
+    r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
+)
+_NUM = r"(?:\d{1,2}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|couple of)"
+WHEN = re.compile(
+    rf"\b(?P<when>yesterday|today|tonight|tomorrow|this morning|this afternoon|this evening"
+    rf"|earlier today|last night|(?:last|next|this) (?:week|weekend|month|year|{_WEEKDAY})"
+    rf"|(?P<n>{_NUM}) (?P<unit>days?|weeks?|months?|years?) ago"
+    rf"|on (?P<date>\d{{4}}-\d{{2}}-\d{{2}})|on {_WEEKDAY}|in {_MONTH}|in (?:19|20)\d\d|recently"
+    rf"|just(?= (?:got|had|came|went|bought|began|left|won|lost|met|\w+ed)\b))\b,?",
+    _I,
+)
+_OFFSETS = {
+    "yesterday": -1, "last night": -1, "today": 0, "tonight": 0, "this morning": 0,
+    "this afternoon": 0, "this evening": 0, "earlier today": 0, "tomorrow": 1,
+    "last week": -7, "last weekend": -7, "last month": -30, "last year": -365,
+    "next week": 7, "next weekend": 7, "next month": 30, "next year": 365,
+    "this week": 0, "this weekend": 0, "this month": 0, "this year": 0, "just": 0,
+    "recently": 0,
+}  # fmt: skip
+_EXACT = frozenset(
+    ["yesterday", "today", "tonight", "tomorrow", "this morning", "this afternoon",
+     "this evening", "earlier today", "last night"]
+)  # fmt: skip
+_UNITS = {"day": 1, "week": 7, "month": 30, "year": 365}
+_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+          "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a few": 3, "couple of": 2}  # fmt: skip
+# "I'm a bit tired today" is how the user feels, not something that happened.
+_MOOD = re.compile(
+    r"^(?:I|we)(?:'m|'re| am| are) (?:(?:a bit|a little|so|very|really|kind of|pretty|just) )*"
+    r"(?:tired|sick|hungry|busy|bored|happy|sad|stressed|exhausted|fine|good|ok|okay|great"
+    r"|curious|confused|sleepy|angry|upset|excited|nervous|free|here|back|home|done|ready)\b",
+    _I,
+)
+_FIRST = re.compile(r"\b(?:I|we|my|our)\b", _I)
+
+
+def _day(m: re.Match[str], today: date) -> tuple[str | None, str]:
+    """The ISO day an event happened on (None when vague) and the word for it."""
+    when = m["when"].lower()
+    if m["date"]:
+        return parse_when(m["date"]).date().isoformat(), "On"
+    if m["n"]:
+        n = int(m["n"]) if m["n"].isdigit() else _WORDS[m["n"].lower()]
+        return (today - timedelta(days=n * _UNITS[m["unit"].lower().rstrip("s")])).isoformat(), (
+            "Around"
+        )
+    if when in _OFFSETS:
+        exact = when in _EXACT
+        return (today + timedelta(days=_OFFSETS[when])).isoformat(), "On" if exact else "Around"
+    return None, ""
+
+
+def dated(clause: str, msg: L0Message) -> ExtractedMemory | None:
+    m = WHEN.search(clause)
+    if m is None or not _FIRST.search(clause) or re.search(r"(?i)\bborn\b", clause):
+        return None
+    rest = re.sub(r"\s{2,}", " ", (clause[: m.start()] + " " + clause[m.end() :])).strip(" ,")
+    if m["when"].lower() == "just":
+        rest = re.sub(r"(?i)\b(I|we) ", r"\1 just ", rest, count=1)
+    if not rest or (not re.search(r"(?i)\b(?:I|we)\b", rest) and not rest.lower().startswith("my")):
+        return None
+    if _MOOD.match(rest):
+        return None
+    iso, word = _day(m, parse_when(msg.occurred_at).date())
+    told = third_person(rest)
+    content = f"{word} {iso}, {told}" if iso else f"{m['when'].strip(', ')}, {told}"
+    return memory(content, "episodic", 60, "Events", msg, iso)
+
+
+# --- plain facts --------------------------------------------------------------------
+
+Builder = Callable[[re.Match[str], L0Message], ExtractedMemory | None]
+
+
+def _canon(template: str, scene: str, priority: int = 75) -> Builder:
+    def build(m: re.Match[str], msg: L0Message) -> ExtractedMemory | None:
+        v = _TAIL.sub("", clean_value(m["v"])).strip()
+        if not v:
+            return None
+        return memory(template.format(v=third_person(v)), "persona", priority, scene, msg)
+
+    return build
+
+
+def _whole(scene: str, priority: int = 70) -> Builder:
+    def build(m: re.Match[str], msg: L0Message) -> ExtractedMemory | None:
+        text = _CUT.split(m.string, maxsplit=1)[0]
+        return memory(third_person(clean_value(text)), "persona", priority, scene, msg)
+
+    return build
+
+
+# Qualifiers of the statement, not of the thing ("I hate coffee now").
+_TAIL = re.compile(
+    r"(?:\s+(?:now|anymore|any more|too|as well|a lot|very much|so much|these days))+$", _I
+)
+_CUT = re.compile(r",\s*(?:so|but|which|because)\b", _I)
+_ADV = r"(?:(?:really|absolutely|also|truly|just|totally|actually|still|now|currently) )*"
+_NOT_THING = r"(?!(?:it|that|this|you|them|when|how|what|your|yours|the idea|the way)\b)"
+_AM = r"I(?:'m| am)"
+_STATE = (
+    r"(?:vegetarian|vegan|pescatarian|lactose|gluten|diabetic|pregnant|colou?r-?blind|married"
+    r"|single|divorced|engaged|widowed|retired|unemployed|self-employed|left-handed"
+    r"|right-handed|epileptic|deaf|blind|hard of hearing|asthmatic|celiac|introverted"
+    r"|extroverted|originally from|from|based in|born|into|crazy about|obsessed with"
+    r"|terrified of|afraid of|scared of|studying|learning|on (?:a |an )?\w+ diet|on insulin"
+    r"|doing (?:a |an )?(?:phd|masters?|master's|degree|bachelor'?s?|intermittent fasting|keto)"
+    r"|on medication|allergic|intolerant|sensitive to|a native|the (?:oldest|youngest|only)"
+    r"|an only child|freelance)"
+)
+_BAD_NOUN = r"(?!(?:bit|little|robot|question|fan of (?:it|that|this|you))\b)"
+_FAMILY = (
+    r"(?:wife|husband|partner|boyfriend|girlfriend|fianc[eé]e?|spouse|sons?|daughters?|kids?"
+    r"|child|children|baby|mom|mum|mother|dad|father|parents|brothers?|sisters?|siblings?"
+    r"|grandmother|grandma|grandfather|grandpa|grandparents|grandsons?|granddaughters?"
+    r"|grandchildren|family|aunt|uncle|cousins?|twin|in-laws)"
+)
+_PET = (
+    r"(?:dogs?|cats?|pupp(?:y|ies)|kittens?|pets?|parrots?|birds?|fish|hamsters?|rabbits?"
+    r"|horses?|turtles?|snakes?|lizards?)"
+)
+_HABIT = re.compile(
+    r"\b(?:every|usually|always|often|a lot|daily|weekly|each|regularly|normally|generally"
+    rf"|on (?:weekends|weekdays|{_WEEKDAY}s)|at \d|around (?:\d|midnight|noon)"
+    r"|\d ?(?:am|pm)|nights|night shifts?|to (?:monday|friday))\b",
+    _I,
+)
+_FOOD_VERB = r"(?:eat|drink|have|touch|digest|tolerate|handle)"
+_STABLE_VERB = (
+    r"(?:live|work|teach|run|own|keep|eat|drink|avoid|play|speak|study|wear|suffer from"
+    r"|struggle with|rent|manage|collect|volunteer|commute|practi[cs]e|grew up|was born"
+    r"|gave up|stopped eating|stopped drinking|quit|support|follow|do \w+ for a living"
+    r"|take (?:\w+ ){0,3}(?:medication|medicine|pills|insulin|vitamins|supplements))"
+)
+
+_RULES: list[tuple[re.Pattern[str], Builder]] = [
+    (
+        re.compile(r"^(?:my name is|my name's|call me)\s+(?P<v>.+)", _I),
+        _canon("The user's name is {v}", "Identity", 90),
+    ),
+    (
+        re.compile(rf"^{_AM} {_ADV}allergic to\s+(?P<v>.+)", _I),
+        _canon("The user is allergic to {v}", "Health", 95),
+    ),
+    (
+        re.compile(rf"^{_AM} (?P<v>\d{{1,3}})(?: years? old)?$", _I),
+        _canon("The user is {v} years old", "Identity", 80),
+    ),
+    (
+        re.compile(rf"^{_AM} not a (?:big |huge )?fan of\s+(?P<v>.+)", _I),
+        _canon("The user dislikes {v}", "Preferences", 65),
+    ),
+    (
+        re.compile(
+            rf"^I {_ADV}(?:hate|dislike|detest|can't stand|cannot stand|don't like"
+            rf"|do not like|don't enjoy)\s+{_NOT_THING}(?P<v>.+)",
+            _I,
+        ),
+        _canon("The user dislikes {v}", "Preferences", 65),
+    ),
+    (
+        re.compile(rf"^I {_ADV}prefer\s+(?P<v>.+)", _I),
+        _canon("The user prefers {v}", "Preferences", 65),
+    ),
+    (
+        re.compile(rf"^I {_ADV}(?:love|like|enjoy|adore)\s+{_NOT_THING}(?P<v>.+)", _I),
+        _canon("The user likes {v}", "Preferences", 65),
+    ),
+    (
+        re.compile(rf"^I{_ADV} (?:live|am living|'m living) (?:in|near)\s+(?P<v>.+)", _I),
+        _canon("The user lives in {v}", "Home", 80),
+    ),
+    (
+        re.compile(r"^I(?:'ve| have| just)? moved to\s+(?P<v>.+)", _I),
+        _canon("The user lives in {v}", "Home", 80),
+    ),
+    (
+        re.compile(rf"^I{_ADV} work (?P<v>(?:as|at|for) .+)", _I),
+        _canon("The user works {v}", "Work", 80),
+    ),
+    (
+        re.compile(rf"^{_AM} {_ADV}(?:an? )?(?:huge |big )?fan of .+|^{_AM} {_ADV}{_STATE}\b", _I),
+        _whole("Identity", 75),
+    ),
+    (re.compile(rf"^{_AM} {_ADV}(?:an?|the) {_BAD_NOUN}\w", _I), _whole("Identity", 75)),
+    (re.compile(rf"^I(?:'ve| have) been {_STATE}\b", _I), _whole("Identity", 75)),
+    (
+        re.compile(
+            rf"^(?:my|our) (?:{_FAMILY}|{_PET})\b(?:'s name| \w+)?"
+            r" (?:is|are|was|'s|lives?|works?|goes?|go|has|have|attends?|stud(?:y|ies))\b",
+            _I,
+        ),
+        _whole("Family", 75),
+    ),
+    (
+        re.compile(
+            r"^(?:my|our) (?:favou?rite \w+(?: \w+)?|birthday|job|hobby|hobbies"
+            r"|native language|first language|diet) (?:is|are)\b",
+            _I,
+        ),
+        _whole("Identity", 70),
+    ),
+    (
+        re.compile(r"^.{1,60}\b(?:is|are) my (?:favou?rite|hobby|hobbies|thing)\b", _I),
+        _whole("Preferences", 65),
+    ),
+    (re.compile(r"^home for me is\b", _I), _whole("Home", 75)),
+    (
+        re.compile(
+            r"^I(?:'ve| have) (?:lived|been living|worked|been working) (?:in|at|for|as)\b", _I
+        ),
+        _whole("Home", 75),
+    ),
+    (
+        re.compile(
+            rf"^(?:I|we)(?:'ve| have)? {_ADV}(?:got|have|own) (?!(?:a |an |any |no |some )?"
+            r"(?:questions?|ideas?|problems?|issues?|doubts?|feeling|minute|moment|second|sec"
+            r"|chance|time|clue|to|fun|a go|a look|news|an idea)\b)\w",
+            _I,
+        ),
+        _whole("Identity", 70),
+    ),
+    (
+        re.compile(
+            rf"^I (?:don't|do not|never|only|rarely|mostly|no longer) {_ADV}"
+            rf"(?:{_FOOD_VERB}|smoke|drive|own|have any)\b",
+            _I,
+        ),
+        _whole("Diet", 75),
+    ),
+    (re.compile(rf"^I (?:can't|cannot) {_ADV}{_FOOD_VERB}\b", _I), _whole("Diet", 75)),
+    (re.compile(rf"^(?:I|we) {_ADV}(?:{_STABLE_VERB})\b", _I), _whole("Identity", 70)),
+]
+
+
+def fact(clause: str, msg: L0Message) -> list[ExtractedMemory]:
+    for pattern, build in _RULES:
+        m = pattern.search(clause)
+        if m is not None:
+            got = build(m, msg)
+            return [got] if got is not None else []
+    if _HABIT.search(clause) and re.match(r"(?i)(?:I|we|my|our)\b(?!'d)", _habit_first(clause)):
+        return [memory(third_person(_habit_first(clause)), "persona", 65, "Routine", msg)]
+    return []
+
+
+def _habit_first(clause: str) -> str:
+    # "Every Sunday I call my mom" -> "I call my mom every Sunday"
+    m = re.match(r"(?i)^((?:every|on|each) [^,]+?),? ((?:I|we)\b.+)$", clause)
+    return f"{m[2]} {m[1][0].lower()}{m[1][1:]}" if m else clause
+
+
+def rejected(clause: str) -> bool:
+    return bool(_QUESTION.match(clause) or _HEDGE.search(clause))
+
+
+def strip_prefix(clause: str) -> str:
+    return _SUFFIX.sub("", _PREFIX.sub("", clause)).strip()
+
+
+def classify(
+    clause: str, msg: L0Message, same_subject: Callable[[str], bool]
+) -> list[ExtractedMemory]:
+    """The memories of one English clause (already split, no trailing punctuation)."""
+    clause = strip_prefix(clause)
+    if not clause or rejected(clause):
+        return []
+    got = instruction(clause, msg)
+    if got is not None:
+        return [got]
+    event = dated(clause, msg)
+    if event is None:
+        return fact(clause, msg)
+    plain = re.sub(r"\s{2,}", " ", WHEN.sub("", clause)).strip(" ,")
+    # The event keeps its date; a plain fact is added only for a changed slot
+    # ("I moved to Munich last week" also means "lives in Munich").
+    extra = [f for f in fact(plain, msg) if same_subject(f.content)]
+    return [event, *extra]

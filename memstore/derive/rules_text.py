@@ -1,0 +1,152 @@
+"""Shared pieces of the rule deriver: canonical sentences and third-person rewriting."""
+
+from __future__ import annotations
+
+import re
+
+from memstore.derive.state import L0Message
+from memstore.llm.prompts import ExtractedMemory, MemoryType
+from memstore.text import has_cjk
+
+MAX_VALUE_CHARS = 160
+
+_PRONOUNS = [
+    (re.compile(r"\bI'm\b|\bI am\b", re.I), "the user is"),
+    (re.compile(r"\bI've\b", re.I), "the user has"),
+    (re.compile(r"\bI'll\b", re.I), "the user will"),
+    (re.compile(r"\bI'd\b", re.I), "the user would"),
+    (re.compile(r"\bI\b"), "the user"),
+    (re.compile(r"\bwe're\b|\bwe are\b", re.I), "the user and their family are"),
+    (re.compile(r"\bwe've\b", re.I), "the user and their family have"),
+    (re.compile(r"\bwe\b", re.I), "the user and their family"),
+    (re.compile(r"\bmy\b|\bour\b", re.I), "the user's"),
+    (re.compile(r"\bmine\b|\bours\b", re.I), "the user's"),
+    (re.compile(r"\bmyself\b", re.I), "themselves"),
+    (re.compile(r"\bme\b|\bus\b", re.I), "the user"),
+]
+
+# Verbs whose third person is not just "+s"; past forms and modals stay as they are.
+_IRREGULAR = {"have": "has", "do": "does", "go": "goes", "don't": "doesn't", "am": "is"}
+_UNCHANGED = frozenset(
+    [
+        "can",
+        "can't",
+        "cannot",
+        "could",
+        "couldn't",
+        "will",
+        "won't",
+        "would",
+        "wouldn't",
+        "should",
+        "must",
+        "might",
+        "may",
+        "was",
+        "wasn't",
+        "did",
+        "didn't",
+        "had",
+        "went",
+        "got",
+        "grew",
+        "gave",
+        "broke",
+        "ran",
+        "took",
+        "made",
+        "saw",
+        "began",
+        "bought",
+        "came",
+        "kept",
+        "left",
+        "lost",
+        "met",
+        "paid",
+        "quit",
+        "sold",
+        "spent",
+        "thought",
+        "told",
+        "wore",
+        "won",
+        "wrote",
+        "just",
+        "also",
+        "really",
+        "only",
+        "still",
+        "usually",
+        "always",
+        "never",
+        "often",
+        "rarely",
+        "mostly",
+        "now",
+        "currently",
+    ]
+)
+_ADVERBS = (
+    "just|also|really|only|still|usually|always|never|often|rarely|mostly|now|currently"
+    "|absolutely|truly|normally|generally|sometimes"
+)
+# A bare "I" and the verb that must agree with its new subject ("I keep" -> "keeps").
+_I_VERB = re.compile(rf"\bI((?: (?:{_ADVERBS}))*) ([a-z']+)")
+
+
+def _third_singular(verb: str) -> str:
+    if verb in _IRREGULAR:
+        return _IRREGULAR[verb]
+    if verb in _UNCHANGED or verb.endswith(("ed", "s")) or "'" in verb:
+        return verb
+    if verb.endswith(("sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if len(verb) > 2 and verb.endswith("y") and verb[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def third_person(text: str) -> str:
+    """``I live in Oslo`` -> ``the user lives in Oslo``; Chinese 我 -> 用户."""
+    if has_cjk(text):
+        return text.replace("我们", "用户和家人").replace("我", "用户")
+    for pattern, repl in _PRONOUNS[:4]:
+        text = pattern.sub(repl, text)
+    text = _I_VERB.sub(lambda m: f"the user{m[1]} {_third_singular(m[2])}", text)
+    for pattern, repl in _PRONOUNS[4:]:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def sentence(text: str, cjk: bool) -> str:
+    text = text.strip()
+    if not text:
+        return text
+    if cjk:
+        return text if text.endswith("。") else text + "。"
+    text = text[0].upper() + text[1:]
+    return text if text.endswith(".") else text + "."
+
+
+def clean_value(v: str) -> str:
+    return v[:MAX_VALUE_CHARS].strip(" \t\"'“”‘’.,!;:，。！；：")
+
+
+def memory(
+    content: str,
+    type_: MemoryType,
+    priority: int,
+    scene: str,
+    msg: L0Message,
+    start: str | None = None,
+) -> ExtractedMemory:
+    return ExtractedMemory(
+        content=sentence(content, has_cjk(content)),
+        type=type_,
+        priority=priority,
+        scene_name=scene,
+        source_message_ids=(msg.message_id,),
+        activity_start=start,
+        activity_end=start,
+    )
