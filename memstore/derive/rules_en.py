@@ -67,6 +67,28 @@ _LEAD = re.compile(
     _I,
 )
 _TRAIL = re.compile(r"[\s,]*(?:please|from now on|going forward|thanks|thank you)$", _I)
+# A standing instruction says so ("always", "from now on", "your answers", "with me")
+# or names a style that only makes sense as a standing one (emojis, units…); an
+# order about the current reply ("make it shorter", "answer the question") is not.
+_STANDING = re.compile(
+    r"\b(?:always|never|don't|do not|dont|stop|from now on|going forward|in (?:the )?future"
+    r"|your (?:answers|replies|responses|explanations)|with me|to me|me in|answer me"
+    r"|reply to me|i want you|i'd like you|i would like you|i'd rather|i would rather|i prefer"
+    r"|no need)\b",
+    _I,
+)
+_STRONG_STYLE = re.compile(
+    r"\b(?:emojis?|bullet|markdown|units|metric|imperial|celsius|fahrenheit|spelling|jargon"
+    r"|sources|formal|concise|tone|call me|address me|detailed explanations"
+    r"|in (?:chinese|english|spanish|french|german|japanese|korean|italian|portuguese"
+    r"|russian|arabic|hindi))\b",
+    _I,
+)
+_ONE_OFF = re.compile(
+    r"\b(?:it|this|that|these|those|again|instead|version|the (?:question|reply|answer|email"
+    r"|letter|text|above|following)|below|something else)\b",
+    _I,
+)
 _CONDITION = re.compile(r"^(?:when|whenever)\b[^,]+,\s*(?P<rest>.+)$", _I)
 
 
@@ -80,15 +102,18 @@ def instruction(clause: str, msg: L0Message) -> ExtractedMemory | None:
     text = _TRAIL.sub("", text).strip(" .!")
     if not text or not _IMPERATIVE.match(text) or not _STYLE.search(clause):
         return None
+    standing = cond is not None or _STANDING.search(clause) or _STRONG_STYLE.search(text)
+    if _ONE_OFF.search(text) or not standing:
+        return None
     if re.match(r"(?i)call me [A-Z][\w.]*(?: [A-Z][\w.]*)?$", text):
         return None  # "call me Sam" names the user
     if re.match(r"(?i)i prefer\b", text) and not re.search(r"(?i)\b(?:answers?|repl|respon)", text):
         return None  # "I prefer tea" is a taste, not an instruction
     body = clause if priority != -1 else text
     body = _LEAD.sub("", _TRAIL.sub("", body).strip(" .!"))
-    body = body[0].upper() + body[1:]
+    body = third_person(body)
     return memory(
-        f"Instruction from the user: {third_person(body)}",
+        f"Instruction from the user: {body[0].upper()}{body[1:]}",
         "instruction",
         priority,
         "Working with the user",
@@ -205,12 +230,14 @@ _STATE = (
     r"|single|divorced|engaged|widowed|retired|unemployed|self-employed|left-handed"
     r"|right-handed|epileptic|deaf|blind|hard of hearing|asthmatic|celiac|introverted"
     r"|extroverted|originally from|from|based in|born|into|crazy about|obsessed with"
-    r"|terrified of|afraid of|scared of|studying|learning|on (?:a |an )?\w+ diet|on insulin"
+    r"|terrified of|afraid of|scared of|studying(?! for)|learning|on (?:a |an )?\w+ diet|on insulin"
     r"|doing (?:a |an )?(?:phd|masters?|master's|degree|bachelor'?s?|intermittent fasting|keto)"
     r"|on medication|allergic|intolerant|sensitive to|a native|the (?:oldest|youngest|only)"
     r"|an only child|freelance)"
 )
-_BAD_NOUN = r"(?!(?:bit|little|robot|question|fan of (?:it|that|this|you))\b)"
+_BAD_NOUN = (
+    r"(?!(?:bit|little|robot|question|idiot|fool|mess|genius|fan of (?:it|that|this|you))\b)"
+)
 _FAMILY = (
     r"(?:wife|husband|partner|boyfriend|girlfriend|fianc[eé]e?|spouse|sons?|daughters?|kids?"
     r"|child|children|baby|mom|mum|mother|dad|father|parents|brothers?|sisters?|siblings?"
@@ -223,11 +250,11 @@ _PET = (
 )
 _HABIT = re.compile(
     r"\b(?:every|usually|always|often|a lot|daily|weekly|each|regularly|normally|generally"
-    rf"|on (?:weekends|weekdays|{_WEEKDAY}s)|at \d|around (?:\d|midnight|noon)"
-    r"|\d ?(?:am|pm)|nights|night shifts?|to (?:monday|friday))\b",
+    rf"|on (?:weekends|weekdays|{_WEEKDAY}s)|around (?:midnight|noon)|nights|night shifts?"
+    r"|to (?:monday|friday)|(?:wake|get) up at|go to (?:bed|sleep) at|(?:start|finish) work at)\b",
     _I,
 )
-_FOOD_VERB = r"(?:eat|drink|have|touch|digest|tolerate|handle)"
+_FOOD_VERB = r"(?:eat|drink|touch|digest|tolerate|handle)"
 _STABLE_VERB = (
     r"(?:live|work|teach|run|own|keep|eat|drink|avoid|play|speak|study|wear|suffer from"
     r"|struggle with|rent|manage|collect|volunteer|commute|practi[cs]e|grew up|was born"
@@ -284,7 +311,7 @@ _RULES: list[tuple[re.Pattern[str], Builder]] = [
         re.compile(rf"^{_AM} {_ADV}(?:an? )?(?:huge |big )?fan of .+|^{_AM} {_ADV}{_STATE}\b", _I),
         _whole("Identity", 75),
     ),
-    (re.compile(rf"^{_AM} {_ADV}(?:an?|the) {_BAD_NOUN}\w", _I), _whole("Identity", 75)),
+    (re.compile(rf"^{_AM} {_ADV}an? {_BAD_NOUN}\w", _I), _whole("Identity", 75)),
     (re.compile(rf"^I(?:'ve| have) been {_STATE}\b", _I), _whole("Identity", 75)),
     (
         re.compile(
@@ -317,7 +344,8 @@ _RULES: list[tuple[re.Pattern[str], Builder]] = [
         re.compile(
             rf"^(?:I|we)(?:'ve| have)? {_ADV}(?:got|have|own) (?!(?:a |an |any |no |some )?"
             r"(?:questions?|ideas?|problems?|issues?|doubts?|feeling|minute|moment|second|sec"
-            r"|chance|time|clue|to|fun|a go|a look|news|an idea)\b)\w",
+            r"|chance|time|clue|to|fun|a go|a look|news|an idea|meeting|appointment|call"
+            r"|deadline|exam|test|lot of|bunch of)\b)\w",
             _I,
         ),
         _whole("Identity", 70),
@@ -335,7 +363,18 @@ _RULES: list[tuple[re.Pattern[str], Builder]] = [
 ]
 
 
+# Facts are about the user's life, not about this chat ("I'm into it", "I love your
+# work") and not jokes ("I'm allergic to Mondays lol").
+_CHAT = re.compile(
+    r"\b(?:it|these|those|you|your|every time|lol|haha|jk|lmao|rofl)\b|[:;]-?[)(D]|[😂🤣😅😉]"
+    r"|\bthis\b(?! (?:morning|afternoon|evening|week|weekend|month|year|summer|winter|spring))",
+    _I,
+)
+
+
 def fact(clause: str, msg: L0Message) -> list[ExtractedMemory]:
+    if _CHAT.search(clause):
+        return []
     for pattern, build in _RULES:
         m = pattern.search(clause)
         if m is not None:
@@ -370,7 +409,7 @@ def classify(
     got = instruction(clause, msg)
     if got is not None:
         return [got]
-    event = dated(clause, msg)
+    event = None if _CHAT.search(clause) else dated(clause, msg)
     if event is None:
         return fact(clause, msg)
     plain = re.sub(r"\s{2,}", " ", WHEN.sub("", clause)).strip(" ,")

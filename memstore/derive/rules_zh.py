@@ -35,8 +35,15 @@ _LEAD = re.compile(r"^(?:以后|今后|从现在开始|从今以后|从现在起
 _ASKS = re.compile(r"^我(?:希望你|要你|想让你|需要你)")
 
 
+# An order about the current reply ("用英文回答这个问题", "再详细一点"), not a standing one.
+_ONE_OFF = re.compile(r"这|那个|上面|下面|刚才|(?<!不要)(?<!别)再")
+# About this chat, not the user's life ("我是第一次用这个", "我刚才说错了").
+_CHAT = re.compile(r"你|这|那个|刚才|哈哈")
+_MOOD = re.compile(r"^我(?:很|有点|好|太|非常|特别|真)\S{1,2}了?$")
+
+
 def instruction(clause: str, msg: L0Message) -> ExtractedMemory | None:
-    if not _STYLE.search(clause):
+    if not _STYLE.search(clause) or _ONE_OFF.search(clause):
         return None
     if clause.startswith("我") and not _ASKS.match(clause):
         return None
@@ -80,7 +87,7 @@ def dated(clause: str, msg: L0Message) -> ExtractedMemory | None:
         day += timedelta(days=_OFFSETS[m["when"]])
     keep = m["when"] if m["when"].startswith("刚") else ""
     rest = (clause[: m.start()] + keep + clause[m.end() :]).strip(" ,，")
-    if not rest:
+    if not rest or _MOOD.match(rest):
         return None
     iso = day.isoformat()
     return memory(f"{iso}，{third_person(rest)}", "episodic", 60, "经历", msg, iso)
@@ -158,7 +165,7 @@ _RULES: list[tuple[re.Pattern[str], Builder]] = [
     (re.compile(r"^我(?:今年)?[\d一二三四五六七八九十]+岁"), _whole("个人信息", 80)),
     (
         re.compile(
-            r"^我(?:家)?(?:有|养了|养着)(?!点|一点|个问题|问题|事|空|时间|想法|办法|一个问题)"
+            r"^我(?:家)?(?:有|养了|养着)(?!点|一点|.{0,2}(?:问题|想法|事|办法|建议|疑问|空|时间))"
         ),
         _whole("家庭", 70),
     ),
@@ -195,7 +202,7 @@ def classify(
     got = instruction(clause, msg)
     if got is not None:
         return [got]
-    if not clause.startswith("我") and not WHEN.match(clause):
+    if (not clause.startswith("我") and not WHEN.match(clause)) or _CHAT.search(clause):
         return []
     event = dated(clause, msg)
     if event is None:
