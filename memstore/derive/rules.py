@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from memstore.derive import rules_en, rules_zh
+from memstore.derive.rules_en_instructions import asks_standing
 from memstore.derive.rules_text import memory, third_person
 from memstore.derive.state import L0Message
 from memstore.llm.prompts import DedupDecision, ExtractedMemory
@@ -83,12 +84,26 @@ _ZH_SUBJECTLESS = re.compile(
 )
 
 
+def _split(text: str) -> list[str]:
+    parts: list[str] = []
+    start = 0
+    for m in _SPLIT.finditer(text):
+        # "My wife and I have…" is one subject, not two clauses.
+        if "and" in m.group() and re.search(r"(?i)\b(?:my|our) \w+$", text[start : m.start()]):
+            continue
+        parts.append(text[start : m.start()])
+        start = m.end()
+    parts.append(text[start:])
+    return parts
+
+
 def clauses(text: str) -> list[str]:
     """Statements of a message; questions and conditionals are dropped."""
     out: list[str] = []
-    for part in _SPLIT.split(text):
-        part = (part or "").strip()
-        if not part or part.endswith(("?", "？")) or re.match(r"(?i)(if|如果|假如)\b", part):
+    for part in _split(text):
+        part = part.strip()
+        question = part.endswith(("?", "？")) and not asks_standing(part)
+        if not part or question or re.match(r"(?i)(if|如果|假如)\b", part):
             continue
         # Chinese drops a repeated subject: "我喜欢茶，不喜欢咖啡" — the second
         # clause is still about 我.
@@ -128,7 +143,8 @@ def extract(messages: Sequence[L0Message], max_memories: int) -> list[ExtractedM
     for msg in messages:
         if msg.role != "user":
             continue
-        for clause in clauses(_QUOTED.sub(" ", msg.text)):
+        text = msg.text.replace("’", "'").replace("‘", "'")
+        for clause in clauses(_QUOTED.sub(" ", text)):
             for mem in _classify(clause, msg):
                 key = normalize(mem.content)
                 if not key:

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from datetime import date, timedelta
 
+from memstore.derive.rules_en_instructions import POLITE, instruction
 from memstore.derive.rules_text import clean_value, memory, third_person
 from memstore.derive.state import L0Message
 from memstore.llm.prompts import ExtractedMemory
@@ -42,84 +43,6 @@ _PREFIX = re.compile(
     _I,
 )
 _SUFFIX = re.compile(r"[\s,]*(?:by the way|btw|fyi|please|too|as well)$", _I)
-
-# --- standing instructions -------------------------------------------------------
-
-_STYLE = re.compile(
-    r"\b(?:answers?|repl(?:y|ies)|respond|responses?|speak|talk|tone|emojis?|bullet"
-    r"|markdown|format(?:ting)?|formal|informal|casual|polite|concise|brief|short|shorter"
-    r"|long(?:er)?|detailed|details?|jargon|technical|simpl[ey]|units|metric|imperial|celsius"
-    r"|fahrenheit|spelling|cite|sources|apologi[sz]\w*|call me|address me|code|examples?"
-    r"|explanations?|explain|chinese|english|spanish|french|german|japanese|korean|italian"
-    r"|portuguese|russian|arabic|hindi|language|steps?|lists?|tables?)\b",
-    _I,
-)
-_IMPERATIVE = re.compile(
-    r"^(?:always|never|don't|do not|dont|stop|keep|use|avoid|answer|reply|respond|speak"
-    r"|talk|write|give|call|be|make|include|add|cite|explain|show|format|address|refer|try"
-    r"|start|put|list|switch|no need to|i want you to|i'd like you to|i would like you to"
-    r"|i'd rather you|i would rather you|i prefer)\b",
-    _I,
-)
-_LEAD = re.compile(
-    r"^(?:please|kindly|and|also|from now on|going forward|in (?:the )?future|henceforth)"
-    r"[\s,]+",
-    _I,
-)
-_TRAIL = re.compile(r"[\s,]*(?:please|from now on|going forward|thanks|thank you)$", _I)
-# A standing instruction says so ("always", "from now on", "your answers", "with me")
-# or names a style that only makes sense as a standing one (emojis, units…); an
-# order about the current reply ("make it shorter", "answer the question") is not.
-_STANDING = re.compile(
-    r"\b(?:always|never|don't|do not|dont|stop|from now on|going forward|in (?:the )?future"
-    r"|your (?:answers|replies|responses|explanations)|with me|to me|me in|answer me"
-    r"|reply to me|i want you|i'd like you|i would like you|i'd rather|i would rather|i prefer"
-    r"|no need)\b",
-    _I,
-)
-_STRONG_STYLE = re.compile(
-    r"\b(?:emojis?|bullet|markdown|units|metric|imperial|celsius|fahrenheit|spelling|jargon"
-    r"|sources|formal|concise|tone|call me|address me|detailed explanations"
-    r"|in (?:chinese|english|spanish|french|german|japanese|korean|italian|portuguese"
-    r"|russian|arabic|hindi))\b",
-    _I,
-)
-_ONE_OFF = re.compile(
-    r"\b(?:it|this|that|these|those|again|instead|version|the (?:question|reply|answer|email"
-    r"|letter|text|above|following)|below|something else)\b",
-    _I,
-)
-_CONDITION = re.compile(r"^(?:when|whenever)\b[^,]+,\s*(?P<rest>.+)$", _I)
-
-
-def instruction(clause: str, msg: L0Message) -> ExtractedMemory | None:
-    text, priority = clause, -1
-    for _ in range(3):
-        text = _LEAD.sub("", text)
-    cond = _CONDITION.match(text)
-    if cond is not None:  # "when you show code, use Python": for that case only
-        text, priority = _LEAD.sub("", cond["rest"]), 70
-    text = _TRAIL.sub("", text).strip(" .!")
-    if not text or not _IMPERATIVE.match(text) or not _STYLE.search(clause):
-        return None
-    standing = cond is not None or _STANDING.search(clause) or _STRONG_STYLE.search(text)
-    if _ONE_OFF.search(text) or not standing:
-        return None
-    if re.match(r"(?i)call me [A-Z][\w.]*(?: [A-Z][\w.]*)?$", text):
-        return None  # "call me Sam" names the user
-    if re.match(r"(?i)i prefer\b", text) and not re.search(r"(?i)\b(?:answers?|repl|respon)", text):
-        return None  # "I prefer tea" is a taste, not an instruction
-    body = clause if priority != -1 else text
-    body = _LEAD.sub("", _TRAIL.sub("", body).strip(" .!"))
-    body = third_person(body)
-    return memory(
-        f"Instruction from the user: {body[0].upper()}{body[1:]}",
-        "instruction",
-        priority,
-        "Working with the user",
-        msg,
-    )
-
 
 # --- dated events ------------------------------------------------------------------
 
@@ -152,10 +75,14 @@ _UNITS = {"day": 1, "week": 7, "month": 30, "year": 365}
 _WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
           "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a few": 3, "couple of": 2}  # fmt: skip
 # "I'm a bit tired today" is how the user feels, not something that happened.
+_MOOD_WORDS = (
+    r"tired|sick|hungry|busy|bored|happy|sad|stressed|exhausted|fine|good|ok|okay|great"
+    r"|curious|confused|sleepy|angry|upset|excited|nervous|free|here|back|home|done|ready"
+    r"|sorry|impressed|glad|lost|late|serious|kidding|joking|new|alright"
+)
 _MOOD = re.compile(
     r"^(?:I|we)(?:'m|'re| am| are) (?:(?:a bit|a little|so|very|really|kind of|pretty|just) )*"
-    r"(?:tired|sick|hungry|busy|bored|happy|sad|stressed|exhausted|fine|good|ok|okay|great"
-    r"|curious|confused|sleepy|angry|upset|excited|nervous|free|here|back|home|done|ready)\b",
+    rf"(?:{_MOOD_WORDS})\b",
     _I,
 )
 _FIRST = re.compile(r"\b(?:I|we|my|our)\b", _I)
@@ -184,9 +111,10 @@ def dated(clause: str, msg: L0Message) -> ExtractedMemory | None:
     rest = re.sub(r"\s{2,}", " ", (clause[: m.start()] + " " + clause[m.end() :])).strip(" ,")
     if m["when"].lower() == "just":
         rest = re.sub(r"(?i)\b(I|we) ", r"\1 just ", rest, count=1)
-    if not rest or (not re.search(r"(?i)\b(?:I|we)\b", rest) and not rest.lower().startswith("my")):
-        return None
-    if _MOOD.match(rest):
+    own = re.match(r"(?i)^(?:is|was|will be) ((?:my|our) .+)$", rest)
+    if own is not None:  # "today is my birthday"
+        rest = own[1]
+    if not rest or not re.search(r"(?i)\b(?:I|we)\b|^(?:my|our)\b", rest) or _MOOD.match(rest):
         return None
     iso, word = _day(m, parse_when(msg.occurred_at).date())
     told = third_person(rest)
@@ -233,7 +161,8 @@ _STATE = (
     r"|terrified of|afraid of|scared of|studying(?! for)|learning|on (?:a |an )?\w+ diet|on insulin"
     r"|doing (?:a |an )?(?:phd|masters?|master's|degree|bachelor'?s?|intermittent fasting|keto)"
     r"|on medication|allergic|intolerant|sensitive to|a native|the (?:oldest|youngest|only)"
-    r"|an only child|freelance)"
+    r"|an only child|freelance|\w+-free|in (?:law|med|medical|grad|graduate|nursing|high)"
+    r" school)"
 )
 _BAD_NOUN = (
     r"(?!(?:bit|little|robot|question|idiot|fool|mess|genius|fan of (?:it|that|this|you))\b)"
@@ -251,7 +180,8 @@ _PET = (
 _HABIT = re.compile(
     r"\b(?:every|usually|always|often|a lot|daily|weekly|each|regularly|normally|generally"
     rf"|on (?:weekends|weekdays|{_WEEKDAY}s)|around (?:midnight|noon)|nights|night shifts?"
-    r"|to (?:monday|friday)|(?:wake|get) up at|go to (?:bed|sleep) at|(?:start|finish) work at)\b",
+    r"|to (?:monday|friday)|(?:wake|get) up at|go to (?:bed|sleep) at|(?:start|finish) work at"
+    r"|(?:once|twice|\w+ times) a (?:day|week|month)|a day|a week|per (?:day|week))\b",
     _I,
 )
 _FOOD_VERB = r"(?:eat|drink|touch|digest|tolerate|handle)"
@@ -312,11 +242,47 @@ _RULES: list[tuple[re.Pattern[str], Builder]] = [
         _whole("Identity", 75),
     ),
     (re.compile(rf"^{_AM} {_ADV}an? {_BAD_NOUN}\w", _I), _whole("Identity", 75)),
-    (re.compile(rf"^I(?:'ve| have) been {_STATE}\b", _I), _whole("Identity", 75)),
+    (re.compile(rf"^I(?:'ve| have) been (?:an? )?{_STATE}\b", _I), _whole("Identity", 75)),
     (
         re.compile(
-            rf"^(?:my|our) (?:{_FAMILY}|{_PET})\b(?:'s name| \w+)?"
-            r" (?:is|are|was|'s|lives?|works?|goes?|go|has|have|attends?|stud(?:y|ies))\b",
+            r"^I(?:'ve| have) been (?:dealing with|struggling with|suffering from|living with"
+            r"|diagnosed with|on)\b|^I was diagnosed with\b",
+            _I,
+        ),
+        _whole("Health", 80),
+    ),
+    (
+        re.compile(
+            r"^.{1,40}\b(?:gives? me|makes? me) (?:a rash|hives|headaches?|migraines?|sick|ill"
+            r"|nauseous|bloated|itchy)\b",
+            _I,
+        ),
+        _whole("Health", 85),
+    ),
+    (
+        re.compile(
+            r"^my (?:knees?|back|neck|hips?|shoulders?|wrists?|ankles?|feet|eyes|stomach|joints)"
+            r" (?:hurts?|aches?|is bad|are bad|is weak|gives? me)\b",
+            _I,
+        ),
+        _whole("Health", 75),
+    ),
+    (re.compile(rf"^{_AM} not an? (?:\w+ )?person\b", _I), _whole("Preferences", 65)),
+    (
+        re.compile(
+            r"^I'm in (?!(?i:love|trouble|pain|charge|town)$)[A-Z][a-z]+(?:,? [A-Z][a-z]+)?$"
+        ),
+        _whole("Home", 70),
+    ),
+    (
+        re.compile(rf"^I'm (?!(?i:{_MOOD_WORDS})$)[A-Z][a-z]+$"),
+        _whole("Identity", 75),
+    ),
+    (
+        re.compile(
+            rf"^(?:my|our) (?:{_FAMILY}|{_PET})\b(?:'s name| \w+)?(?: and I)?"
+            r" (?!(?:thinks|says|asks|wants|tells|keeps|believes|wonders|hopes|feels|needs)\b)"
+            r"(?:is|are|was|were|'s|go|have|live|work|\w+s)\b",
             _I,
         ),
         _whole("Family", 75),
@@ -342,7 +308,8 @@ _RULES: list[tuple[re.Pattern[str], Builder]] = [
     ),
     (
         re.compile(
-            rf"^(?:I|we)(?:'ve| have)? {_ADV}(?:got|have|own) (?!(?:a |an |any |no |some )?"
+            rf"^(?:I|we)(?:(?:'ve| have) {_ADV}got| {_ADV}(?:have|own))"
+            r" (?!(?:a |an |any |no |some )?"
             r"(?:questions?|ideas?|problems?|issues?|doubts?|feeling|minute|moment|second|sec"
             r"|chance|time|clue|to|fun|a go|a look|news|an idea|meeting|appointment|call"
             r"|deadline|exam|test|lot of|bunch of)\b)\w",
@@ -352,8 +319,9 @@ _RULES: list[tuple[re.Pattern[str], Builder]] = [
     ),
     (
         re.compile(
-            rf"^I (?:don't|do not|never|only|rarely|mostly|no longer) {_ADV}"
-            rf"(?:{_FOOD_VERB}|smoke|drive|own|have any)\b",
+            rf"^I (?:don't|do not|never|only|rarely|mostly|no longer|try not to|haven't"
+            rf"|have not|hardly ever) {_ADV}(?:{_FOOD_VERB}|eaten|drunk|had|smoke|smoked|drive"
+            rf"|own|have any)\b",
             _I,
         ),
         _whole("Diet", 75),
@@ -372,17 +340,35 @@ _CHAT = re.compile(
 )
 
 
+_AS_A = re.compile(
+    r"^as an? (?!(?:reminder|example|aside|side note|result|matter|rule|bonus|test)\b)"
+    r"(?P<v>[\w-]+(?: [\w-]+)?)(?:,|$)",
+    _I,
+)
+
+
 def fact(clause: str, msg: L0Message) -> list[ExtractedMemory]:
     if _CHAT.search(clause):
         return []
+    as_a = _AS_A.match(clause)
+    if as_a is not None:  # "As a vegetarian, I need iron": the aside is the fact
+        article = clause.split()[1]
+        return [memory(f"The user is {article} {as_a['v']}", "persona", 70, "Identity", msg)]
     for pattern, build in _RULES:
         m = pattern.search(clause)
         if m is not None:
             got = build(m, msg)
             return [got] if got is not None else []
-    if _HABIT.search(clause) and re.match(r"(?i)(?:I|we|my|our)\b(?!'d)", _habit_first(clause)):
+    if _HABIT.search(clause) and _HABIT_SUBJECT.match(_habit_first(clause)):
         return [memory(third_person(_habit_first(clause)), "persona", 65, "Routine", msg)]
     return []
+
+
+_HABIT_SUBJECT = re.compile(
+    rf"(?:I|we)\b(?!'d)|(?:my|our) (?:{_FAMILY}|{_PET}|classes|lessons|shifts?|work|job|commute"
+    r"|schedule|routine)\b",
+    _I,
+)
 
 
 def _habit_first(clause: str) -> str:
@@ -395,8 +381,20 @@ def rejected(clause: str) -> bool:
     return bool(_QUESTION.match(clause) or _HEDGE.search(clause))
 
 
+# Chat spelling: "im vegetarian", "i dont eat pork", "ive got two cats".
+_CASUAL = [
+    (re.compile(r"\bi\b"), "I"),
+    (re.compile(r"\b[Ii]m\b"), "I'm"),
+    (re.compile(r"\b[Ii]ve\b"), "I've"),
+    (re.compile(r"\b(do|does|did|is|are|was|were|have|has|ca|wo|would|could|should)nt\b", _I),
+     r"\1n't"),
+]  # fmt: skip
+
+
 def strip_prefix(clause: str) -> str:
-    return _SUFFIX.sub("", _PREFIX.sub("", clause)).strip()
+    for pattern, repl in _CASUAL:
+        clause = pattern.sub(repl, clause)
+    return _SUFFIX.sub("", POLITE.sub("", _PREFIX.sub("", clause))).strip()
 
 
 def classify(

@@ -92,7 +92,7 @@ _ADVERBS = (
     "|absolutely|truly|normally|generally|sometimes"
 )
 # A bare "I" and the verb that must agree with its new subject ("I keep" -> "keeps").
-_I_VERB = re.compile(rf"\bI((?: (?:{_ADVERBS}))*) ([a-z']+)")
+_I_VERB = re.compile(rf"(?<!and )\bI((?: (?:{_ADVERBS}))*) ([a-z']+)")
 
 
 def _third_singular(verb: str) -> str:
