@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import date, timedelta
 
 from memstore.derive.rules_en_instructions import POLITE, instruction
-from memstore.derive.rules_text import clean_value, memory, third_person
+from memstore.derive.rules_text import Builder, canon, memory, third_person, whole
 from memstore.derive.state import L0Message
 from memstore.llm.prompts import ExtractedMemory
 from memstore.timeutil import parse_when
@@ -124,25 +124,13 @@ def dated(clause: str, msg: L0Message) -> ExtractedMemory | None:
 
 # --- plain facts --------------------------------------------------------------------
 
-Builder = Callable[[re.Match[str], L0Message], ExtractedMemory | None]
+
+def _canon(template: str, scene: str, priority: int) -> Builder:
+    return canon(template, scene, priority, trim=lambda v: _TAIL.sub("", v).strip())
 
 
-def _canon(template: str, scene: str, priority: int = 75) -> Builder:
-    def build(m: re.Match[str], msg: L0Message) -> ExtractedMemory | None:
-        v = _TAIL.sub("", clean_value(m["v"])).strip()
-        if not v:
-            return None
-        return memory(template.format(v=third_person(v)), "persona", priority, scene, msg)
-
-    return build
-
-
-def _whole(scene: str, priority: int = 70) -> Builder:
-    def build(m: re.Match[str], msg: L0Message) -> ExtractedMemory | None:
-        text = _CUT.split(m.string, maxsplit=1)[0]
-        return memory(third_person(clean_value(text)), "persona", priority, scene, msg)
-
-    return build
+def _whole(scene: str, priority: int) -> Builder:
+    return whole(scene, priority, cut=_CUT)
 
 
 # Qualifiers of the statement, not of the thing ("I hate coffee now").

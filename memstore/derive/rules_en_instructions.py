@@ -18,13 +18,15 @@ _I = re.IGNORECASE
 
 # --- standing instructions -------------------------------------------------------
 
+_LANGUAGES = (
+    "chinese|english|spanish|french|german|japanese|korean|italian|portuguese|russian|arabic|hindi"
+)
 _STYLE = re.compile(
     r"\b(?:answers?|repl(?:y|ies)|respond|responses?|speak|talk|tone|emojis?|bullet"
     r"|markdown|format(?:ting)?|formal|informal|casual|polite|concise|brief|short|shorter"
     r"|long(?:er)?|detailed|details?|jargon|technical|simpl[ey]|units|metric|imperial|celsius"
     r"|fahrenheit|spelling|cite|sources|apologi[sz]\w*|call me|address me|code|examples?"
-    r"|explanations?|explain|chinese|english|spanish|french|german|japanese|korean|italian"
-    r"|portuguese|russian|arabic|hindi|language|steps?|lists?|tables?)\b",
+    rf"|explanations?|explain|{_LANGUAGES}|language|steps?|lists?|tables?)\b",
     _I,
 )
 _IMPERATIVE = re.compile(
@@ -53,8 +55,7 @@ _STANDING = re.compile(
 _STRONG_STYLE = re.compile(
     r"\b(?:emojis?|bullet|markdown|units|metric|imperial|celsius|fahrenheit|spelling|jargon"
     r"|sources|formal|concise|tone|call me|address me|detailed explanations"
-    r"|in (?:chinese|english|spanish|french|german|japanese|korean|italian|portuguese"
-    r"|russian|arabic|hindi))\b",
+    rf"|in (?:{_LANGUAGES}))\b",
     _I,
 )
 _ONE_OFF = re.compile(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from memstore.derive.state import L0Message
 from memstore.llm.prompts import ExtractedMemory, MemoryType
@@ -150,3 +151,31 @@ def memory(
         activity_start=start,
         activity_end=start,
     )
+
+
+Builder = Callable[[re.Match[str], L0Message], ExtractedMemory | None]
+
+
+def canon(
+    template: str, scene: str, priority: int, trim: Callable[[str], str] = str.strip
+) -> Builder:
+    """A persona memory in a canonical form around the match's value ``v``, so that
+    dedup can recognise its slot (``The user lives in {v}``)."""
+
+    def build(m: re.Match[str], msg: L0Message) -> ExtractedMemory | None:
+        v = trim(clean_value(m["v"] or ""))
+        if not v:
+            return None
+        return memory(template.format(v=third_person(v)), "persona", priority, scene, msg)
+
+    return build
+
+
+def whole(scene: str, priority: int, cut: re.Pattern[str] | None = None) -> Builder:
+    """A persona memory that is the whole clause in the third person (up to ``cut``)."""
+
+    def build(m: re.Match[str], msg: L0Message) -> ExtractedMemory | None:
+        text = cut.split(m.string, maxsplit=1)[0] if cut is not None else m.string
+        return memory(third_person(clean_value(text)), "persona", priority, scene, msg)
+
+    return build

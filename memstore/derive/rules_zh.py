@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from datetime import timedelta
 
-from memstore.derive.rules_text import clean_value, memory, third_person
+from memstore.derive.rules_text import Builder, canon, memory, third_person, whole
 from memstore.derive.state import L0Message
 from memstore.llm.prompts import ExtractedMemory
 from memstore.timeutil import parse_when
@@ -95,25 +95,6 @@ def dated(clause: str, msg: L0Message) -> ExtractedMemory | None:
 
 # --- plain facts ----------------------------------------------------------------------
 
-Builder = Callable[[re.Match[str], L0Message], ExtractedMemory | None]
-
-
-def _canon(template: str, scene: str, priority: int = 75) -> Builder:
-    def build(m: re.Match[str], msg: L0Message) -> ExtractedMemory | None:
-        v = clean_value(m["v"] or "")
-        if not v:
-            return None
-        return memory(template.format(v=third_person(v)), "persona", priority, scene, msg)
-
-    return build
-
-
-def _whole(scene: str, priority: int = 70) -> Builder:
-    def build(m: re.Match[str], msg: L0Message) -> ExtractedMemory | None:
-        return memory(third_person(clean_value(m.string)), "persona", priority, scene, msg)
-
-    return build
-
 
 _ADV = r"(?:很|非常|特别|最|也|真的|还|一直|都)?"
 _FAMILY = (
@@ -135,51 +116,51 @@ _NOT_THING = r"(?!你|这个|那个|它|这样|那样)"
 _RULES: list[tuple[re.Pattern[str], Builder]] = [
     (
         re.compile(r"^我(?:的名字)?叫(?P<v>.+)|^我的名字是(?P<v2>.+)"),
-        _canon("用户的名字是{v}", "个人信息", 90),
+        canon("用户的名字是{v}", "个人信息", 90),
     ),
-    (re.compile(r"^我对(?P<v>.+?)过敏"), _canon("用户对{v}过敏", "健康", 95)),
-    (re.compile(rf"^我的?(?:{_FAMILY}|{_PET})"), _whole("家庭", 75)),
+    (re.compile(r"^我对(?P<v>.+?)过敏"), canon("用户对{v}过敏", "健康", 95)),
+    (re.compile(rf"^我的?(?:{_FAMILY}|{_PET})"), whole("家庭", 75)),
     (
         re.compile(rf"^我{_ADV}(?:不喜欢|讨厌|不爱|受不了)(?P<v>.+)"),
-        _canon("用户不喜欢{v}", "喜好", 65),
+        canon("用户不喜欢{v}", "喜好", 65),
     ),
-    (re.compile(r"^我最喜欢的.+?是"), _whole("喜好", 65)),
+    (re.compile(r"^我最喜欢的.+?是"), whole("喜好", 65)),
     (
         re.compile(rf"^我{_ADV}(?:喜欢|热爱|爱|偏爱){_NOT_THING}(?P<v>.+)"),
-        _canon("用户喜欢{v}", "喜好", 65),
+        canon("用户喜欢{v}", "喜好", 65),
     ),
     (
         re.compile(
             r"^我(?:现在)?住在(?P<v>.+)|^我(?:已经)?搬到了?(?P<v2>.+)|^我从.+搬到了?(?P<v3>.+)"
         ),
-        _canon("用户住在{v}", "居住", 80),
+        canon("用户住在{v}", "居住", 80),
     ),
-    (re.compile(r"^我(?:现在)?在(?P<v>.+?)(?:工作|上班)"), _canon("用户在{v}工作", "工作", 80)),
-    (re.compile(r"^我(?:现在)?在.+生活|^我老家在|^我是.{1,6}人$|^我来自"), _whole("居住", 80)),
-    (re.compile(rf"^我{_ROUTINE}|^我.{{0,4}}{_ROUTINE}"), _whole("日常", 65)),
-    (re.compile(rf"^我(?:有|患有|得了|一直)?.{{0,6}}{_HEALTH}"), _whole("健康", 80)),
+    (re.compile(r"^我(?:现在)?在(?P<v>.+?)(?:工作|上班)"), canon("用户在{v}工作", "工作", 80)),
+    (re.compile(r"^我(?:现在)?在.+生活|^我老家在|^我是.{1,6}人$|^我来自"), whole("居住", 80)),
+    (re.compile(rf"^我{_ROUTINE}|^我.{{0,4}}{_ROUTINE}"), whole("日常", 65)),
+    (re.compile(rf"^我(?:有|患有|得了|一直)?.{{0,6}}{_HEALTH}"), whole("健康", 80)),
     (
         re.compile(
             rf"^我{_STATE}|^我戒.+了|^我(?:不|只|从不|从来不|很少|基本不|不太?能)(?:吃|喝)|^我吃不了"
         ),
-        _whole("饮食", 75),
+        whole("饮食", 75),
     ),
-    (re.compile(r"^我(?:今年)?[\d一二三四五六七八九十]+岁"), _whole("个人信息", 80)),
+    (re.compile(r"^我(?:今年)?[\d一二三四五六七八九十]+岁"), whole("个人信息", 80)),
     (
         re.compile(
             r"^我(?:家里?)?(?:有|养了|养着)(?!点|一点|.{0,2}(?:问题|想法|事|办法|建议|疑问|空|时间))"
         ),
-        _whole("家庭", 70),
+        whole("家庭", 70),
     ),
-    (re.compile(r"^我的(?!问题|意思|想法|建议).{1,6}(?:是|叫)"), _whole("个人信息", 70)),
-    (re.compile(r"^我(?:正)?在学|^我会说"), _whole("个人信息", 65)),
-    (re.compile(r"^我对.+(?:感兴趣|着迷)"), _whole("喜好", 65)),
-    (re.compile(r"^我做.+的$"), _whole("工作", 75)),
+    (re.compile(r"^我的(?!问题|意思|想法|建议).{1,6}(?:是|叫)"), whole("个人信息", 70)),
+    (re.compile(r"^我(?:正)?在学|^我会说"), whole("个人信息", 65)),
+    (re.compile(r"^我对.+(?:感兴趣|着迷)"), whole("喜好", 65)),
+    (re.compile(r"^我做.+的$"), whole("工作", 75)),
     (
         re.compile(
             r"^我(?:还|也|现在|目前|已经)?是(?!说|来|不|想|在|觉得|真的|开玩笑)(?:一名|一个|一位)?(?P<v>.+)"
         ),
-        _canon("用户是{v}", "个人信息", 75),
+        canon("用户是{v}", "个人信息", 75),
     ),
 ]
 
