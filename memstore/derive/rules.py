@@ -78,6 +78,8 @@ _EN_REMEMBER = re.compile(r"^(?:please\s+)?remember(?: that)?\s+(?P<v>.+)", re.I
 _ZH_REMEMBER = re.compile(r"请(?:你)?记住[：:，,]?(?P<v>.+)")
 _SPLIT = re.compile(
     r"(?<=[.!?。！？；;\n])\s*|[，]|\s+(?:and|but|so)\s+(?=I\b)|(?<=[a-z]),\s+(?=I\b)"
+    # "I'm vegetarian, what can I cook?": the statement before the question stands.
+    r"|,\s+(?=(?:what|how|where|which|who|why|can|could|would|do|does|is|are|any)\b[^,]*\?$)"
 )
 _ZH_SUBJECTLESS = re.compile(
     r"(?:也|还|很|非常|特别|最)?(?:不喜欢|讨厌|不爱|喜欢|热爱|爱|住在|搬到)"

@@ -56,7 +56,9 @@ WHEN = re.compile(
     rf"|earlier today|last night|(?:last|next|this) (?:week|weekend|month|year|{_WEEKDAY})"
     rf"|(?P<n>{_NUM}) (?P<unit>days?|weeks?|months?|years?) ago"
     rf"|on (?P<date>\d{{4}}-\d{{2}}-\d{{2}})|on {_WEEKDAY}|in {_MONTH}|in (?:19|20)\d\d|recently"
-    rf"|just(?= (?:got|had|came|went|bought|began|left|won|lost|met|\w+ed)\b))\b,?",
+    r"|just(?= (?!(?:wanted|needed|meant|thought|wondered|figured|noticed|realized|asked|tried"
+    r"|checked|replied|answered)\b)(?:got|had|came|went|bought|began|left|won|lost|met|\w+ed)\b))"
+    r"\b,?",
     _I,
 )
 _OFFSETS = {
@@ -149,6 +151,7 @@ _STATE = (
     r"|terrified of|afraid of|scared of|studying(?! for)|learning|on (?:a |an )?\w+ diet|on insulin"
     r"|doing (?:a |an )?(?:phd|masters?|master's|degree|bachelor'?s?|intermittent fasting|keto)"
     r"|on medication|allergic|intolerant|sensitive to|a native|the (?:oldest|youngest|only)"
+    r"|cutting (?:back|down) on|\d+ (?:weeks|months) pregnant"
     r"|an only child|freelance|\w+-free|in (?:law|med|medical|grad|graduate|nursing|high)"
     r" school)"
 )
@@ -163,7 +166,7 @@ _FAMILY = (
 )
 _PET = (
     r"(?:dogs?|cats?|pupp(?:y|ies)|kittens?|pets?|parrots?|birds?|fish|hamsters?|rabbits?"
-    r"|horses?|turtles?|snakes?|lizards?)"
+    r"|horses?|turtles?|tortoises?|snakes?|lizards?|guinea pigs?|ferrets?|chickens|goldfish)"
 )
 _HABIT = re.compile(
     r"\b(?:every|usually|always|often|a lot|daily|weekly|each|regularly|normally|generally"
@@ -177,6 +180,7 @@ _STABLE_VERB = (
     r"(?:live|work|teach|run|own|keep|eat|drink|avoid|play|speak|study|wear|suffer from"
     r"|struggle with|rent|manage|collect|volunteer|commute|practi[cs]e|grew up|was born"
     r"|gave up|stopped eating|stopped drinking|quit|support|follow|do \w+ for a living"
+    r"|take care of|look after|care for"
     r"|take (?:\w+ ){0,3}(?:medication|medicine|pills|insulin|vitamins|supplements))"
 )
 
@@ -190,7 +194,7 @@ _RULES: list[tuple[re.Pattern[str], Builder]] = [
         _canon("The user is allergic to {v}", "Health", 95),
     ),
     (
-        re.compile(rf"^{_AM} (?P<v>\d{{1,3}})(?: years? old)?$", _I),
+        re.compile(rf"^{_AM} (?P<v>\d{{1,3}})(?: years? old)?(?=$|,| and )", _I),
         _canon("The user is {v} years old", "Identity", 80),
     ),
     (
@@ -241,8 +245,8 @@ _RULES: list[tuple[re.Pattern[str], Builder]] = [
     ),
     (
         re.compile(
-            r"^.{1,40}\b(?:gives? me|makes? me) (?:a rash|hives|headaches?|migraines?|sick|ill"
-            r"|nauseous|bloated|itchy)\b",
+            r"^.{1,40}\b(?:upsets? my stomach|(?:gives?|makes?) me (?:a rash|hives|headaches?"
+            r"|migraines?|sick|ill|nauseous|bloated|itchy))\b",
             _I,
         ),
         _whole("Health", 85),
@@ -314,7 +318,7 @@ _RULES: list[tuple[re.Pattern[str], Builder]] = [
         ),
         _whole("Diet", 75),
     ),
-    (re.compile(rf"^I (?:can't|cannot) {_ADV}{_FOOD_VERB}\b", _I), _whole("Diet", 75)),
+    (re.compile(rf"^I (?:can't|cannot) {_ADV}(?:{_FOOD_VERB}|have)\b", _I), _whole("Diet", 75)),
     (re.compile(rf"^(?:I|we) {_ADV}(?:{_STABLE_VERB})\b", _I), _whole("Identity", 70)),
 ]
 

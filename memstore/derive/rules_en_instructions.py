@@ -75,7 +75,24 @@ _STYLE_NOUN = re.compile(
 )
 
 
+# "I don't like emojis": a dislike of the assistant's style is an instruction.
+_STYLE_DISLIKE = re.compile(
+    r"^I (?:really )?(?:don't like|do not like|hate|dislike|can't stand) (?:it when you use )?"
+    r"(?P<v>(?:\w+ )?(?:emojis?|bullet points|markdown|jargon|long answers|exclamation marks))\b",
+    _I,
+)
+
+
 def instruction(clause: str, msg: L0Message) -> ExtractedMemory | None:
+    dislike = _STYLE_DISLIKE.match(clause)
+    if dislike is not None:
+        return memory(
+            f"Instruction from the user: Don't use {dislike['v']}",
+            "instruction",
+            -1,
+            "Working with the user",
+            msg,
+        )
     if _STYLE_NOUN.match(clause):
         body = _TRAIL.sub("", clause).strip(" .!")
         return memory(
@@ -91,7 +108,10 @@ def instruction(clause: str, msg: L0Message) -> ExtractedMemory | None:
     if not text or not _IMPERATIVE.match(text) or not _STYLE.search(clause):
         return None
     standing = cond is not None or _STANDING.search(clause) or _STRONG_STYLE.search(text)
-    if _ONE_OFF.search(text) or not standing:
+    explicit = re.search(
+        r"(?i)\b(?:from now on|always|never|going forward|in (?:the )?future)\b", clause
+    )
+    if (_ONE_OFF.search(text) and not explicit) or not standing:
         return None
     if re.match(r"(?i)call me [A-Z][\w.]*(?: [A-Z][\w.]*)?$", text):
         return None  # "call me Sam" names the user
