@@ -43,6 +43,7 @@ _PREFIX = re.compile(
     _I,
 )
 _SUFFIX = re.compile(r"[\s,]*(?:by the way|btw|fyi|please|too|as well)$", _I)
+_SUFFIX_ENDS = ("way", "btw", "fyi", "please", "too", "well")
 
 # --- dated events ------------------------------------------------------------------
 
@@ -87,6 +88,9 @@ _MOOD = re.compile(
     rf"(?:{_MOOD_WORDS})\b",
     _I,
 )
+_EVENT_SUBJECT = re.compile(
+    r"^(?:(?:so|then|and|also|finally|actually|well) )?(?:I|we|my|our)\b", _I
+)
 _FIRST = re.compile(r"\b(?:I|we|my|our)\b", _I)
 
 
@@ -107,16 +111,19 @@ def _day(m: re.Match[str], today: date) -> tuple[str | None, str]:
 
 
 def dated(clause: str, msg: L0Message) -> ExtractedMemory | None:
-    m = WHEN.search(clause)
-    if m is None or not _FIRST.search(clause) or re.search(r"(?i)\bborn\b", clause):
+    found = list(WHEN.finditer(clause))
+    if not found or not _FIRST.search(clause) or re.search(r"(?i)\bborn\b", clause):
         return None
+    # "I just started boot camp last month": the date is "last month", not "just".
+    m = next((f for f in found if f["when"].lower() not in ("just", "recently")), found[0])
     rest = re.sub(r"\s{2,}", " ", (clause[: m.start()] + " " + clause[m.end() :])).strip(" ,")
     if m["when"].lower() == "just":
         rest = re.sub(r"(?i)\b(I|we) ", r"\1 just ", rest, count=1)
     own = re.match(r"(?i)^(?:is|was|will be) ((?:my|our) .+)$", rest)
     if own is not None:  # "today is my birthday"
         rest = own[1]
-    if not rest or not re.search(r"(?i)\b(?:I|we)\b|^(?:my|our)\b", rest) or _MOOD.match(rest):
+    # The user must be the subject: "that picture was from a trip we took" is not an event.
+    if not _EVENT_SUBJECT.match(rest) or _MOOD.match(rest):
         return None
     iso, word = _day(m, parse_when(msg.occurred_at).date())
     told = third_person(rest)
@@ -172,7 +179,8 @@ _HABIT = re.compile(
     r"\b(?:every|usually|always|often|a lot|daily|weekly|each|regularly|normally|generally"
     rf"|on (?:weekends|weekdays|{_WEEKDAY}s)|around (?:midnight|noon)|nights|night shifts?"
     r"|to (?:monday|friday)|(?:wake|get) up at|go to (?:bed|sleep) at|(?:start|finish) work at"
-    r"|(?:once|twice|\w+ times) a (?:day|week|month)|a day|a week|per (?:day|week))\b",
+    r"|(?:once|twice|(?:two|three|four|five|several|many|\d+) times) a (?:day|week|month)"
+    r"|a day|a week|per (?:day|week))\b",
     _I,
 )
 _FOOD_VERB = r"(?:eat|drink|touch|digest|tolerate|handle)"
@@ -374,19 +382,34 @@ def rejected(clause: str) -> bool:
 
 
 # Chat spelling: "im vegetarian", "i dont eat pork", "ive got two cats".
-_CASUAL = [
-    (re.compile(r"\bi\b"), "I"),
-    (re.compile(r"\b[Ii]m\b"), "I'm"),
-    (re.compile(r"\b[Ii]ve\b"), "I've"),
-    (re.compile(r"\b(do|does|did|is|are|was|were|have|has|ca|wo|would|could|should)nt\b", _I),
-     r"\1n't"),
-]  # fmt: skip
+_CASUAL = re.compile(
+    r"\b(?:(?P<i>i)|(?P<im>[Ii]m)|(?P<ive>[Ii]ve)"
+    r"|(?P<nt>(?:do|does|did|is|are|was|were|have|has|ca|wo|would|could|should))nt)\b"
+)
+_CASUAL_FORMS = {"i": "I", "im": "I'm", "ive": "I've"}
+
+
+def _casual(m: re.Match[str]) -> str:
+    return f"{m['nt']}n't" if m["nt"] else _CASUAL_FORMS[m[0].lower()]
+
+
+# Cheap gate: a clause without the user in it, an order or an aside is nothing to us.
+_ANY = re.compile(
+    r"\b(?:I|my|me|we|our|us|mine)\b|^(?:as an?|always|never|don't|do not|stop|keep|use|avoid"
+    r"|answer|reply|respond|speak|talk|write|give|call|be|make|include|add|cite|explain|show"
+    r"|format|address|refer|try|start|put|list|switch|no|short|shorter|brief|longer|detailed"
+    r"|simple|simpler|concise|more|less|fewer|please|kindly|from now on|going forward|in future"
+    r"|in the future|when|whenever)\b",
+    _I,
+)
 
 
 def strip_prefix(clause: str) -> str:
-    for pattern, repl in _CASUAL:
-        clause = pattern.sub(repl, clause)
-    return _SUFFIX.sub("", POLITE.sub("", _PREFIX.sub("", clause))).strip()
+    clause = _CASUAL.sub(_casual, clause)
+    clause = POLITE.sub("", _PREFIX.sub("", clause))
+    if clause[-6:].lower().endswith(_SUFFIX_ENDS):  # the regex is only worth it then
+        clause = _SUFFIX.sub("", clause)
+    return clause.strip()
 
 
 def classify(
@@ -394,7 +417,7 @@ def classify(
 ) -> list[ExtractedMemory]:
     """The memories of one English clause (already split, no trailing punctuation)."""
     clause = strip_prefix(clause)
-    if not clause or rejected(clause):
+    if not clause or not _ANY.search(clause) or rejected(clause):
         return []
     got = instruction(clause, msg)
     if got is not None:

@@ -27,7 +27,11 @@ _PRONOUNS = [
 ]
 
 # Verbs whose third person is not just "+s"; past forms and modals stay as they are.
-_IRREGULAR = {"have": "has", "do": "does", "go": "goes", "don't": "doesn't", "am": "is"}
+_IRREGULAR = {
+    "have": "has", "do": "does", "go": "goes", "don't": "doesn't", "am": "is",
+    "haven't": "hasn't", "aren't": "isn't",
+}  # fmt: skip
+# Modals and past forms do not change with the subject.
 _UNCHANGED = frozenset(
     [
         "can",
@@ -40,6 +44,7 @@ _UNCHANGED = frozenset(
         "would",
         "wouldn't",
         "should",
+        "shouldn't",
         "must",
         "might",
         "may",
@@ -73,24 +78,54 @@ _UNCHANGED = frozenset(
         "wore",
         "won",
         "wrote",
-        "just",
-        "also",
-        "really",
-        "only",
-        "still",
-        "usually",
-        "always",
-        "never",
-        "often",
-        "rarely",
-        "mostly",
-        "now",
-        "currently",
+        "felt",
+        "found",
+        "heard",
+        "knew",
+        "led",
+        "meant",
+        "put",
+        "read",
+        "said",
+        "sent",
+        "set",
+        "sat",
+        "slept",
+        "spoke",
+        "stood",
+        "taught",
+        "understood",
+        "built",
+        "caught",
+        "chose",
+        "drew",
+        "drove",
+        "fell",
+        "fed",
+        "fought",
+        "flew",
+        "forgot",
+        "froze",
+        "held",
+        "hurt",
+        "let",
+        "rode",
+        "rose",
+        "sang",
+        "shot",
+        "shut",
+        "swam",
+        "threw",
+        "woke",
+        "became",
+        "cut",
+        "brought",
     ]
 )
 _ADVERBS = (
-    "just|also|really|only|still|usually|always|never|often|rarely|mostly|now|currently"
-    "|absolutely|truly|normally|generally|sometimes"
+    "just|also|still|always|never|often|now|even|once|soon|already|sometimes"
+    # "-ly" words are adverbs ("I actually started"), except the verbs among them.
+    r"|(?!(?:apply|reply|supply|rely|fly|ally|bully|tally)\b)[a-z]{2,}ly"
 )
 # A bare "I" and the verb that must agree with its new subject ("I keep" -> "keeps").
 _I_VERB = re.compile(rf"(?<!and )\bI((?: (?:{_ADVERBS}))*) ([a-z']+)")
