@@ -38,8 +38,9 @@ _HEDGE = re.compile(
 )
 _PREFIX = re.compile(
     r"^(?:(?:hi|hey|hello|ok|okay|oh|so|well|also|and|btw|by the way|fyi|just so you know"
-    r"|just to let you know|for the record|for context|actually|quick heads-up|heads-up"
-    r"|heads up|note|fun fact|honestly|anyway)\b[\s,:!.—–-]*)+",
+    r"|just to let you know|for the record|for context|actually|(?:just )?(?:a )?(?:quick )?"
+    r"heads[- ]up|note|fun fact|honestly|anyway|before we start|you should know(?: that)?"
+    r"|you need to know(?: that)?|for your information)\b[\s,:!.—–-]*)+",
     _I,
 )
 _SUFFIX = re.compile(r"[\s,]*(?:by the way|btw|fyi|please|too|as well)$", _I)
@@ -155,9 +156,11 @@ _STATE = (
     r"|single|divorced|engaged|widowed|retired|unemployed|self-employed|left-handed"
     r"|right-handed|epileptic|deaf|blind|hard of hearing|asthmatic|celiac|introverted"
     r"|extroverted|originally from|from|based in|born|into|crazy about|obsessed with"
-    r"|terrified of|afraid of|scared of|studying(?! for)|learning|on (?:a |an )?\w+ diet|on insulin"
+    r"|terrified of|afraid of|scared of|studying(?! for)|learning|on (?:a |an )?[\w-]+ diet"
+    r"|on insulin"
     r"|doing (?:a |an )?(?:phd|masters?|master's|degree|bachelor'?s?|intermittent fasting|keto)"
     r"|on medication|allergic|intolerant|sensitive to|a native|the (?:oldest|youngest|only)"
+    r"|the (?:founder|co-founder|owner|ceo|cto|cfo|head|manager|director|lead|president) of"
     r"|cutting (?:back|down) on|\d+ (?:weeks|months) pregnant"
     r"|an only child|freelance|\w+-free|in (?:law|med|medical|grad|graduate|nursing|high)"
     r" school)"
@@ -180,7 +183,7 @@ _HABIT = re.compile(
     rf"|on (?:weekends|weekdays|{_WEEKDAY}s)|around (?:midnight|noon)|nights|night shifts?"
     r"|to (?:monday|friday)|(?:wake|get) up at|go to (?:bed|sleep) at|(?:start|finish) work at"
     r"|(?:once|twice|(?:two|three|four|five|several|many|\d+) times) a (?:day|week|month)"
-    r"|a day|a week|per (?:day|week))\b",
+    r"|a day|a week|per (?:day|week)|most (?:days|weekends|mornings|evenings|nights|weeks))\b",
     _I,
 )
 _FOOD_VERB = r"(?:eat|drink|touch|digest|tolerate|handle)"
@@ -296,7 +299,11 @@ _RULES: list[tuple[re.Pattern[str], Builder]] = [
         _whole("Identity", 70),
     ),
     (
-        re.compile(r"^.{1,60}\b(?:is|are) my (?:favou?rite|hobby|hobbies|thing)\b", _I),
+        re.compile(
+            r"^.{1,60}\b(?:is|are)(?:n't| not)? my (?:absolute |all-time |very )?(?:favou?rite"
+            r"|hobby|hobbies|thing|cup of tea)\b",
+            _I,
+        ),
         _whole("Preferences", 65),
     ),
     (re.compile(r"^home for me is\b", _I), _whole("Home", 75)),
@@ -309,7 +316,7 @@ _RULES: list[tuple[re.Pattern[str], Builder]] = [
     (
         re.compile(
             rf"^(?:I|we)(?:(?:'ve| have) {_ADV}got| {_ADV}(?:have|own))"
-            r" (?!(?:a |an |any |no |some )?"
+            r" (?!(?:a |an |any |no |some |another )?"
             r"(?:questions?|ideas?|problems?|issues?|doubts?|feeling|minute|moment|second|sec"
             r"|chance|time|clue|to|fun|a go|a look|news|an idea|meeting|appointment|call"
             r"|deadline|exam|test|lot of|bunch of)\b)\w",
