@@ -300,7 +300,8 @@ _RULES: list[tuple[re.Pattern[str], Builder]] = [
     ),
     (
         re.compile(
-            r"^.{1,60}\b(?:is|are)(?:n't| not)? my (?:absolute |all-time |very )?(?:favou?rite"
+            r"^(?!(?:that|this|it|which)\b).{1,60}\b(?:is|are)(?:n't| not)? my"
+            r" (?:absolute |all-time |very )?(?:favou?rite"
             r"|hobby|hobbies|thing|cup of tea)\b",
             _I,
         ),
