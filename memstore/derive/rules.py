@@ -1,13 +1,20 @@
-"""The offline rule-based deriver for L1: explicit first-person statements only.
+"""The offline rule-based deriver for L1: plain first-person statements.
 
-It is deliberately modest: it turns clear statements ("my name is…", "I love…",
-"always answer in…", "yesterday I…", 我叫…/我喜欢…/请记住…/昨天我…) into
-memories written in a canonical third-person form, and it recognises that
-canonical form again to decide dedup without a model: near-identical text is
-skipped, the same *slot* (name, home, work, the attitude to one thing) with a
-different value supersedes the old memory. Everything else is left alone —
-a wrong memory is worse than a missing one, and re-deriving with an LLM later
-replaces all of it.
+It turns what the user says about themselves in English and Chinese — diet,
+allergies, health, pets, family, home, work, tastes, routines ("I'm
+vegetarian", "I don't eat pork", 我乳糖不耐受), standing instructions
+("always answer me in Chinese", 请用中文回答: global, priority -1) and dated
+events ("yesterday I…", 明天我…) — into memories written in the third person
+(rules_en.py, rules_en_instructions.py, rules_zh.py). Questions, requests for a
+task, hedges, moods, reactions, quoted text, other people and the assistant's
+own words are rejected first: a wrong memory is worse than a missing one, and
+re-deriving with an LLM later replaces all of it. Precision and recall are
+measured on a labelled corpus (``memstore bench rules``, tests/data/).
+
+This module splits messages into clauses, drops quoted text, and decides
+dedup without a model: near-identical text is skipped, the same *slot* (name,
+home, work, the attitude to one thing) with a different value supersedes the
+old memory.
 """
 
 from __future__ import annotations
