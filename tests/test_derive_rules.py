@@ -374,3 +374,11 @@ def test_bench_rules_command(tmp_path: Path) -> None:
     data = json.loads(out.read_text(encoding="utf-8"))
     g = data["corpora"]["c.jsonl"]["groups"]["all"]
     assert (g["tp"], g["fp"], g["fn"]) == (1, 0, 1) and data["meta"]["command"]
+
+
+def test_a_speaker_label_is_not_part_of_the_statement() -> None:
+    # Transcripts (and the LoCoMo capture) write "Name: text"; an order with a colon is not a name.
+    [got] = extract([_msg("Ana: I adopted a puppy called Miso last week.")], 5)
+    assert got.content == "Around 2023-05-01, the user adopted a puppy called Miso."
+    assert [m.content for m in extract([_msg("小明：我喜欢猫。")], 5)] == ["用户喜欢猫。"]
+    assert extract([_msg("Translate: I am a teacher.")], 5) == []

@@ -81,6 +81,13 @@ def normalize(text: str) -> str:
 
 # Quoted text is someone's words, not the user's ("translate 'I am a teacher'").
 _QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|「[^」]*」|『[^』]*』|(?<!\w)'[^']*'(?!\w)")
+# A speaker label ("Ana: I adopted a puppy"), as transcripts and the LoCoMo
+# capture write it; an order with a colon ("Translate: I am…") is not one.
+_SPEAKER = re.compile(
+    r"^(?!(?i:translate|correct|fix|check|rewrite|summari[sz]e|paraphrase|proofread|edit|example"
+    r"|input|text|sentence|prompt|question|q|grammar)\b)[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}:\s+"
+    r"|^(?![^:：]*(?:翻译|句|帮|请|例))[\u4e00-\u9fff]{2,4}[:：]\s*"
+)
 _EN_REMEMBER = re.compile(r"^(?:please\s+)?remember(?: that)?\s+(?P<v>.+)", re.I)
 _ZH_REMEMBER = re.compile(r"请(?:你)?记住[：:，,]?(?P<v>.+)")
 _SPLIT = re.compile(
@@ -152,7 +159,7 @@ def extract(messages: Sequence[L0Message], max_memories: int) -> list[ExtractedM
     for msg in messages:
         if msg.role != "user":
             continue
-        text = msg.text.replace("’", "'").replace("‘", "'")
+        text = _SPEAKER.sub("", msg.text.replace("’", "'").replace("‘", "'"), count=1)
         for clause in clauses(_QUOTED.sub(" ", text)):
             for mem in _classify(clause, msg):
                 key = normalize(mem.content)
