@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("fastapi", reason="the gateway needs the server extra")
-
 from memstore.errors import ConfigError
 from memstore.gateway.config import GatewayConfig, is_loopback
 from memstore.gateway.guard import token_matches

@@ -18,10 +18,8 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("fastapi", reason="the gateway needs the server extra")
-
-from memstore import Settings, Store  # noqa: E402
-from tests.gateway_support import running_gateway  # noqa: E402
+from memstore import Settings, Store
+from tests.gateway_support import running_gateway
 
 
 class UpstreamStyleClient:
