@@ -18,6 +18,7 @@ from memstore.cli import derive as _derive  # noqa: F401  isort: skip
 from memstore.cli import hermes as _hermes  # noqa: F401  isort: skip
 from memstore.cli import pipeline as _pipeline  # noqa: F401  isort: skip
 from memstore.cli import serve as _serve  # noqa: F401  isort: skip
+from memstore.cli import porting as _porting  # noqa: F401  isort: skip
 
 
 def main(argv: list[str] | None = None) -> None:

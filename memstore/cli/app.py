@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from memstore.config import Settings, default_db_path
+from memstore.errors import NotFoundError
 from memstore.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,12 +51,29 @@ def resolve_db(db: Path | None) -> Path:
     return db if db is not None else default_db_path()
 
 
-def open_store(db: Path | None, *, background: bool = False, **kwargs: Any) -> Store:
-    """Open the store for one command; background threads only when asked."""
+def user_option_optional(f: F) -> F:
+    return click.option(
+        "--user", "user", default=None, envvar="MEMSTORE_USER", show_envvar=True,
+        help="User id.",
+    )(f)  # fmt: skip
+
+
+def open_store(
+    db: Path | None, *, background: bool = False, must_exist: bool = False, **kwargs: Any
+) -> Store:
+    """Open the store for one command; background threads only when asked.
+
+    Commands that only read pass ``must_exist``: a mistyped path is an error
+    naming it, not a new empty database (and folders) created in passing."""
+    path = resolve_db(db)
+    if must_exist and not path.is_file():
+        raise NotFoundError(
+            f"no database at {path}: check --db / $MEMSTORE_DB (nothing was created)"
+        )
     settings = Settings.load()
     if not background:
         settings = settings.replace(background_indexer=False, scheduler=False)
-    return Store.open(resolve_db(db), settings=settings, **kwargs)
+    return Store.open(path, settings=settings, **kwargs)
 
 
 def echo_json(data: Any) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -48,56 +47,6 @@ def capture(
         echo_json(data)
     else:
         click.echo(f"stored {len(res.stored)} message(s), {len(res.duplicates)} already known")
-
-
-@cli.command("import")
-@db_option
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True)
-def import_(db: Path | None, file: Path, fmt: str) -> None:
-    """Import messages from a JSONL file, one message object per line.
-
-    Each line: {"user": ..., "session": ..., "role": ..., "content": ...,
-    "timestamp"?: ..., "id"?: ...}. Consecutive lines of the same user and
-    session are captured together; lines already imported are skipped.
-
-    \b
-    Example:
-      memstore import chats.jsonl --format jsonl
-    """
-    with file.open("r", encoding="utf-8", errors="replace") as fh:
-        lines = fh.readlines()
-    stored = dup = bad = 0
-    batch: list[dict[str, Any]] = []
-    key: tuple[str, str] | None = None
-    with open_store(db, background=False) as store:
-
-        def flush() -> None:
-            nonlocal stored, dup, batch
-            if batch and key is not None:
-                res = store.capture(key[0], key[1], batch)
-                stored += len(res.stored)
-                dup += len(res.duplicates)
-            batch = []
-
-        for lineno, line in enumerate(tqdm(lines, unit="msg", desc="import", disable=None), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                if not isinstance(obj, dict):
-                    raise ValueError("not an object")
-                k = (str(obj["user"]), str(obj["session"]))
-            except (ValueError, KeyError) as e:
-                bad += 1
-                click.echo(f"line {lineno}: skipped ({e})", err=True)
-                continue
-            if k != key or len(batch) >= 200:
-                flush()
-                key = k
-            batch.append({f: obj[f] for f in ("role", "content", "timestamp", "id") if f in obj})
-        flush()
-    click.echo(f"imported {stored} message(s); {dup} already known; {bad} bad line(s)")
 
 
 @cli.group()
