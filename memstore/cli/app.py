@@ -18,15 +18,21 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="memstore")
-def cli() -> None:
+@click.option(
+    "--db", "db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="Database file for every command (default: $MEMSTORE_DB, else the user data directory).",
+)  # fmt: skip
+def cli(db: Path | None) -> None:
     """memstore: event-sourced long-term memory for LLM agents, on one SQLite file.
 
-    Every command takes --db PATH (default: $MEMSTORE_DB, else the user data
-    directory). Commands that list data take --json.
+    --db PATH goes before the command or after it (default: $MEMSTORE_DB,
+    else the user data directory); --user defaults to $MEMSTORE_USER.
+    Commands that list data take --json.
 
     \b
     Example:
       memstore doctor
+      memstore --db ./agent.db memories list --user alice
       memstore demo
     """
 
@@ -37,9 +43,7 @@ def db_option(f: F) -> F:
         "db",
         type=click.Path(dir_okay=False, path_type=Path),
         default=None,
-        envvar="MEMSTORE_DB",
-        show_envvar=True,
-        help="Database file.",
+        help="Database file (default: memstore --db, $MEMSTORE_DB, the user data directory).",
     )(f)
 
 
@@ -48,7 +52,12 @@ def json_option(f: F) -> F:
 
 
 def resolve_db(db: Path | None) -> Path:
-    return db if db is not None else default_db_path()
+    """The command's --db, else the one given before the command, else the default."""
+    if db is not None:
+        return db
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root().params.get("db") if ctx is not None else None
+    return Path(root) if root is not None else default_db_path()
 
 
 def user_option_optional(f: F) -> F:

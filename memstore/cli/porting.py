@@ -105,8 +105,8 @@ def import_(
     counts = ", ".join(f"{n} {what}" for what, n in report.counts.items()) or "nothing"
     click.echo(f"imported: {counts}; {len(report.problems)} problem(s)")
     if fmt in ("jsonl", "seed") and report.counts.get("messages stored"):
-        who = f"--user {user}" if user else "--user USER"
-        click.echo(f"next: `memstore pipeline run {who}` derives memories from them now")
+        who = f" --user {user}" if user else ""
+        click.echo(f"next: `memstore pipeline run{who}` derives memories from them now")
     if report.problems:
         sys.exit(1)
 

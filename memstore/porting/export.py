@@ -21,8 +21,7 @@ from memstore.errors import EventError, InvalidInputError
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.events.types import Event, registry
 from memstore.porting.events_io import EXPORT_FORMAT, event_to_dict
-from memstore.porting.report import ImportReport, json_lines
-from memstore.timeutil import parse_when
+from memstore.porting.report import ImportReport, json_lines, when
 
 if TYPE_CHECKING:
     from memstore.store import Store
@@ -84,7 +83,7 @@ def _decode(obj: dict[str, Any]) -> tuple[int, NewEvent]:
         stream=obj["stream"],
         payload=payload,
         user_id=user,
-        occurred_at=parse_when(obj.get("occurred_at")),
+        occurred_at=when(obj.get("occurred_at")),
         idempotency_key=str(key),
         causation_id=obj.get("causation_id"),
         correlation_id=obj.get("correlation_id"),

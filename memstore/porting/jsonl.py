@@ -13,9 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from memstore.errors import InvalidInputError
-from memstore.l0.capture import ROLES, check_id
-from memstore.porting.report import ImportReport, json_lines, require_str
-from memstore.timeutil import parse_when
+from memstore.l0.capture import ROLES
+from memstore.porting.report import ImportReport, json_lines, require_str, strict_id, when
 
 if TYPE_CHECKING:
     from memstore.store import Store
@@ -25,8 +24,8 @@ BATCH = 200
 
 def validate_message_line(obj: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
     """(user, session, message) for one line, or InvalidInputError saying why not."""
-    user = check_id("user", require_str(obj, "user"))
-    session = check_id("session", require_str(obj, "session"))
+    user = strict_id("user", require_str(obj, "user"))
+    session = strict_id("session", require_str(obj, "session"))
     role = require_str(obj, "role") or ""
     if role.strip().lower() not in ROLES:
         raise InvalidInputError(f'"role" must be one of {sorted(ROLES)}, not {role!r}')
@@ -37,13 +36,13 @@ def validate_message_line(obj: dict[str, Any]) -> tuple[str, str, dict[str, Any]
     msg: dict[str, Any] = {"role": role, "content": content}
     ts = obj.get("timestamp")
     if ts is not None:
-        parse_when(ts)  # raises with a message
+        when(ts)  # raises with a message
         msg["timestamp"] = ts
     mid = obj.get("id")
     if mid is not None:
         if not isinstance(mid, str | int) or isinstance(mid, bool):
             raise InvalidInputError('"id" must be a string')
-        msg["id"] = check_id("id", str(mid))
+        msg["id"] = strict_id("id", str(mid))
     if "name" in obj and isinstance(obj["name"], str):
         msg["name"] = obj["name"]
     return user, session, msg

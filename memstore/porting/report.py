@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
 from memstore.errors import InvalidInputError
+from memstore.timeutil import parse_when
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 
@@ -82,6 +84,30 @@ def json_lines(text: str, name: str, report: ImportReport) -> Iterator[tuple[int
         yield lineno, obj
 
 
+def when(value: object) -> datetime:
+    """``parse_when`` with every failure an InvalidInputError (instants near
+    the ends of the calendar overflow while being normalised to UTC)."""
+    try:
+        return parse_when(value)
+    except (OverflowError, ValueError) as exc:
+        if isinstance(exc, InvalidInputError):
+            raise
+        raise InvalidInputError(f"timestamp out of range: {value!r}") from None
+
+
+def strict_id(name: str, value: object) -> str:
+    """An id by the API's rules, and refused (never aliased) when those rules
+    would change it: "alice " must not become alice."""
+    from memstore.l0.capture import check_id
+
+    cleaned = check_id(name, value)
+    if cleaned != value:
+        raise InvalidInputError(
+            f"{name} {value!r} has surrounding whitespace or control characters"
+        )
+    return cleaned
+
+
 def require_str(obj: dict[str, Any], key: str, *, optional: bool = False) -> str | None:
     """A string field; raises InvalidInputError naming the field otherwise."""
     value = obj.get(key)
@@ -96,4 +122,4 @@ def require_str(obj: dict[str, Any], key: str, *, optional: bool = False) -> str
     return value
 
 
-__all__ = ["ImportReport", "Problem", "json_lines", "read_text", "require_str"]
+__all__ = ["ImportReport", "Problem", "json_lines", "read_text", "require_str", "strict_id", "when"]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from memstore.errors import InvalidInputError
 from memstore.l0.capture import ROLES
-from memstore.timeutil import parse_when
+from memstore.porting.report import when
 
 if TYPE_CHECKING:
     from memstore.store import Store
@@ -198,8 +198,8 @@ def _message(
             ok = False
         else:
             try:
-                when = parse_when(ts if isinstance(ts, str) else ts / 1000.0)
-                stamp = int(when.timestamp() * 1000)
+                instant = when(ts if isinstance(ts, str) else ts / 1000.0)
+                stamp = int(instant.timestamp() * 1000)
             except InvalidInputError as exc:
                 problems.append(SeedProblem("message", f'"timestamp": {exc}', si, ri, mi))
                 ok = False

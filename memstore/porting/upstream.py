@@ -25,10 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from memstore.errors import InvalidInputError
-from memstore.l0.capture import ROLES, check_id
+from memstore.l0.capture import ROLES
 from memstore.llm.prompts import MEMORY_TYPES
-from memstore.porting.report import ImportReport, json_lines, read_text, require_str
-from memstore.timeutil import parse_when, to_iso
+from memstore.porting.report import (
+    ImportReport,
+    json_lines,
+    read_text,
+    require_str,
+    strict_id,
+    when,
+)
+from memstore.timeutil import to_iso
 
 META_START = "-----META-START-----"
 META_END = "-----META-END-----"
@@ -170,7 +177,7 @@ def _conversation_file(text: str, name: str, report: ImportReport) -> list[Messa
 
 
 def _message(obj: dict[str, Any]) -> Message:
-    session = check_id("sessionKey", require_str(obj, "sessionKey"))
+    session = strict_id("sessionKey", require_str(obj, "sessionKey"))
     role = (require_str(obj, "role") or "").strip().lower()
     if role not in ROLES:
         raise InvalidInputError(f'"role" must be one of {sorted(ROLES)}, not {role!r}')
@@ -182,19 +189,19 @@ def _message(obj: dict[str, Any]) -> Message:
         raise InvalidInputError('"timestamp" and "recordedAt" are both missing')
     if isinstance(ts, bool) or not isinstance(ts, int | float | str):
         raise InvalidInputError('"timestamp" must be epoch milliseconds')
-    when = to_iso(parse_when(ts / 1000.0 if isinstance(ts, int | float) else ts))
+    stamp = to_iso(when(ts / 1000.0 if isinstance(ts, int | float) else ts))
     mid = obj.get("id")
     if mid in (None, ""):
         # Stable across re-imports: the same line always gets the same id.
-        digest = hashlib.sha256(f"{session}\x1f{when}\x1f{role}\x1f{content}".encode())
+        digest = hashlib.sha256(f"{session}\x1f{stamp}\x1f{role}\x1f{content}".encode())
         mid = f"tdai:{digest.hexdigest()[:24]}"
     elif not isinstance(mid, str):
         raise InvalidInputError('"id" must be a string')
-    return Message(session, check_id("id", mid), role, content, when)
+    return Message(session, strict_id("id", mid), role, content, stamp)
 
 
 def _record(obj: dict[str, Any], where: str) -> Record:
-    rid = check_id("id", require_str(obj, "id"))
+    rid = strict_id("id", require_str(obj, "id"))
     content = " ".join((require_str(obj, "content") or "").split())
     mtype = require_str(obj, "type") or ""
     if mtype not in MEMORY_TYPES:
@@ -228,7 +235,7 @@ def _iso_or_none(value: object) -> str | None:
     if value in (None, ""):
         return None
     try:
-        return to_iso(parse_when(value))
+        return to_iso(when(value))
     except InvalidInputError:
         return None
 
