@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from memstore import Settings, Store
 from memstore.porting.report import ImportReport
@@ -190,3 +193,26 @@ def test_cli_import_upstream_with_progress_and_summary(cli_env: Path, tmp_path: 
     assert r.exit_code == 1 and "does not exist" in r.stderr
     r = run_cli("import", str(root), "--format", "upstream")
     assert r.exit_code == 2 and "--user" in r.stderr
+
+
+def test_upstream_llm_environment_is_honoured_when_memstore_s_is_unset(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for k in list(os.environ):
+        if k.startswith(("MEMSTORE_", "TDAI_")):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("MEMSTORE_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("TDAI_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("TDAI_LLM_API_KEY", "tdai-key")
+    monkeypatch.setenv("TDAI_LLM_MODEL", "qwen-upstream")
+    monkeypatch.setenv("TDAI_LLM_TIMEOUT_MS", "45000")
+    s = Settings.load()
+    assert (s.llm_base_url, s.llm_api_key, s.llm_model) == (
+        "http://127.0.0.1:9/v1", "tdai-key", "qwen-upstream",
+    )  # fmt: skip
+    assert s.llm_timeout_s == 45.0 and s.llm_configured
+    monkeypatch.setenv("MEMSTORE_LLM_MODEL", "ours")
+    (tmp_path / "c.toml").write_text('llm_base_url = "http://file/v1"\n')
+    monkeypatch.setenv("MEMSTORE_CONFIG", str(tmp_path / "c.toml"))
+    s = Settings.load()
+    assert (s.llm_model, s.llm_base_url, s.llm_api_key) == ("ours", "http://file/v1", "tdai-key")
