@@ -19,6 +19,10 @@ from memstore.cli import hermes as _hermes  # noqa: F401  isort: skip
 from memstore.cli import pipeline as _pipeline  # noqa: F401  isort: skip
 from memstore.cli import serve as _serve  # noqa: F401  isort: skip
 from memstore.cli import porting as _porting  # noqa: F401  isort: skip
+from memstore.cli import users as _users  # noqa: F401  isort: skip
+from memstore.cli import doctor_view  # isort: skip
+
+doctor_view.register()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -67,6 +67,16 @@ def user_option_optional(f: F) -> F:
     )(f)  # fmt: skip
 
 
+def existing_db(db: Path | None) -> Path:
+    """The database path, which must exist: a reading command never creates one."""
+    path = resolve_db(db)
+    if not path.is_file():
+        raise NotFoundError(
+            f"no database at {path}: check --db / $MEMSTORE_DB (nothing was created)"
+        )
+    return path
+
+
 def open_store(
     db: Path | None, *, background: bool = False, must_exist: bool = False, **kwargs: Any
 ) -> Store:
@@ -74,11 +84,7 @@ def open_store(
 
     Commands that only read pass ``must_exist``: a mistyped path is an error
     naming it, not a new empty database (and folders) created in passing."""
-    path = resolve_db(db)
-    if must_exist and not path.is_file():
-        raise NotFoundError(
-            f"no database at {path}: check --db / $MEMSTORE_DB (nothing was created)"
-        )
+    path = existing_db(db) if must_exist else resolve_db(db)
     settings = Settings.load()
     if not background:
         settings = settings.replace(background_indexer=False, scheduler=False)
