@@ -2,21 +2,55 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from memstore.config import Settings, default_db_path
 from memstore.errors import NotFoundError
-from memstore.store import Store
+
+if TYPE_CHECKING:
+    from memstore.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class LazyGroup(click.Group):
+    """Imports a command's module only when that command runs."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from memstore.cli.commands import COMMANDS
+
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        from memstore.cli.commands import COMMANDS, MODULES
+
+        if cmd_name not in self.commands:
+            modules = COMMANDS[cmd_name][0] if cmd_name in COMMANDS else MODULES
+            for module in modules:
+                importlib.import_module(module)
+        elif cmd_name in COMMANDS:  # a group whose subcommands live in several modules
+            for module in COMMANDS[cmd_name][0]:
+                importlib.import_module(module)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from memstore.cli.commands import COMMANDS
+
+        rows = [(name, COMMANDS[name][1]) for name in sorted(COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(package_name="memstore")
 @click.option(
     "--db", "db", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -85,6 +119,8 @@ def open_store(
     Commands that only read pass ``must_exist``: a mistyped path is an error
     naming it, not a new empty database (and folders) created in passing."""
     path = existing_db(db) if must_exist else resolve_db(db)
+    from memstore.store import Store
+
     settings = Settings.load()
     if not background:
         settings = settings.replace(background_indexer=False, scheduler=False)

@@ -57,6 +57,7 @@ def doctor_report(db: Path) -> tuple[dict[str, Any], list[str]]:
 
     for fn in doctor_extra.HOOKS:
         fn(db, report, problems)
+    doctor_view.check_spaces(db, report, problems)
     return report, problems
 
 

@@ -8,8 +8,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from memstore.cli.doctor_extra import HOOKS
-
 
 def scratch_db() -> Path:
     """A throwaway database file for checking SQLite when the real one is absent."""
@@ -45,9 +43,10 @@ def lines(report: dict[str, Any]) -> list[str]:
     return out
 
 
-def _check_spaces(db: Path, report: dict[str, Any], problems: list[str]) -> None:
+def check_spaces(db: Path, report: dict[str, Any], problems: list[str]) -> None:
     """Vectors built by another model than the configured one leave search
-    keyword-only until a reindex: say so, with the command."""
+    keyword-only until a reindex: say so, with the command. Runs after the
+    hooks (the embedder hook fills ``report["embeddings"]``)."""
     status = report.get("embeddings")
     if not isinstance(status, dict) or report.get("schema_revision") is None:
         return
@@ -73,10 +72,4 @@ def _check_spaces(db: Path, report: dict[str, Any], problems: list[str]) -> None
             )
 
 
-def register() -> None:
-    """Add the vector-space check after the hook that reports the embedder."""
-    if _check_spaces not in HOOKS:
-        HOOKS.append(_check_spaces)
-
-
-__all__ = ["lines", "register", "scratch_db"]
+__all__ = ["check_spaces", "lines", "scratch_db"]
