@@ -223,6 +223,18 @@ def test_bearer_auth_guards_every_route_but_health(gw_auth: Running) -> None:
         assert good.get("/v1/users").status_code == 200
 
 
+def test_requests_without_user_id_go_to_the_default_user(tmp_path: Path) -> None:
+    # The upstream's Hermes plugin names the user on capture and recall only.
+    with running_gateway(tmp_path / "du.db", default_user="hermes-user") as g, g.client() as c:
+        c.post("/capture", json={"user_content": "I love rowing", "session_key": "s"})
+        found = c.post("/search/conversations", json={"query": "rowing"}).json()
+        assert found["total"] >= 1
+        assert g.store.search_conversations("rowing", user_id="hermes-user", strategy="keyword")
+        assert g.store.search_conversations("rowing", user_id="default", strategy="keyword") == []
+    with pytest.raises(ConfigError):
+        GatewayConfig(default_user=" x").check()
+
+
 def test_auth_off_leaves_routes_open(gw: Running) -> None:
     with gw.client() as c:
         assert c.post("/recall", json={"query": "x", "session_key": "s"}).status_code == 200

@@ -24,6 +24,10 @@ from memstore.errors import ConfigError
     help="Allow a non-loopback address without an API key (only behind an authenticating proxy).",
 )  # fmt: skip
 @click.option("--access-log", is_flag=True, help="Log every request.")
+@click.option(
+    "--default-user", default=None,
+    help="User of requests without user_id  [default: default; env MEMSTORE_GATEWAY_DEFAULT_USER]",
+)  # fmt: skip
 def serve(
     db: Path | None,
     host: str | None,
@@ -32,6 +36,7 @@ def serve(
     max_body_bytes: int | None,
     insecure: bool,
     access_log: bool,
+    default_user: str | None,
 ) -> None:
     """Serve memory over HTTP: the upstream gateway's routes and /v1.
 
@@ -63,6 +68,7 @@ def serve(
         max_body_bytes=max_body_bytes,
         insecure=insecure or None,
         access_log=access_log or None,
+        default_user=default_user,
     )
     path = resolve_db(db)
 

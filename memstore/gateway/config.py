@@ -40,6 +40,8 @@ class GatewayConfig:
     # Origins that get CORS headers; "*" allows any (development only).
     cors_origins: tuple[str, ...] = field(default_factory=tuple)
     max_body_bytes: int = DEFAULT_MAX_BODY
+    # The user of requests that name none (the upstream ignored user_id).
+    default_user: str = "default"
     insecure: bool = False
     access_log: bool = False
     # /session/end and /seed extract what is pending before answering, bounded.
@@ -63,6 +65,9 @@ class GatewayConfig:
         port = _env("MEMSTORE_GATEWAY_PORT", "TDAI_GATEWAY_PORT")
         if port:
             values["port"] = _int("port", port)
+        user = _env("MEMSTORE_GATEWAY_DEFAULT_USER")
+        if user:
+            values["default_user"] = user
         body = _env("MEMSTORE_GATEWAY_MAX_BODY_BYTES")
         if body:
             values["max_body_bytes"] = _int("max body bytes", body)
@@ -76,6 +81,8 @@ class GatewayConfig:
             raise ConfigError(f"port must be 0..65535, got {self.port}")
         if self.max_body_bytes < 1024:
             raise ConfigError("max body bytes must be at least 1024")
+        if not self.default_user.strip() or self.default_user != self.default_user.strip():
+            raise ConfigError(f"default user {self.default_user!r} is not a valid user id")
         if self.api_key is not None and not self.api_key.strip():
             raise ConfigError("the API key must not be blank")
         if not is_loopback(self.host) and not self.api_key and not self.insecure:

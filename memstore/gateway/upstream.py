@@ -34,7 +34,7 @@ class _Body(BaseModel):
 class RecallRequest(_Body):
     query: str = Field(min_length=1)
     session_key: str = Field(min_length=1)
-    user_id: str = DEFAULT_USER
+    user_id: str | None = None
 
 
 class CaptureRequest(_Body):
@@ -42,7 +42,7 @@ class CaptureRequest(_Body):
     assistant_content: str = ""
     session_key: str = Field(min_length=1)
     session_id: str | None = None
-    user_id: str = DEFAULT_USER
+    user_id: str | None = None
     messages: list[dict[str, Any]] | None = None
 
 
@@ -51,19 +51,19 @@ class MemorySearchRequest(_Body):
     limit: int = 5
     type: str | None = None
     scene: str | None = None
-    user_id: str = DEFAULT_USER
+    user_id: str | None = None
 
 
 class ConversationSearchRequest(_Body):
     query: str = Field(min_length=1)
     limit: int = 5
     session_key: str | None = None
-    user_id: str = DEFAULT_USER
+    user_id: str | None = None
 
 
 class SessionEndRequest(_Body):
     session_key: str = Field(min_length=1)
-    user_id: str = DEFAULT_USER
+    user_id: str | None = None
 
 
 class SeedRequest(_Body):
@@ -72,11 +72,13 @@ class SeedRequest(_Body):
     strict_round_role: bool = False
     auto_fill_timestamps: bool = True
     config_override: dict[str, Any] | None = None  # accepted; settings are the server's
-    user_id: str = DEFAULT_USER
+    user_id: str | None = None
 
 
-def _user(value: str) -> str:
-    return value or DEFAULT_USER
+def _user(request: Request, value: str | None) -> str:
+    # The upstream's Hermes plugin sends user_id with capture and recall but not
+    # with its two search tools: those go to the configured default user.
+    return value or request.app.state.config.default_user
 
 
 def _strategy(store: Store) -> str:
@@ -98,34 +100,38 @@ def health(store: StoreDep, request: Request) -> dict[str, Any]:
 
 
 @router.post("/recall")
-def recall(store: StoreDep, body: RecallRequest) -> dict[str, Any]:
-    rec = store.recall(body.query, user_id=_user(body.user_id), session_id=body.session_key)
+def recall(store: StoreDep, body: RecallRequest, request: Request) -> dict[str, Any]:
+    rec = store.recall(
+        body.query, user_id=_user(request, body.user_id), session_id=body.session_key
+    )
     return {"context": rec.text, "strategy": _strategy(store), "memory_count": len(rec.memories)}
 
 
 @router.post("/capture")
-def capture(store: StoreDep, body: CaptureRequest) -> dict[str, Any]:
+def capture(store: StoreDep, body: CaptureRequest, request: Request) -> dict[str, Any]:
     messages: list[dict[str, Any]] = body.messages or [
         {"role": "user", "content": body.user_content},
         {"role": "assistant", "content": body.assistant_content},
     ]
-    res = store.capture(_user(body.user_id), body.session_key, messages)
+    res = store.capture(_user(request, body.user_id), body.session_key, messages)
     return {"l0_recorded": len(res.stored), "scheduler_notified": store.pipeline is not None}
 
 
 @router.post("/search/memories")
-def search_memories(store: StoreDep, body: MemorySearchRequest) -> dict[str, Any]:
+def search_memories(store: StoreDep, body: MemorySearchRequest, request: Request) -> dict[str, Any]:
     hits = store.search_memories(
-        body.query, user_id=_user(body.user_id), type=body.type or None,
+        body.query, user_id=_user(request, body.user_id), type=body.type or None,
         scene=body.scene or None, limit=body.limit,
     )  # fmt: skip
     return {"results": memories_text(hits), "total": len(hits), "strategy": _strategy(store)}
 
 
 @router.post("/search/conversations")
-def search_conversations(store: StoreDep, body: ConversationSearchRequest) -> dict[str, Any]:
+def search_conversations(
+    store: StoreDep, body: ConversationSearchRequest, request: Request
+) -> dict[str, Any]:
     hits = store.search_conversations(
-        body.query, user_id=_user(body.user_id), session_id=body.session_key or None,
+        body.query, user_id=_user(request, body.user_id), session_id=body.session_key or None,
         limit=body.limit,
     )  # fmt: skip
     return {"results": conversations_text(hits), "total": len(hits)}
@@ -134,7 +140,7 @@ def search_conversations(store: StoreDep, body: ConversationSearchRequest) -> di
 @router.post("/session/end")
 def session_end(store: StoreDep, body: SessionEndRequest, request: Request) -> dict[str, Any]:
     report = store.end_session(
-        _user(body.user_id),
+        _user(request, body.user_id),
         body.session_key,
         timeout_s=request.app.state.config.session_end_timeout_s,
     )
@@ -151,7 +157,7 @@ def seed(store: StoreDep, body: SeedRequest, request: Request) -> Any:
         auto_fill_timestamps=body.auto_fill_timestamps,
         start_ms=int(time.time() * 1000),
     )
-    user = _user(body.user_id)
+    user = _user(request, body.user_id)
     summary = seed_store(store, sessions, user)
     timeout = request.app.state.config.seed_timeout_s
     # The upstream's seed runs extraction before answering; so does this one.
