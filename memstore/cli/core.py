@@ -178,22 +178,9 @@ def events_tail(db: Path | None, as_json: bool, n: int) -> None:
     with open_store(db, must_exist=True) as store:
         rows = store.tail(n)
     if as_json:
-        echo_json(
-            [
-                {
-                    "position": e.position,
-                    "stream": e.stream,
-                    "seq": e.seq,
-                    "type": e.type,
-                    "version": e.version,
-                    "user_id": e.user_id,
-                    "occurred_at": e.occurred_at,
-                    "recorded_at": e.recorded_at,
-                    "payload": e.payload.to_dict(),
-                }
-                for e in rows
-            ]
-        )
+        from memstore.porting.events_io import event_to_dict
+
+        echo_json([event_to_dict(e) for e in rows])
         return
     print_table(
         ["POSITION", "OCCURRED", "TYPE", "USER", "STREAM"],
