@@ -21,9 +21,9 @@ from memstore.errors import (
     LockedError,
     MemstoreError,
     NotFoundError,
-    StorageError,
 )
 from memstore.gateway.config import GatewayConfig
+from memstore.gateway.deps import NotServing
 from memstore.gateway.guard import Guard
 from memstore.porting.seed import SeedValidationError
 from memstore.store import Store
@@ -106,9 +106,7 @@ def _install_error_handlers(api: FastAPI) -> None:
             return _error(400, str(exc))
         if isinstance(exc, NotFoundError):
             return _error(404, str(exc))
-        if isinstance(exc, LockedError):
-            return _error(503, str(exc))
-        if isinstance(exc, StorageError) and "not open" in str(exc):
+        if isinstance(exc, LockedError | NotServing):
             return _error(503, str(exc))
         log.warning("%s %s failed: %s", request.method, request.url.path, exc)
         return _error(500, str(exc))
