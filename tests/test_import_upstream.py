@@ -193,6 +193,8 @@ def test_cli_import_upstream_with_progress_and_summary(cli_env: Path, tmp_path: 
     assert r.exit_code == 1 and "does not exist" in r.stderr
     r = run_cli("import", str(root), "--format", "upstream")
     assert r.exit_code == 2 and "--user" in r.stderr
+    r = run_cli("import", str(root), "--format", "upstream", "--user", "alice ")
+    assert r.exit_code == 1 and "whitespace" in r.stderr
 
 
 def test_upstream_llm_environment_is_honoured_when_memstore_s_is_unset(

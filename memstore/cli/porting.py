@@ -53,6 +53,10 @@ def import_(
 
     if fmt in ("upstream", "seed") and not user:
         raise click.UsageError(f"--format {fmt} needs --user (or MEMSTORE_USER)")
+    if user is not None:
+        from memstore.porting.report import strict_id
+
+        user = strict_id("--user", user)
     if fmt == "upstream" and str(path) == "-":
         raise click.UsageError("--format upstream reads a directory, not standard input")
     if str(path) != "-" and not path.exists():

@@ -27,9 +27,8 @@ from memstore.db.schema import l1_memories
 from memstore.derive.common import append_checked, new_id
 from memstore.derive.events import L1Extracted, PersonaUpdated, ScenesUpdated
 from memstore.derive.state import active_generation, persona, scenes
-from memstore.l0.capture import check_id
 from memstore.l0.events import MessagesCaptured, l0_stream
-from memstore.porting.report import ImportReport
+from memstore.porting.report import ImportReport, strict_id
 from memstore.porting.upstream import Record, UpstreamData
 
 if TYPE_CHECKING:
@@ -52,7 +51,7 @@ def import_upstream(
     report: ImportReport,
     progress: Callable[[int], None] | None = None,
 ) -> None:
-    user_id = check_id("user_id", user_id)
+    user_id = strict_id("user_id", user_id)
     tick = progress or (lambda n: None)
     run_id = new_id()
     new_l0 = _import_messages(store, data, user_id, report, tick)
