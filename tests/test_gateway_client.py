@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from memstore import Settings, Store
+from tests.fakeopenai import FakeOpenAI
 from tests.gateway_support import running_gateway
 
 
@@ -119,10 +120,9 @@ def test_two_session_conversation_through_an_upstream_style_client(tmp_path: Pat
         assert err.value.code == 401
 
 
-def _start(db: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
-    env = {**os.environ, "MEMSTORE_EMBEDDER": "hashing", "MEMSTORE_SCHEDULER": "false"}
-    env.pop("MEMSTORE_GATEWAY_API_KEY", None)
-    env.pop("TDAI_GATEWAY_API_KEY", None)
+def _start(db: Path, *args: str, **env_extra: str) -> tuple[subprocess.Popen[str], str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTORE_", "TDAI_"))}
+    env.update(MEMSTORE_EMBEDDER="hashing", MEMSTORE_CONFIG=str(db) + ".none.toml", **env_extra)
     proc = subprocess.Popen(
         [sys.executable, "-m", "memstore", "serve", "--db", str(db), "--port", "0", *args],
         stderr=subprocess.PIPE,
@@ -140,45 +140,48 @@ def _start(db: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
 
 
 @pytest.mark.slow
-def test_sigterm_drains_requests_in_flight_and_closes_the_store(tmp_path: Path) -> None:
+def test_sigterm_drains_a_request_in_flight_then_closes_the_store(tmp_path: Path) -> None:
     db = tmp_path / "proc.db"
-    proc, url = _start(db)
-    try:
-        client = UpstreamStyleClient(url)
-        client.capture("I love green tea", "ok", "s1")
-        # A seed of many sessions keeps the server busy while SIGTERM arrives.
-        data = [
-            {"sessionKey": f"hist-{i}", "conversations": [
-                [{"role": "user", "content": f"I live in city number {i} now"},
-                 {"role": "assistant", "content": "ok"}]]}
-            for i in range(40)
-        ]  # fmt: skip
-        result: dict[str, Any] = {}
+    with FakeOpenAI(chat=lambda req: '{"memories": []}') as fake:
+        proc, url = _start(
+            db, MEMSTORE_LLM_BASE_URL=fake.base_url, MEMSTORE_LLM_MODEL="fake-model",
+            MEMSTORE_LLM_API_KEY="x", MEMSTORE_LLM_MAX_RETRIES="0",
+        )  # fmt: skip
+        try:
+            client = UpstreamStyleClient(url)
+            assert client.capture("I love green tea", "ok", "s1")["l0_recorded"] == 2
+            # Session end waits for extraction; the model answers after 3 s.
+            fake.delay_next(3.0)
+            result: dict[str, Any] = {}
 
-        def seed() -> None:
-            try:
-                result["body"] = client.post("/seed", {"data": data})
-            except Exception as exc:  # reported below
-                result["error"] = exc
+            def end() -> None:
+                try:
+                    result["body"] = client.end_session("s1")
+                except Exception as exc:  # reported below
+                    result["error"] = exc
 
-        t = threading.Thread(target=seed)
-        t.start()
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGTERM)
-        t.join(timeout=120)
-        rc = proc.wait(timeout=60)
-        assert proc.stderr is not None
-        rest = proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+            t = threading.Thread(target=end)
+            t.start()
+            deadline = time.monotonic() + 60
+            while not fake.chat_requests():  # the request is now inside the server
+                assert time.monotonic() < deadline, "extraction never called the model"
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            t.join(timeout=60)
+            rc = proc.wait(timeout=60)
+            assert proc.stderr is not None
+            rest = proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     assert rc == 0, rest
     assert "stopped" in rest and "Traceback" not in rest
-    assert "error" not in result, result
-    assert result["body"]["sessions_processed"] == 40
+    assert result.get("body") == {"flushed": True}, result
     with Store.open(db, settings=Settings(embedder="hashing", scheduler=False)) as s:
         assert s.search_conversations("green tea", user_id="default", strategy="keyword")
-        assert len(s.search_conversations("city", user_id="default", limit=20)) == 20
+        # The extraction that was in flight finished and moved the cursor.
+        sessions = s.pipeline_status("default")[0]["sessions"]
+        assert sessions[0]["messages_pending"] == 0
 
 
 def test_non_loopback_without_key_refused_by_the_cli(tmp_path: Path) -> None:
