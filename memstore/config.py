@@ -136,6 +136,7 @@ class Settings:
             env = os.environ.get(f"MEMSTORE_{f.name.upper()}")
             if env is not None and env != "":
                 values[f.name] = env
+        _upstream_fallbacks(values)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.from_mapping(values)
 
@@ -152,6 +153,29 @@ class Settings:
             kwargs[key] = _coerce(key, f.default, raw)
         kwargs["extra"] = extra
         return cls(**kwargs)
+
+
+# TencentDB Agent Memory's names, honoured when memstore's own are unset so a
+# migrating user's environment keeps working.
+_UPSTREAM_ENV = {
+    "llm_base_url": "TDAI_LLM_BASE_URL",
+    "llm_api_key": "TDAI_LLM_API_KEY",
+    "llm_model": "TDAI_LLM_MODEL",
+    "llm_max_tokens": "TDAI_LLM_MAX_TOKENS",
+}
+
+
+def _upstream_fallbacks(values: dict[str, Any]) -> None:
+    for key, env_name in _UPSTREAM_ENV.items():
+        env = os.environ.get(env_name)
+        if key not in values and env:
+            values[key] = env
+    timeout_ms = os.environ.get("TDAI_LLM_TIMEOUT_MS")
+    if "llm_timeout_s" not in values and timeout_ms:
+        try:
+            values["llm_timeout_s"] = float(timeout_ms) / 1000.0
+        except ValueError:
+            raise ConfigError(f"TDAI_LLM_TIMEOUT_MS: not a number: {timeout_ms!r}") from None
 
 
 def _config_path() -> Path | None:

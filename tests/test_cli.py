@@ -105,21 +105,6 @@ def test_capture_search_tail_rebuild_from_the_cli(tmp_path: Path) -> None:
     assert "current:" in r.stdout
 
 
-def test_import_jsonl(tmp_path: Path) -> None:
-    f = tmp_path / "chat.jsonl"
-    lines = [
-        {"user": "u1", "session": "a", "role": "user", "content": "I play the cello", "id": "1"},
-        {"user": "u1", "session": "a", "role": "assistant", "content": "Lovely", "id": "2"},
-        {"user": "u2", "session": "b", "role": "user", "content": "I play chess", "id": "1"},
-    ]
-    f.write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json\n", encoding="utf-8")
-    r = _run(tmp_path, "import", str(f))
-    assert r.returncode == 0, r.stderr
-    assert "imported 3 message(s)" in r.stdout and "1 bad line" in r.stdout
-    r = _run(tmp_path, "import", str(f))
-    assert "imported 0 message(s); 3 already known" in r.stdout
-
-
 def test_errors_are_one_clear_line_without_traceback(tmp_path: Path) -> None:
     r = _run(tmp_path, "capture", "--user", " ", "--session", "s", "--user-text", "x")
     assert r.returncode == 1

@@ -21,6 +21,10 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 def test_status_and_run_on_an_empty_database(tmp_path: Path) -> None:
     db = str(tmp_path / "m.db")
+    # Reading commands never create a database: a missing one is an error.
+    r = CliRunner().invoke(cli, ["pipeline", "status", "--db", db])
+    assert r.exit_code == 1 and not Path(db).exists()
+    open_store(Path(db)).close()
     r = CliRunner().invoke(cli, ["pipeline", "status", "--db", db])
     assert r.exit_code == 0, r.output
     assert "no pipeline state" in r.output

@@ -1,27 +1,33 @@
-"""The ``memstore`` command line: groups by noun, ``--db`` everywhere, ``--json`` on lists."""
+"""The ``memstore`` command line: groups by noun, ``--db`` everywhere, ``--json`` on lists.
+
+``main`` imports a command's module only when it runs (see ``commands.py``);
+``from memstore.cli import cli`` gives the group with every command loaded.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Any
 
 import click
 
-from memstore.cli.app import cli
+from memstore.cli.app import cli as _group
 from memstore.errors import MemstoreError
 
-# Each module registers its commands on ``cli`` when imported.
-from memstore.cli import core as _core  # noqa: F401  isort: skip
-from memstore.cli import bench as _bench  # noqa: F401  isort: skip
-from memstore.cli import data as _data  # noqa: F401  isort: skip
-from memstore.cli import demo as _demo  # noqa: F401  isort: skip
-from memstore.cli import derive as _derive  # noqa: F401  isort: skip
-from memstore.cli import hermes as _hermes  # noqa: F401  isort: skip
-from memstore.cli import pipeline as _pipeline  # noqa: F401  isort: skip
+
+def load_all() -> click.Group:
+    """The root group with every command module imported."""
+    from memstore.cli.commands import MODULES
+
+    for module in MODULES:
+        importlib.import_module(module)
+    return _group
 
 
 def main(argv: list[str] | None = None) -> None:
     try:
-        cli.main(args=argv, prog_name="memstore", standalone_mode=False)
+        _group.main(args=argv, prog_name="memstore", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
@@ -36,4 +42,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
 
 
-__all__ = ["cli", "main"]
+def __getattr__(name: str) -> Any:
+    if name == "cli":
+        return load_all()
+    raise AttributeError(f"module 'memstore.cli' has no attribute {name!r}")
+
+
+__all__ = ["cli", "load_all", "main"]

@@ -2,30 +2,71 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from memstore.config import Settings, default_db_path
-from memstore.store import Store
+from memstore.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from memstore.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class LazyGroup(click.Group):
+    """Imports a command's module only when that command runs."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from memstore.cli.commands import COMMANDS
+
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        from memstore.cli.commands import COMMANDS, MODULES
+
+        if cmd_name not in self.commands:
+            modules = COMMANDS[cmd_name][0] if cmd_name in COMMANDS else MODULES
+            for module in modules:
+                importlib.import_module(module)
+        elif cmd_name in COMMANDS:  # a group whose subcommands live in several modules
+            for module in COMMANDS[cmd_name][0]:
+                importlib.import_module(module)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from memstore.cli.commands import COMMANDS
+
+        rows = [(name, COMMANDS[name][1]) for name in sorted(COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(package_name="memstore")
-def cli() -> None:
+@click.option(
+    "--db", "db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="Database file for every command (default: $MEMSTORE_DB, else the user data directory).",
+)  # fmt: skip
+def cli(db: Path | None) -> None:
     """memstore: event-sourced long-term memory for LLM agents, on one SQLite file.
 
-    Every command takes --db PATH (default: $MEMSTORE_DB, else the user data
-    directory). Commands that list data take --json.
+    --db PATH goes before the command or after it (default: $MEMSTORE_DB,
+    else the user data directory); --user defaults to $MEMSTORE_USER.
+    Commands that list data take --json.
 
     \b
     Example:
       memstore doctor
+      memstore --db ./agent.db memories list --user alice
       memstore demo
     """
 
@@ -36,9 +77,7 @@ def db_option(f: F) -> F:
         "db",
         type=click.Path(dir_okay=False, path_type=Path),
         default=None,
-        envvar="MEMSTORE_DB",
-        show_envvar=True,
-        help="Database file.",
+        help="Database file (default: memstore --db, $MEMSTORE_DB, the user data directory).",
     )(f)
 
 
@@ -47,15 +86,45 @@ def json_option(f: F) -> F:
 
 
 def resolve_db(db: Path | None) -> Path:
-    return db if db is not None else default_db_path()
+    """The command's --db, else the one given before the command, else the default."""
+    if db is not None:
+        return db
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root().params.get("db") if ctx is not None else None
+    return Path(root) if root is not None else default_db_path()
 
 
-def open_store(db: Path | None, *, background: bool = False, **kwargs: Any) -> Store:
-    """Open the store for one command; background threads only when asked."""
+def user_option_optional(f: F) -> F:
+    return click.option(
+        "--user", "user", default=None, envvar="MEMSTORE_USER", show_envvar=True,
+        help="User id.",
+    )(f)  # fmt: skip
+
+
+def existing_db(db: Path | None) -> Path:
+    """The database path, which must exist: a reading command never creates one."""
+    path = resolve_db(db)
+    if not path.is_file():
+        raise NotFoundError(
+            f"no database at {path}: check --db / $MEMSTORE_DB (nothing was created)"
+        )
+    return path
+
+
+def open_store(
+    db: Path | None, *, background: bool = False, must_exist: bool = False, **kwargs: Any
+) -> Store:
+    """Open the store for one command; background threads only when asked.
+
+    Commands that only read pass ``must_exist``: a mistyped path is an error
+    naming it, not a new empty database (and folders) created in passing."""
+    path = existing_db(db) if must_exist else resolve_db(db)
+    from memstore.store import Store
+
     settings = Settings.load()
     if not background:
         settings = settings.replace(background_indexer=False, scheduler=False)
-    return Store.open(resolve_db(db), settings=settings, **kwargs)
+    return Store.open(path, settings=settings, **kwargs)
 
 
 def echo_json(data: Any) -> None:

@@ -10,7 +10,9 @@ from typing import Any
 import click
 from tqdm import tqdm
 
+from memstore.cli import doctor_view
 from memstore.cli.app import cli, db_option, echo_json, json_option, open_store, resolve_db
+from memstore.cli.table import print_table
 from memstore.db import migrate
 from memstore.db.driver import module_name, sqlite_module
 from memstore.db.engine import Database
@@ -29,6 +31,10 @@ def doctor_report(db: Path) -> tuple[dict[str, Any], list[str]]:
         problems.append(str(e))
         return report, problems
     report["database"] = str(db)
+    if not db.is_file():
+        # Doctor only reads: check SQLite's abilities on a scratch file instead.
+        report["database"] = f"{db} (does not exist yet: the first capture or import creates it)"
+        db = doctor_view.scratch_db()
     try:
         database = Database(db)
         try:
@@ -52,6 +58,7 @@ def doctor_report(db: Path) -> tuple[dict[str, Any], list[str]]:
 
     for fn in doctor_extra.HOOKS:
         fn(db, report, problems)
+    doctor_view.check_spaces(db, report, problems)
     return report, problems
 
 
@@ -102,9 +109,8 @@ def doctor(db: Path | None, as_json: bool) -> None:
     if as_json:
         echo_json(report)
     else:
-        for key, value in report.items():
-            if key != "problems":
-                click.echo(f"{key:>18}: {value}")
+        for line in doctor_view.lines({k: v for k, v in report.items() if k != "problems"}):
+            click.echo(line)
         for p in problems:
             click.echo(f"problem: {p}", err=True)
         if not problems:
@@ -190,7 +196,8 @@ def events_group() -> None:
 @events_group.command("tail")
 @db_option
 @json_option
-@click.option("-n", "n", default=20, show_default=True, help="How many events.")
+@click.option("-n", "n", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many events.")  # fmt: skip
 def events_tail(db: Path | None, as_json: bool, n: int) -> None:
     """Show the newest N events.
 
@@ -198,30 +205,19 @@ def events_tail(db: Path | None, as_json: bool, n: int) -> None:
     Example:
       memstore events tail -n 50 --json
     """
-    with open_store(db) as store:
-        rows = store.tail(max(1, n))
+    with open_store(db, must_exist=True) as store:
+        rows = store.tail(n)
     if as_json:
-        echo_json(
-            [
-                {
-                    "position": e.position,
-                    "stream": e.stream,
-                    "seq": e.seq,
-                    "type": e.type,
-                    "version": e.version,
-                    "user_id": e.user_id,
-                    "occurred_at": e.occurred_at,
-                    "recorded_at": e.recorded_at,
-                    "payload": e.payload.to_dict(),
-                }
-                for e in rows
-            ]
-        )
+        from memstore.porting.events_io import event_to_dict
+
+        echo_json([event_to_dict(e) for e in rows])
         return
-    for e in rows:
-        click.echo(
-            f"{e.position:>8} {e.occurred_at} {e.type:<24} {e.user_id or '-':<12} {e.stream}"
-        )
+    print_table(
+        ["POSITION", "OCCURRED", "TYPE", "USER", "STREAM"],
+        [[e.position, e.occurred_at[:19], e.type, e.user_id, e.stream] for e in rows],
+        limits=[10, 19, 28, 24, 60],
+        empty="the log is empty",
+    )
 
 
 @cli.group("projections")
@@ -245,7 +241,7 @@ def projections_status(db: Path | None, as_json: bool) -> None:
     Example:
       memstore projections status --json
     """
-    with open_store(db) as store:
+    with open_store(db, must_exist=True) as store:
         rows = store.projection_status()
     data = [
         {
@@ -261,11 +257,11 @@ def projections_status(db: Path | None, as_json: bool) -> None:
     if as_json:
         echo_json(data)
         return
-    for d in data:
-        kind = "inline" if d["inline"] else "background"
-        click.echo(
-            f"{d['name']:<16} {kind:<10} at {d['position']:>8} / {d['head']:<8} lag {d['lag']}"
-        )
+    print_table(
+        ["PROJECTION", "APPLIED", "POSITION", "HEAD", "LAG"],
+        [[d["name"], "inline" if d["inline"] else "background", d["position"], d["head"],
+          d["lag"]] for d in data],
+    )  # fmt: skip
 
 
 @projections_group.command("rebuild")
@@ -282,7 +278,7 @@ def projections_rebuild(db: Path | None, name: str | None, all_: bool) -> None:
     """
     if not name and not all_:
         raise click.UsageError("give a projection NAME or --all")
-    with open_store(db) as store:
+    with open_store(db, must_exist=True) as store:
         names = None if all_ else [name or ""]
         if names:
             store.projections.get(names[0])

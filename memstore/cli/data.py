@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ from tqdm import tqdm
 
 from memstore.cli.app import cli, db_option, echo_json, json_option, open_store, resolve_db
 from memstore.cli.doctor_extra import HOOKS
+from memstore.cli.table import print_table
 from memstore.errors import InvalidInputError, MemstoreError
 from memstore.search import Hit
 
@@ -18,7 +18,7 @@ from memstore.search import Hit
 @cli.command()
 @db_option
 @json_option
-@click.option("--user", "user_id", required=True, help="User (tenant) id.")
+@click.option("--user", "user_id", required=True, envvar="MEMSTORE_USER", help="User (tenant) id.")
 @click.option("--session", "session_id", required=True, help="Session id.")
 @click.option("--user-text", required=True, help="What the user said.")
 @click.option("--assistant-text", default=None, help="What the assistant answered.")
@@ -50,56 +50,6 @@ def capture(
         click.echo(f"stored {len(res.stored)} message(s), {len(res.duplicates)} already known")
 
 
-@cli.command("import")
-@db_option
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True)
-def import_(db: Path | None, file: Path, fmt: str) -> None:
-    """Import messages from a JSONL file, one message object per line.
-
-    Each line: {"user": ..., "session": ..., "role": ..., "content": ...,
-    "timestamp"?: ..., "id"?: ...}. Consecutive lines of the same user and
-    session are captured together; lines already imported are skipped.
-
-    \b
-    Example:
-      memstore import chats.jsonl --format jsonl
-    """
-    with file.open("r", encoding="utf-8", errors="replace") as fh:
-        lines = fh.readlines()
-    stored = dup = bad = 0
-    batch: list[dict[str, Any]] = []
-    key: tuple[str, str] | None = None
-    with open_store(db, background=False) as store:
-
-        def flush() -> None:
-            nonlocal stored, dup, batch
-            if batch and key is not None:
-                res = store.capture(key[0], key[1], batch)
-                stored += len(res.stored)
-                dup += len(res.duplicates)
-            batch = []
-
-        for lineno, line in enumerate(tqdm(lines, unit="msg", desc="import", disable=None), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                if not isinstance(obj, dict):
-                    raise ValueError("not an object")
-                k = (str(obj["user"]), str(obj["session"]))
-            except (ValueError, KeyError) as e:
-                bad += 1
-                click.echo(f"line {lineno}: skipped ({e})", err=True)
-                continue
-            if k != key or len(batch) >= 200:
-                flush()
-                key = k
-            batch.append({f: obj[f] for f in ("role", "content", "timestamp", "id") if f in obj})
-        flush()
-    click.echo(f"imported {stored} message(s); {dup} already known; {bad} bad line(s)")
-
-
 @cli.group()
 def search() -> None:
     """Search conversations (L0) or memories (L1) of one user.
@@ -115,21 +65,29 @@ def _print_hits(hits: list[Hit], as_json: bool) -> None:
     if as_json:
         echo_json([h.to_dict() for h in hits])
         return
-    if not hits:
-        click.echo("no results")
-    for h in hits:
-        label = h.session_id if h.kind == "l0" else f"{h.type}/{h.scene or '-'}"
-        text = h.text.replace("\n", " ")
-        click.echo(f"{h.score:6.3f}  {h.occurred_at[:19]}  {label:<16} {h.ref:<20} {text[:100]}")
+    rows = [
+        [f"{h.score:.3f}", h.occurred_at[:19],
+         h.session_id if h.kind == "l0" else f"{h.type}/{h.scene or '-'}", h.ref, h.text]
+        for h in hits
+    ]  # fmt: skip
+    # Message ids are shortened here (full with --json); memory ids stay whole
+    # because `memories history` / `forget` take them.
+    id_width = 32 if hits and hits[0].kind == "l1" else 14
+    print_table(
+        ["SCORE", "TIME", "SESSION" if hits and hits[0].kind == "l0" else "TYPE/SCENE", "ID",
+         "TEXT"],
+        rows, limits=[6, 19, 24, id_width, 100], empty="no results",
+    )  # fmt: skip
 
 
 @search.command("conversations")
 @db_option
 @json_option
 @click.argument("query")
-@click.option("--user", "user_id", required=True)
+@click.option("--user", "user_id", required=True, envvar="MEMSTORE_USER", help="User id.")
 @click.option("--session", "session_id", default=None)
-@click.option("--limit", default="5", show_default=True, help="1..20")
+@click.option("--limit", type=click.IntRange(1, 20), default=5, show_default=True,
+              help="How many results (1-20).")  # fmt: skip
 @click.option("--strategy", type=click.Choice(["keyword", "vector", "hybrid"]), default="hybrid")
 def search_conversations(
     db: Path | None,
@@ -137,7 +95,7 @@ def search_conversations(
     query: str,
     user_id: str,
     session_id: str | None,
-    limit: str,
+    limit: int,
     strategy: str,
 ) -> None:
     """Search a user's captured messages.
@@ -146,7 +104,7 @@ def search_conversations(
     Example:
       memstore search conversations "咖啡" --user alice --strategy keyword --json
     """
-    with open_store(db, background=False) as store:
+    with open_store(db, must_exist=True) as store:
         hits = store.search_conversations(
             query, user_id=user_id, session_id=session_id, limit=limit, strategy=strategy
         )
@@ -157,12 +115,13 @@ def search_conversations(
 @db_option
 @json_option
 @click.argument("query")
-@click.option("--user", "user_id", required=True)
+@click.option("--user", "user_id", required=True, envvar="MEMSTORE_USER", help="User id.")
 @click.option(
     "--type", "type_", type=click.Choice(["persona", "episodic", "instruction"]), default=None
 )
 @click.option("--scene", default=None)
-@click.option("--limit", default="5", show_default=True, help="1..20")
+@click.option("--limit", type=click.IntRange(1, 20), default=5, show_default=True,
+              help="How many results (1-20).")  # fmt: skip
 def search_memories(
     db: Path | None,
     as_json: bool,
@@ -170,7 +129,7 @@ def search_memories(
     user_id: str,
     type_: str | None,
     scene: str | None,
-    limit: str,
+    limit: int,
 ) -> None:
     """Search a user's active L1 memories.
 
@@ -178,7 +137,7 @@ def search_memories(
     Example:
       memstore search memories "diet" --user alice --type persona
     """
-    with open_store(db, background=False) as store:
+    with open_store(db, must_exist=True) as store:
         hits = store.search_memories(query, user_id=user_id, type=type_, scene=scene, limit=limit)
     _print_hits(hits, as_json)
 
@@ -196,7 +155,7 @@ def reindex(db: Path | None) -> None:
     Example:
       MEMSTORE_EMBEDDER=e5 memstore reindex
     """
-    with open_store(db, background=False) as store:
+    with open_store(db, must_exist=True) as store:
         if store.indexer is None:
             raise InvalidInputError("embedder is 'none': nothing to index")
         total = sum(store.indexer.pending(k) for k in ("l0", "l1"))

@@ -8,16 +8,21 @@ from typing import Any
 import click
 
 from memstore.cli.app import cli, db_option, echo_json, json_option, open_store
+from memstore.cli.table import print_table
 from memstore.derive import api
 from memstore.store import Store
 
 
-def _open(db: Path | None) -> Store:
-    return open_store(db)
+def _open(db: Path | None, *, must_exist: bool = True) -> Store:
+    # Reading commands never create a database; only adding a memory may.
+    return open_store(db, must_exist=must_exist)
 
 
 def user_option(f: Any) -> Any:
-    return click.option("--user", "user", required=True, help="User id.")(f)
+    return click.option(
+        "--user", "user", required=True, envvar="MEMSTORE_USER", show_envvar=True,
+        help="User id.",
+    )(f)  # fmt: skip
 
 
 def generation_option(f: Any) -> Any:
@@ -66,14 +71,15 @@ def memories_list(
     if as_json:
         echo_json(rows)
         return
-    for m in rows:
-        flag = "" if m["status"] == "active" else f" [retired by {m['retired_by']}]"
-        click.echo(
-            f"{m['memory_id']}  {m['type']:<11} p{m['priority']:<4} "
-            f"{m['scene_name'] or '-'}: {m['content']}{flag}"
-        )
-    if not rows:
-        click.echo("no memories")
+    print_table(
+        ["ID", "TYPE", "PRIORITY", "SCENE", "CONTENT"],
+        [
+            [m["memory_id"], m["type"], m["priority"], m["scene_name"],
+             m["content"] + ("" if m["status"] == "active" else f" [retired: {m['retired_by']}]")]
+            for m in rows
+        ],
+        limits=[40, 11, 8, 24, 200], empty="no memories",
+    )  # fmt: skip
 
 
 @memories_group.command("history")
@@ -131,7 +137,7 @@ def memories_add(db: Path | None, user: str, content: str, type_: str, scene: st
     Example:
       memstore memories add --user alice "Alice is vegetarian."
     """
-    with _open(db) as store:
+    with _open(db, must_exist=False) as store:
         mid = api.write_memory(store, user, "add", content, type=type_, scene=scene)
     click.echo(f"stored {mid}")
 
@@ -164,10 +170,12 @@ def scenes_list(db: Path | None, as_json: bool, user: str, generation: int | Non
     if as_json:
         echo_json(rows)
         return
-    for s in rows:
-        click.echo(f"{s['scene_id']}  heat {s['heat']:<3} {s['name']}: {s['summary']}")
-    if not rows:
-        click.echo("no scenes")
+    print_table(
+        ["ID", "HEAT", "NAME", "SUMMARY"],
+        [[s["scene_id"], s["heat"], s["name"], s["summary"]] for s in rows],
+        limits=[40, 5, 30, 120],
+        empty="no scenes",
+    )
 
 
 @scenes_group.command("show")

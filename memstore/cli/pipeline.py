@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from memstore.cli.app import cli, db_option, echo_json, json_option, resolve_db
+from memstore.cli.app import cli, db_option, echo_json, existing_db, json_option
 from memstore.config import Settings
 from memstore.pipeline import PipelineService
 from memstore.store import Store
@@ -15,7 +15,7 @@ from memstore.store import Store
 
 def _open(db: Path | None) -> tuple[Store, PipelineService, bool]:
     # A one-shot command never competes for the scheduler lease.
-    store = Store.open(resolve_db(db), settings=Settings.load(scheduler=False))
+    store = Store.open(existing_db(db), settings=Settings.load(scheduler=False))
     existing = getattr(store, "pipeline", None)
     if isinstance(existing, PipelineService):
         return store, existing, False

@@ -59,7 +59,8 @@ class L2Projection(Projection):
         mems = list(op.get("memory_ids", []))
         if kind == "create":
             if self._scene(conn, ev.user_id, gen, op["scene_id"]) is None:
-                self._insert(conn, ev, gen, op, heat=1, memory_ids=mems)
+                # Imported scenes carry the heat they had upstream.
+                self._insert(conn, ev, gen, op, heat=int(op.get("heat", 1)), memory_ids=mems)
         elif kind == "update":
             row = self._scene(conn, ev.user_id, gen, op["scene_id"])
             if row is None:

@@ -1,0 +1,61 @@
+"""Which module defines each top-level command, and its one-line help.
+
+``memstore --help`` and ``memstore COMMAND`` read this table instead of
+importing every command module (and with them SQLAlchemy, numpy, openai...),
+so the CLI answers fast. tests/test_cli_habits.py checks that the table
+matches the commands the modules define.
+"""
+
+from __future__ import annotations
+
+MODULES = (
+    "memstore.cli.core",
+    "memstore.cli.bench",
+    "memstore.cli.data",
+    "memstore.cli.demo",
+    "memstore.cli.derive",
+    "memstore.cli.hermes",
+    "memstore.cli.pipeline",
+    "memstore.cli.serve",
+    "memstore.cli.porting",
+    "memstore.cli.users",
+)
+
+# name -> (modules that define it or its subcommands, short help)
+COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "bench": (("memstore.cli.bench",),
+              "Benchmarks: event log, capture/search speed, LoCoMo retrieval quality, report."),
+    "capture": (("memstore.cli.data",), "Capture one conversation turn into L0."),
+    "db": (("memstore.cli.core",), "Schema migrations of the database file."),
+    "demo": (("memstore.cli.demo",),
+             "Run a scripted two-session conversation through L0 → L1 → L2 → L3 and a recall."),
+    # doctor's report has hooks in other modules (the embedder's in data): load all.
+    "doctor": (MODULES,
+               "Check the installation: Python, SQLite, sqlite-vec, FTS5, schema, embedder, LLM."),
+    "events": (("memstore.cli.core",), "Read the event log (the only source of truth)."),
+    "export": (("memstore.cli.porting",),
+               "Export a user's data (or everyone's) as JSONL events or Markdown."),
+    "generations": (("memstore.cli.derive",), "List a user's derivation generations."),
+    "hermes": (("memstore.cli.hermes",),
+               "Use memstore as the long-term memory of a Hermes agent (hermes-agent)."),
+    "import": (("memstore.cli.porting",),
+               "Import conversations or a whole memory, checking every line."),
+    "memories": (("memstore.cli.derive",), "L1 atomic memories: list, history, forget, add."),
+    "persona": (("memstore.cli.derive",), "L3 persona."),
+    "pipeline": (("memstore.cli.pipeline",),
+                 "The derivation pipeline: pending work, timers, failures; run it now."),
+    "projections": (("memstore.cli.core",),
+                    "Projections: tables derived from the log, rebuildable at any time."),
+    "recall": (("memstore.cli.derive",), "Show what would be injected before a turn for QUERY."),
+    "rederive": (("memstore.cli.derive",),
+                 "Derive memories again from the captured conversations into a new generation."),
+    "reindex": (("memstore.cli.data",),
+                "Embed every message and memory not yet embedded with the configured model."),
+    "scenes": (("memstore.cli.derive",), "L2 scene blocks."),
+    "search": (("memstore.cli.data",), "Search conversations (L0) or memories (L1) of one user."),
+    "serve": (("memstore.cli.serve",),
+              "Serve memory over HTTP: the upstream gateway's routes and /v1."),
+    "users": (("memstore.cli.data", "memstore.cli.users"), "Per-user operations."),
+}  # fmt: skip
+
+__all__ = ["COMMANDS", "MODULES"]

@@ -1,0 +1,158 @@
+"""``import`` and ``export``: bringing data in (memstore JSONL, the upstream's
+data directory, its seed files) and taking it out (JSONL, Markdown)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from tqdm import tqdm
+
+from memstore.cli.app import cli, db_option, open_store, user_option_optional
+from memstore.errors import InvalidInputError
+
+FORMATS = ["jsonl", "upstream", "seed", "memstore"]
+
+
+@cli.command("import")
+@db_option
+@click.argument("path", type=click.Path(path_type=Path, allow_dash=True))
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="jsonl", show_default=True)
+@user_option_optional
+@click.option("--session-key", default="", help="seed: session for entries without sessionKey.")
+@click.option("--no-embed", is_flag=True, help="Leave embedding to the background indexer.")
+def import_(
+    db: Path | None, path: Path, fmt: str, user: str | None, session_key: str, no_embed: bool
+) -> None:
+    """Import conversations or a whole memory, checking every line.
+
+    \b
+    Formats:
+      jsonl     one message per line: {"user", "session", "role", "content",
+                "timestamp"?, "id"?}; PATH "-" reads standard input
+      upstream  a TencentDB Agent Memory data directory (conversations/,
+                records/, scene_blocks/, persona.md) into --user: L0 to L3
+      seed      the upstream's seed JSON (format A {"sessions": [...]} or B
+                [...]) into --user
+      memstore  a `memstore export` file: restores the events exactly
+
+    Bad lines are reported with their line number and skipped; every good one
+    is imported, and the command exits 1 if anything was skipped. Importing
+    the same input again stores nothing twice.
+
+    \b
+    Example:
+      memstore import chats.jsonl
+      memstore import ~/.memory-tencentdb/memory-tdai --format upstream --user alice
+      memstore import history.json --format seed --user alice
+      memstore export --user alice | memstore import - --format memstore --db copy.db
+    """
+    from memstore.porting.report import ImportReport, read_text
+
+    if fmt in ("upstream", "seed") and not user:
+        raise click.UsageError(f"--format {fmt} needs --user (or MEMSTORE_USER)")
+    if user is not None:
+        from memstore.porting.report import strict_id
+
+        user = strict_id("--user", user)
+    if fmt == "upstream" and str(path) == "-":
+        raise click.UsageError("--format upstream reads a directory, not standard input")
+    if str(path) != "-" and not path.exists():
+        raise InvalidInputError(f"{path} does not exist")
+    report = ImportReport()
+    name = "<stdin>" if str(path) == "-" else str(path)
+    text = None
+    if fmt != "upstream":
+        if str(path) != "-" and path.is_dir():
+            raise InvalidInputError(f"{path} is a directory; --format {fmt} reads a file")
+        text = read_text(sys.stdin.buffer if str(path) == "-" else path, name)
+    with open_store(db) as store:
+        if fmt == "upstream":
+            from memstore.porting.upstream import read_upstream
+            from memstore.porting.upstream_apply import import_upstream
+
+            data = read_upstream(path, report)
+            with tqdm(total=data.size, unit="item", desc="import", disable=None) as bar:
+                import_upstream(store, data, user or "", report, bar.update)
+        elif fmt == "seed":
+            from memstore.porting.seed import parse_seed, seed_store
+
+            try:
+                raw = json.loads(text or "")
+            except ValueError as exc:
+                raise InvalidInputError(f"{name} is not JSON: {exc}") from None
+            sessions = parse_seed(raw, fallback_session_key=session_key)
+            summary = seed_store(store, sessions, user or "")
+            report.add("sessions", summary.sessions_processed)
+            report.add("messages stored", summary.l0_recorded)
+            report.add("already known", summary.already_known)
+        else:
+            total = (text or "").count("\n") + 1
+            with tqdm(total=total, unit="line", desc="import", disable=None) as bar:
+                if fmt == "jsonl":
+                    from memstore.porting.jsonl import import_messages
+
+                    import_messages(store, text or "", name, report, bar.update)
+                else:
+                    from memstore.porting.export import restore_events
+
+                    restore_events(store, text or "", name, report, bar.update)
+        if not no_embed and store.indexer is not None:
+            pending = sum(store.indexer.pending(k) for k in ("l0", "l1"))
+            if pending:
+                with tqdm(total=pending, unit="row", desc="embed", disable=None) as bar:
+                    store.reindex(progress=bar.update)
+    for p in report.problems:
+        click.echo(f"skipped {p}", err=True)
+    counts = ", ".join(f"{n} {what}" for what, n in report.counts.items()) or "nothing"
+    click.echo(f"imported: {counts}; {len(report.problems)} problem(s)")
+    if fmt in ("jsonl", "seed") and report.counts.get("messages stored"):
+        who = f" --user {user}" if user else ""
+        click.echo(f"next: `memstore pipeline run{who}` derives memories from them now")
+    if report.problems:
+        sys.exit(1)
+
+
+@cli.command("export")
+@db_option
+@user_option_optional
+@click.option("--all", "all_", is_flag=True, help="Every user (and events of no user).")
+@click.option("--markdown", is_flag=True, help="A readable copy of memories, scenes, persona.")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="Write here instead of standard output.",
+)  # fmt: skip
+def export(
+    db: Path | None, user: str | None, all_: bool, markdown: bool, output: Path | None
+) -> None:
+    """Export a user's data (or everyone's) as JSONL events or Markdown.
+
+    The JSONL is the user's part of the event log; `memstore import
+    --format memstore` restores it exactly, into this or another database.
+
+    \b
+    Example:
+      memstore export --user alice -o alice.jsonl
+      memstore export --all -o everything.jsonl
+      memstore export --user alice --markdown
+    """
+    from memstore.porting.export import export_events, export_markdown
+    from memstore.porting.inventory import user_ids
+
+    if bool(user) == all_:
+        raise click.UsageError("give --user USER or --all")
+    with open_store(db, must_exist=True) as store:
+        if markdown:
+            chunks = [export_markdown(store, user_ids(store) if all_ else [user or ""])]
+        else:
+            chunks = [
+                json.dumps(e, ensure_ascii=False) + "\n"
+                for e in export_events(store, None if all_ else user)
+            ]
+    if output is None:
+        click.echo("".join(chunks), nl=False)
+    else:
+        output.write_text("".join(chunks), encoding="utf-8")
+        click.echo(f"wrote {output}", err=True)

@@ -1,0 +1,80 @@
+"""``memstore serve``: the HTTP gateway."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from memstore.cli.app import cli, db_option, resolve_db
+from memstore.errors import ConfigError
+
+
+@cli.command()
+@db_option
+@click.option("--host", default=None, help="Address to listen on  [default: 127.0.0.1]")
+@click.option("--port", type=int, default=None, help="Port (0: any free port)  [default: 8420]")
+@click.option(
+    "--cors-origin", "cors", multiple=True,
+    help="Origin allowed to call from a browser (repeatable; '*' for any).",
+)  # fmt: skip
+@click.option("--max-body-bytes", type=int, default=None, help="Largest request body.")
+@click.option(
+    "--insecure", is_flag=True,
+    help="Allow a non-loopback address without an API key (only behind an authenticating proxy).",
+)  # fmt: skip
+@click.option("--access-log", is_flag=True, help="Log every request.")
+@click.option(
+    "--default-user", default=None,
+    help="User of requests without user_id  [default: default; env MEMSTORE_GATEWAY_DEFAULT_USER]",
+)  # fmt: skip
+def serve(
+    db: Path | None,
+    host: str | None,
+    port: int | None,
+    cors: tuple[str, ...],
+    max_body_bytes: int | None,
+    insecure: bool,
+    access_log: bool,
+    default_user: str | None,
+) -> None:
+    """Serve memory over HTTP: the upstream gateway's routes and /v1.
+
+    Clients of TencentDB Agent Memory's gateway (its Hermes plugin, OpenClaw,
+    scripts) work unchanged against it. Listens on 127.0.0.1:8420 by default.
+    Set MEMSTORE_GATEWAY_API_KEY (or TDAI_GATEWAY_API_KEY) to require
+    "Authorization: Bearer <key>" on every route except GET /health; a
+    non-loopback --host needs a key unless --insecure. Stops cleanly on
+    SIGTERM or Ctrl-C. Needs the "server" extra: pip install "memstore[server]".
+
+    \b
+    Example:
+      memstore serve --db ./agent.db
+      MEMSTORE_GATEWAY_API_KEY=$(openssl rand -hex 24) memstore serve --host 0.0.0.0
+      curl -s localhost:8420/health
+    """
+    try:
+        from memstore.gateway.config import GatewayConfig
+        from memstore.gateway.server import serve as run
+    except ImportError as exc:  # fastapi / uvicorn missing
+        raise ConfigError(
+            f'the gateway needs the "server" extra ({exc.name} is missing): '
+            'pip install "memstore[server]"'
+        ) from exc
+    config = GatewayConfig.from_env(
+        host=host,
+        port=port,
+        cors_origins=tuple(cors) or None,
+        max_body_bytes=max_body_bytes,
+        insecure=insecure or None,
+        access_log=access_log or None,
+        default_user=default_user,
+    )
+    path = resolve_db(db)
+
+    def ready(url: str) -> None:
+        auth = "Bearer auth on" if config.api_key else "no auth (loopback only)"
+        click.echo(f"memstore gateway on {url} ({auth}); database {path}", err=True)
+
+    run(path, config, on_ready=ready)
+    click.echo("memstore gateway stopped", err=True)

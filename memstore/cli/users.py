@@ -1,0 +1,48 @@
+"""``memstore users list``: who is in the database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from memstore.cli.app import db_option, echo_json, json_option, open_store
+from memstore.cli.data import users
+from memstore.cli.table import print_table
+
+
+@users.command("list")
+@db_option
+@json_option
+def users_list(db: Path | None, as_json: bool) -> None:
+    """List users with their sessions, messages, live memories and last activity.
+
+    \b
+    Example:
+      memstore users list
+      memstore users list --json
+    """
+    from memstore.porting.inventory import list_users
+
+    with open_store(db, must_exist=True) as store:
+        rows = list_users(store)
+    if as_json:
+        echo_json(rows)
+        return
+    print_table(
+        ["USER", "SESSIONS", "MESSAGES", "MEMORIES", "LAST MESSAGE"],
+        [
+            [
+                u["user_id"],
+                u["sessions"],
+                u["messages"],
+                u["memories"],
+                (u["last_message_at"] or "")[:19],
+            ]
+            for u in rows
+        ],
+        limits=[40, 8, 8, 8, 19],
+        empty="no users",
+    )
+    if rows:
+        click.echo(f"{len(rows)} user(s)", err=True)

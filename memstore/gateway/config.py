@@ -1,0 +1,103 @@
+"""Gateway settings: where it listens, who may call it, how much it accepts."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, field
+
+from memstore.errors import ConfigError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8420
+DEFAULT_MAX_BODY = 8 * 1024 * 1024
+
+
+def _env(*names: str) -> str | None:
+    """The first of ``names`` set to something other than whitespace."""
+    for name in names:
+        raw = os.environ.get(name)
+        if raw is not None and raw.strip():
+            return raw.strip()
+    return None
+
+
+def is_loopback(host: str) -> bool:
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    # Bearer token every route but GET /health requires; None = no auth.
+    api_key: str | None = None
+    # Origins that get CORS headers; "*" allows any (development only).
+    cors_origins: tuple[str, ...] = field(default_factory=tuple)
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    # The user of requests that name none (the upstream ignored user_id).
+    default_user: str = "default"
+    insecure: bool = False
+    access_log: bool = False
+    # /session/end and /seed extract what is pending before answering, bounded.
+    session_end_timeout_s: float = 8.0
+    seed_timeout_s: float = 120.0
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> GatewayConfig:
+        """Defaults, then MEMSTORE_GATEWAY_* (falling back to the upstream's
+        TDAI_* names), then explicit ``overrides`` that are not None."""
+        values: dict[str, object] = {}
+        key = _env("MEMSTORE_GATEWAY_API_KEY", "TDAI_GATEWAY_API_KEY")
+        if key:
+            values["api_key"] = key
+        cors = _env("MEMSTORE_GATEWAY_CORS_ORIGINS", "TDAI_CORS_ORIGINS")
+        if cors:
+            values["cors_origins"] = tuple(o.strip() for o in cors.split(",") if o.strip())
+        host = _env("MEMSTORE_GATEWAY_HOST", "TDAI_GATEWAY_HOST")
+        if host:
+            values["host"] = host
+        port = _env("MEMSTORE_GATEWAY_PORT", "TDAI_GATEWAY_PORT")
+        if port:
+            values["port"] = _int("port", port)
+        user = _env("MEMSTORE_GATEWAY_DEFAULT_USER")
+        if user:
+            values["default_user"] = user
+        body = _env("MEMSTORE_GATEWAY_MAX_BODY_BYTES")
+        if body:
+            values["max_body_bytes"] = _int("max body bytes", body)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        cfg = cls(**values)  # type: ignore[arg-type]
+        cfg.check()
+        return cfg
+
+    def check(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port must be 0..65535, got {self.port}")
+        if self.max_body_bytes < 1024:
+            raise ConfigError("max body bytes must be at least 1024")
+        if not self.default_user.strip() or self.default_user != self.default_user.strip():
+            raise ConfigError(f"default user {self.default_user!r} is not a valid user id")
+        if self.api_key is not None and not self.api_key.strip():
+            raise ConfigError("the API key must not be blank")
+        if not is_loopback(self.host) and not self.api_key and not self.insecure:
+            raise ConfigError(
+                f"refusing to listen on {self.host} without an API key: anyone who can reach "
+                "it could read and erase every user's memory. Set MEMSTORE_GATEWAY_API_KEY, "
+                "or pass --insecure if a proxy in front of it authenticates callers"
+            )
+
+
+def _int(name: str, raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"gateway {name} must be an integer, got {raw!r}") from None
+
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "GatewayConfig", "is_loopback"]

@@ -1,0 +1,167 @@
+"""The gate every request passes before a route: CORS, preflight, Bearer auth
+and the body size limit, as one ASGI middleware.
+
+It sits outside the web framework so that a refused request never reaches
+routing or body parsing, and so that its answers (401, 413, 204) look the
+same on every route.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from starlette.exceptions import HTTPException
+
+from memstore.gateway.config import GatewayConfig
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+OPEN_PATHS = frozenset({"/health"})
+ALLOW_METHODS = b"GET, POST, DELETE, OPTIONS"
+ALLOW_HEADERS = b"Content-Type, Authorization"
+
+
+def token_matches(given: str, expected: str) -> bool:
+    """Constant-time comparison (no early exit on the first differing byte)."""
+    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+
+
+class Guard:
+    def __init__(self, app: ASGIApp, config: GatewayConfig) -> None:
+        self.app = app
+        self.config = config
+        self.origins = frozenset(config.cors_origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers", [])}
+        cors = self._cors_headers(headers.get("origin"))
+        send = _with_headers(send, cors)
+        if scope["method"] == "OPTIONS":
+            await _respond(send, 204, None)
+            return
+        path = scope.get("path", "")
+        if self.config.api_key and path not in OPEN_PATHS:
+            problem = self._auth_problem(headers.get("authorization"))
+            if problem:
+                await _respond(
+                    send, 401, {"error": f"Unauthorized: {problem}"},
+                    [(b"www-authenticate", b'Bearer realm="memstore"')],
+                )  # fmt: skip
+                return
+        length = headers.get("content-length")
+        limit = self.config.max_body_bytes
+        if length is not None:
+            try:
+                too_big = int(length) > limit
+            except ValueError:
+                await _respond(send, 400, {"error": "invalid Content-Length header"})
+                return
+            if too_big:
+                await _respond(send, 413, _too_large(limit))
+                return
+        has_body = (length not in (None, b"0")) or b"chunked" in headers.get(
+            "transfer-encoding", b""
+        )
+        if has_body and not _is_json(headers.get("content-type")):
+            # A browser can send text/plain or a form to localhost without a
+            # CORS preflight; refusing them keeps other websites out.
+            await _respond(
+                send, 415, {"error": "send the body as JSON (Content-Type: application/json)"}
+            )
+            return
+        await self.app(scope, _limited(receive, limit), send)
+
+    def _auth_problem(self, header: bytes | None) -> str | None:
+        expected = self.config.api_key or ""
+        value = header.decode("latin-1") if header else ""
+        if not value.startswith("Bearer "):
+            return "missing Bearer token"
+        if not token_matches(value[len("Bearer ") :].strip(), expected):
+            return "invalid token"
+        return None
+
+    def _cors_headers(self, origin: bytes | None) -> list[tuple[bytes, bytes]]:
+        if not self.origins:
+            return []
+        if "*" in self.origins:
+            allow = b"*"
+        elif origin is not None and origin.decode("latin-1") in self.origins:
+            allow = origin
+        else:
+            return [(b"vary", b"Origin")]
+        return [
+            (b"access-control-allow-origin", allow),
+            (b"access-control-allow-methods", ALLOW_METHODS),
+            (b"access-control-allow-headers", ALLOW_HEADERS),
+            (b"access-control-max-age", b"600"),
+            (b"vary", b"Origin"),
+        ]
+
+
+def _is_json(content_type: bytes | None) -> bool:
+    if not content_type:
+        return False
+    mime = content_type.decode("latin-1").split(";")[0].strip().lower()
+    return mime == "application/json" or mime.endswith("+json")
+
+
+def _too_large(limit: int) -> dict[str, str]:
+    return {"error": f"request body larger than {limit} bytes"}
+
+
+def _limited(receive: Receive, limit: int) -> Receive:
+    """A body without Content-Length (chunked) is counted as it arrives."""
+    seen = 0
+
+    async def wrapped() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                # The framework re-raises HTTPException from body reading; the
+                # app's handler turns it into the usual JSON error.
+                raise HTTPException(413, _too_large(limit)["error"])
+        return message
+
+    return wrapped
+
+
+def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    if not extra:
+        return send
+
+    async def wrapped(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [*message.get("headers", []), *extra]
+        await send(message)
+
+    return wrapped
+
+
+async def _respond(
+    send: Send,
+    status: int,
+    body: dict[str, Any] | None,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    data = b"" if body is None else json.dumps(body).encode("utf-8")
+    out = list(headers or [])
+    if body is not None:
+        out.append((b"content-type", b"application/json"))
+    out.append((b"content-length", str(len(data)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": out})
+    await send({"type": "http.response.body", "body": data})
+
+
+__all__ = ["Guard", "token_matches"]
