@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection
@@ -113,6 +114,16 @@ def is_pending(db: Database) -> bool:
         return conn.execute(erasure_compaction.select().limit(1)).first() is not None
 
 
+def is_pending_at(path: Path) -> bool:
+    """Whether the database at ``path`` still has an unfinished erasure
+    compaction (for a caller whose store is already closed)."""
+    db = Database(path)
+    try:
+        return is_pending(db)
+    finally:
+        db.close()
+
+
 class Compactor:
     """A store's view of pending compaction: what open, close and writes call."""
 
@@ -151,5 +162,6 @@ __all__ = [
     "at",
     "compact",
     "is_pending",
+    "is_pending_at",
     "mark_pending",
 ]
