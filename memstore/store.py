@@ -376,7 +376,7 @@ class Store:
 
         return api.recall(
             self,
-            v.check_text("query", query),
+            v.check_query("query", query),
             user_id=v.check_id("user_id", user_id),
             session_id=v.opt_id("session_id", session_id),
             budget_chars=v.opt_int("budget_chars", budget_chars),

@@ -15,6 +15,7 @@ another's data.
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -23,7 +24,9 @@ from typing import Any
 from memstore.errors import InvalidIdError, InvalidInputError
 from memstore.events.log import NewEvent
 from memstore.events.types import Event
+from memstore.text import clean_text
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 MEMORY_TYPES = ("persona", "episodic", "instruction")
 MAX_ID_CHARS = 256
 # SQLite integers are signed 64-bit; a bigger Python int overflows in the driver.
@@ -56,11 +59,23 @@ def opt_id(name: str, value: object) -> str | None:
 
 
 def check_text(name: str, value: object, *, allow_empty: bool = True) -> str:
+    """Text that is stored or compared as given: a str of valid Unicode (a lone
+    surrogate cannot be encoded for SQLite)."""
     if not isinstance(value, str):
         raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
     if not allow_empty and not value.strip():
         raise InvalidInputError(f"{name} must not be empty")
+    if _SURROGATE.search(value):
+        raise InvalidInputError(f"{name} contains a lone surrogate (not valid Unicode text)")
     return value
+
+
+def check_query(name: str, value: object) -> str:
+    """A search text: lone surrogates become U+FFFD (a garbled query still
+    gets an answer; it is never stored)."""
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
+    return clean_text(value) if _SURROGATE.search(value) else value
 
 
 def opt_text(name: str, value: object) -> str | None:
@@ -126,11 +141,7 @@ def check_strings(name: str, value: object) -> list[str] | None:
         return None
     if isinstance(value, str | bytes) or not isinstance(value, Sequence):
         raise InvalidInputError(f"{name} must be a list of strings, got {type(value).__name__}")
-    out = list(value)
-    for item in out:
-        if not isinstance(item, str):
-            raise InvalidInputError(f"{name} must hold strings, got {type(item).__name__}")
-    return out
+    return [check_text(f"{name} item", item) for item in value]
 
 
 def opt_callable(name: str, value: object) -> Callable[..., Any] | None:
@@ -175,6 +186,7 @@ __all__ = [
     "check_id",
     "check_int",
     "check_new_events",
+    "check_query",
     "check_seconds",
     "check_sequence",
     "check_strings",

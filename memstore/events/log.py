@@ -192,6 +192,8 @@ class EventLog:
                 # A plain DB-API executemany of tuples: Core's per-row parameter
                 # processing cost about half of a batched append.
                 conn.exec_driver_sql(_INSERT, rows_out)
+            except UnicodeEncodeError as e:  # a lone surrogate in a payload or a name
+                raise InvalidInputError(f"event text is not valid Unicode: {e}") from e
             except exc.IntegrityError as e:
                 # Impossible under BEGIN IMMEDIATE unless a caller bypassed the
                 # write transaction: report it as the conflict it is.
