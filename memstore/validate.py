@@ -38,7 +38,7 @@ def check_id(name: str, value: object) -> str:
     if not isinstance(value, str):
         raise InvalidIdError(f"{name} must be a string, got {type(value).__name__}")
     if not value.strip():
-        raise InvalidIdError(f"{name} must not be empty or only whitespace")
+        raise InvalidIdError(f"{name} must not be empty")
     if len(value) > MAX_ID_CHARS:
         raise InvalidIdError(f"{name} is longer than {MAX_ID_CHARS} characters")
     if value != value.strip():
