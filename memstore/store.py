@@ -394,13 +394,12 @@ class Store:
         from memstore.derive import api
 
         self._check_open()
+        user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
+        type = v.opt_choice("type", type, v.MEMORY_TYPES)
+        include_retired = v.check_bool("include_retired", include_retired)
         return list(
             api.list_memories(
-                self,
-                v.check_id("user_id", user_id),
-                type=v.opt_choice("type", type, v.MEMORY_TYPES),
-                generation=v.opt_int("generation", generation),
-                include_retired=v.check_bool("include_retired", include_retired),
+                self, user_id, type=type, generation=generation, include_retired=include_retired
             )
         )
 
@@ -419,12 +418,8 @@ class Store:
         from memstore.derive import api
 
         self._check_open()
-        api.forget_memory(
-            self,
-            v.check_id("user_id", user_id),
-            v.check_id("memory_id", memory_id),
-            reason=v.check_text("reason", reason),
-        )
+        user_id, memory_id = v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
+        api.forget_memory(self, user_id, memory_id, reason=v.check_text("reason", reason))
 
     def write_memory(
         self,
@@ -460,21 +455,15 @@ class Store:
         from memstore.derive import api
 
         self._check_open()
-        return list(
-            api.list_scenes(
-                self,
-                v.check_id("user_id", user_id),
-                generation=v.opt_int("generation", generation),
-            )
-        )
+        user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
+        return list(api.list_scenes(self, user_id, generation=generation))
 
     def get_persona(self, user_id: str, *, generation: int | None = None) -> str | None:
         from memstore.derive import api
 
         self._check_open()
-        return api.get_persona(
-            self, v.check_id("user_id", user_id), generation=v.opt_int("generation", generation)
-        )
+        user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
+        return api.get_persona(self, user_id, generation=generation)
 
     def rederive(self, user_id: str | None = None, from_layer: str = "l1") -> int:
         """Re-run derivation over L0 into a new generation and switch to it."""
