@@ -36,6 +36,7 @@ from memstore.projections.stats import StatsProjection
 from memstore.search import Hit, SearchEngine
 from memstore.timeutil import Clock, system_clock
 from memstore.vectors.indexer import BackgroundIndexer, Indexer
+from memstore.vectors.quarantine import counts as quarantine_counts
 
 
 def default_projections() -> list[Projection]:
@@ -299,9 +300,17 @@ class Store:
         if self.indexer is None or self.embedder is None:
             return {"embedder": "none", "vector_search": False}
         out: dict[str, Any] = {"model_id": self.embedder.model_id}
+        with self.db.read() as conn:
+            held = quarantine_counts(conn)
         for kind in ("l0", "l1"):
             sp = self.indexer.space(kind)
-            out[kind] = {"dims": sp.dims, "ready": sp.ready, "pending": self.indexer.pending(kind)}
+            out[kind] = {
+                "dims": sp.dims,
+                "ready": sp.ready,
+                "pending": self.indexer.pending(kind),
+                # Rows that could not be embedded, set aside and retried later.
+                "quarantined": held.get(sp.name, 0),
+            }
         return out
 
     # -- pipeline ------------------------------------------------------------------

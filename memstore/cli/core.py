@@ -47,11 +47,35 @@ def doctor_report(db: Path) -> tuple[dict[str, Any], list[str]]:
             f"schema at {report['schema_revision']}, code expects {report['schema_head']}: "
             "run `memstore db upgrade`"
         )
+    revision = report.get("schema_revision")
+    if revision is not None and revision == report.get("schema_head"):
+        report["vector_quarantine"] = _quarantine_line(db)
     from memstore.cli import doctor_extra
 
     for fn in doctor_extra.HOOKS:
         fn(db, report, problems)
     return report, problems
+
+
+def _quarantine_line(db: Path) -> str:
+    """Rows the indexer set aside (their vectors are missing until a retry works)."""
+    from memstore.vectors import quarantine
+
+    database = Database(db)
+    try:
+        with database.read() as conn:
+            held = quarantine.items(conn, limit=3)
+            total = sum(quarantine.counts(conn).values())
+    finally:
+        database.close()
+    if not total:
+        return "none"
+    shown = "; ".join(
+        f"{q.space} #{q.source_id} (user {q.user_id}, {q.attempts} attempt(s), "
+        f"retry after {q.retry_after}): {q.error}"
+        for q in held
+    )
+    return f"{total} row(s) not embedded, retried later: {shown}"
 
 
 @cli.command()
