@@ -27,8 +27,6 @@ at least every ``l2_max_interval_s`` while the user was active within
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
 import uuid
@@ -43,7 +41,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from memstore.errors import MemstoreError, PipelineError
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.l0.events import MessagesCaptured, SessionEnded, l0_stream
-from memstore.pipeline import queue, scheduler
+from memstore.pipeline import owners, queue, scheduler
 from memstore.pipeline.lease import LeaseKeeper
 from memstore.pipeline.reconcile import reconcile
 from memstore.pipeline.runner import Deriver, ModuleDeriver, Outcome, Runner
@@ -83,9 +81,11 @@ class PipelineService:
         self.settings = store.settings
         self.db_path = str(store.path.resolve())
         self.lease_ttl_s = float(lease_ttl_s or extra.get("pipeline_lease_ttl_s", 15.0))
-        self.lock_ttl_s = float(lock_ttl_s or extra.get("pipeline_lock_ttl_s", 900.0))
+        # Short: a run renews its lock every ttl/3, and a dead owner on another
+        # host blocks its sessions for at most this long (same host: at once).
+        self.lock_ttl_s = float(lock_ttl_s or extra.get("pipeline_lock_ttl_s", 60.0))
         self.reconcile_every_s = reconcile_every_s
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.owner = owners.new_instance(uuid.uuid4().hex[:8])
         self.deriver: Deriver = deriver or ModuleDeriver()
         self.runner = Runner(store, self.deriver, self.lock_ttl_s)
         self.projection = PipelineStateProjection()
@@ -138,6 +138,7 @@ class PipelineService:
         for t in self._workers:
             t.join()
         self.timers.shutdown(wait=True)
+        owners.retire(self.owner)
 
     @property
     def is_scheduler(self) -> bool:
