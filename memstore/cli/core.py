@@ -124,14 +124,17 @@ def db_group() -> None:
 def db_upgrade(db: Path | None, revision: str) -> None:
     """Upgrade the schema (default: to the newest revision).
 
+    Projections whose tables changed are rebuilt from the log on the next open.
+
     \b
     Example:
       memstore db upgrade --db ./agent.db
     """
     database = Database(resolve_db(db))
     try:
-        migrate.upgrade(database, revision)
+        stale = migrate.upgrade(database, revision)
         click.echo(f"at {migrate.current_revision(database)}")
+        _echo_stale(stale)
     finally:
         database.close()
 
@@ -139,19 +142,33 @@ def db_upgrade(db: Path | None, revision: str) -> None:
 @db_group.command("downgrade")
 @db_option
 @click.argument("revision")
-def db_downgrade(db: Path | None, revision: str) -> None:
-    """Downgrade the schema to REVISION ("base" empties it; projections are rebuilt on next open).
+@click.option(
+    "--yes", is_flag=True, help="Confirm a downgrade that deletes data (e.g. the event log)."
+)
+def db_downgrade(db: Path | None, revision: str, yes: bool) -> None:
+    """Downgrade the schema to REVISION.
+
+    A downgrade that would drop data the log cannot give back ("base" drops
+    the event log itself) changes nothing and exits non-zero unless --yes is
+    given. Projections whose tables changed are rebuilt on the next open.
 
     \b
     Example:
-      memstore db downgrade 0001
+      memstore db downgrade 0005
+      memstore db downgrade base --yes
     """
     database = Database(resolve_db(db))
     try:
-        migrate.downgrade(database, revision)
+        stale = migrate.downgrade(database, revision, allow_data_loss=yes)
         click.echo(f"at {migrate.current_revision(database) or 'base'}")
+        _echo_stale(stale)
     finally:
         database.close()
+
+
+def _echo_stale(stale: list[str]) -> None:
+    if stale:
+        click.echo(f"projections to rebuild from the log on next open: {', '.join(stale)}")
 
 
 @db_group.command("current")
