@@ -81,7 +81,7 @@ class LeaseKeeper:
                 )
             if held and not self.held:
                 self.held = True
-                log.info("scheduler lease taken by %s", self.owner)
+                log.debug("scheduler lease taken by %s", self.owner)
                 self._on_gain()
             elif not held and self.held:
                 self.held = False

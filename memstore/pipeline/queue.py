@@ -143,9 +143,7 @@ def claim(
     # Items claimed by a worker that is gone (see ``owners``) are free again;
     # that needs the owner, so claimed rows are filtered below, not in SQL.
     query = (
-        select(pipeline_queue)
-        .where(c.run_after <= now_s)
-        .order_by(c.priority, c.created_at, c.id)
+        select(pipeline_queue).where(c.run_after <= now_s).order_by(c.priority, c.created_at, c.id)
     )
     if user_id is not None:
         query = query.where(c.user_id == user_id)

@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +55,7 @@ from memstore.pipeline.state import (
     list_users,
 )
 from memstore.pipeline.status import build_status
+from memstore.pipeline.threads import DaemonPool
 from memstore.timeutil import from_iso, timedelta
 
 if TYPE_CHECKING:
@@ -89,11 +90,16 @@ class PipelineService:
         self.deriver: Deriver = deriver or ModuleDeriver()
         self.runner = Runner(store, self.deriver, self.lock_ttl_s)
         self.projection = PipelineStateProjection()
-        self.timers = Timers(store.db)
-        self._timer_thread = ThreadPoolExecutor(1, thread_name_prefix="memstore-timers")
+        # How long close() lets running work finish before abandoning it (on
+        # daemon threads, so exit never hangs; an abandoned run is released,
+        # not failed, and claimed again after the next open).
+        self.close_timeout_s = float(extra.get("pipeline_close_timeout_s", 10.0))
+        self._stopping = threading.Event()
+        self.timers = Timers(store.db, close_timeout_s=self.close_timeout_s)
+        self._timer_thread = DaemonPool(1, "memstore-timers")
         # Reconcile runs here, never on the lease thread: a long reconcile
         # must not keep the lease from being renewed within its TTL.
-        self._reconcile_thread = ThreadPoolExecutor(1, thread_name_prefix="memstore-reconcile")
+        self._reconcile_thread = DaemonPool(1, "memstore-reconcile")
         self._reconcile_lock = threading.Lock()
         self._reconcile_queued = False
         self._local = threading.local()
@@ -127,17 +133,28 @@ class PipelineService:
             )
             self._lease.start()
 
+    @property
+    def stopping(self) -> bool:
+        """True once ``stop`` began: failures from here on are the close's doing."""
+        return self._stopping.is_set()
+
     def stop(self) -> None:
-        """Stop timers and wait for running work (call before the database closes)."""
+        """Stop timers and let running work finish (call before the database
+        closes). Deterministic and bounded: no new work is claimed, the item
+        in progress gets ``close_timeout_s`` to finish, and one still running
+        after that is abandoned on its daemon thread (released, never counted
+        as a failed attempt)."""
+        self._stopping.set()
+        deadline = time.monotonic() + self.close_timeout_s
         if self._lease is not None:
             self._lease.stop()
             self._lease = None
-        scheduler.unregister(self.db_path, self)
-        self._reconcile_thread.shutdown(wait=True)
-        self._timer_thread.shutdown(wait=True)
+        self._reconcile_thread.shutdown(wait=True, timeout=_left(deadline))
+        self._timer_thread.shutdown(wait=True, timeout=_left(deadline))
         for t in self._workers:
-            t.join()
+            t.join(_left(deadline))
         self.timers.shutdown(wait=True)
+        scheduler.unregister(self.db_path, self)
         owners.retire(self.owner)
 
     @property
@@ -168,7 +185,7 @@ class PipelineService:
             with self._reconcile_lock:
                 self._reconcile_queued = False
             return
-        fut.add_done_callback(_log_failure("reconcile"))
+        fut.add_done_callback(_log_failure("reconcile", self))
 
     def _reconcile_job(self) -> None:
         try:
@@ -179,11 +196,20 @@ class PipelineService:
 
     def _submit_timer_work(self, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn`` on the timer thread; a failure is logged, never lost silently."""
-        self._timer_thread.submit(fn, *args).add_done_callback(_log_failure("timer thread"))
+        try:
+            fut = self._timer_thread.submit(fn, *args)
+        except RuntimeError:  # closing: reconcile re-arms from the committed state
+            log.debug("pipeline closing; timer work %s not queued", fn)
+            return
+        fut.add_done_callback(_log_failure("timer thread", self))
 
     def flush(self) -> None:
         """Wait until timer writes queued by ``after_commit`` are done."""
-        self._timer_thread.submit(lambda: None).result()
+        try:
+            fut = self._timer_thread.submit(lambda: None)
+        except RuntimeError:
+            return
+        fut.result()
 
     # -- capture hooks -----------------------------------------------------------
 
@@ -227,9 +253,9 @@ class PipelineService:
                     self.arm_idle(user, session, due)
             except (MemstoreError, SQLAlchemyError) as e:
                 # APScheduler's job store raises SQLAlchemy errors (e.g. "database
-                # is locked" past busy_timeout). The decision is durable in the
-                # pipeline state; reconcile re-arms from it.
-                log.warning(
+                # is locked" past busy_timeout) under heavy capture. The decision
+                # is durable in the pipeline state; reconcile re-arms from it.
+                log.debug(
                     "could not arm pipeline timers for %s/%s (%s; reconcile will): %s: %s",
                     user,
                     session,
@@ -311,7 +337,7 @@ class PipelineService:
         """Run ready queued work (in this thread) until none is claimable."""
         outcomes: list[Outcome] = []
         owner = self._owner()
-        while True:
+        while not self._stopping.is_set():
             with self.store.db.write() as conn:
                 item = queue.claim(
                     conn,
@@ -327,6 +353,8 @@ class PipelineService:
             out = self._execute(item, owner)
             if out is not None:
                 outcomes.append(out)
+        if self._stopping.is_set():
+            return outcomes  # what is queued stays queued for the next open
         with self.store.db.read() as conn:
             waiting = queue.next_run_after(conn)
         if waiting is not None:
@@ -341,7 +369,20 @@ class PipelineService:
                 with self.store.db.write() as conn:
                     queue.complete(conn, item, owner)
                 return None
-        out = self.runner.run(item.stage, item.user_id, item.session_id, owner, item.attempts + 1)
+        out = self.runner.run(
+            item.stage,
+            item.user_id,
+            item.session_id,
+            owner,
+            item.attempts + 1,
+            cancelled=self._stopping.is_set,
+        )
+        if not out.ok and self._stopping.is_set():
+            # Cut short by close(): not the work's fault, so no attempt counts.
+            with self.store.db.write() as conn:
+                queue.release(conn, item, owner)
+            log.debug("%s of %s/%s cut short by close", item.stage, item.user_id, item.session_id)
+            return out
         retry_at = None
         with self.store.db.write() as conn:
             if out.ok:
@@ -489,7 +530,8 @@ class PipelineService:
                     return  # only a retry that is not due yet
                 time.sleep(0.05)  # another worker holds the session: wait for it
         except MemstoreError as e:
-            log.warning("end_session %s/%s: extraction stopped: %s", user_id, session_id, e)
+            level = logging.DEBUG if self._stopping.is_set() else logging.WARNING
+            log.log(level, "end_session %s/%s: extraction stopped: %s", user_id, session_id, e)
         finally:
             done.set()
 
@@ -514,15 +556,21 @@ class PipelineService:
         return reconcile(self)
 
 
-def _log_failure(what: str) -> Callable[[Future[Any]], None]:
-    """A done-callback that logs an exception the future ended with."""
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+def _log_failure(what: str, service: PipelineService) -> Callable[[Future[Any]], None]:
+    """A done-callback that logs an exception the future ended with (at DEBUG
+    while the service stops: the close caused it)."""
 
     def check(fut: Future[Any]) -> None:
         if fut.cancelled():
             return
         exc = fut.exception()
         if exc is not None:
-            log.warning(
+            log.log(
+                logging.DEBUG if service.stopping else logging.WARNING,
                 "pipeline %s work failed (reconcile repairs timers): %s: %s",
                 what,
                 type(exc).__name__,

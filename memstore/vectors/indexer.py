@@ -427,4 +427,5 @@ class BackgroundIndexer:
                 # Logged and retried on the next wake-up: search degrades to keyword
                 # meanwhile; no source data is at risk.
                 self.last_error = str(e)
-                log.warning("background indexer: %s", e)
+                stopping = self._stop.is_set()  # the store closing under a step
+                log.log(logging.DEBUG if stopping else logging.WARNING, "background indexer: %s", e)
