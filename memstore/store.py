@@ -107,7 +107,9 @@ class Store:
         """
         settings = settings or Settings.load()
         target = Path(path).expanduser() if path is not None else default_db_path()
-        db = Database(target, busy_timeout_ms=settings.busy_timeout_ms)
+        db = Database(
+            target, busy_timeout_ms=settings.busy_timeout_ms, durability=settings.durability
+        )
         try:
             migrate.ensure_current(db, upgrade_schema=upgrade)
             store = cls(db, settings, projections=projections, clock=clock)
