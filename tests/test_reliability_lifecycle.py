@@ -119,7 +119,7 @@ def _scheduler_store(path: Path) -> Store:
     return Store.open(path, settings=s)
 
 
-def _wait(cond: Any, timeout: float = 15.0) -> bool:
+def _wait(cond: Any, timeout: float = 30.0) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if cond():
@@ -188,3 +188,48 @@ def test_a_job_removed_under_the_scheduler_does_not_kill_it(
         if r.levelno > logging.DEBUG and r.name.startswith(("memstore", "apscheduler"))
     ]
     assert loud == [], [r.getMessage() for r in loud]
+
+
+# The job below finds its service through the scheduler's registry, like the
+# pipeline's own timer jobs; the test hands it the events it waits on.
+_JOB: dict[str, Any] = {}
+
+
+def _job_reading_timers_during_close(db_path: str) -> None:
+    _JOB["running"].set()
+    _JOB["closing"].wait(10)
+    time.sleep(0.3)  # close() is inside APScheduler's shutdown by now
+    target = scheduler.lookup(db_path) or _JOB["service"]
+    target.timers.get("anything")
+    _JOB["done"].set()
+
+
+def test_close_while_a_job_reads_timers_does_not_deadlock(tmp_path: Path) -> None:
+    """APScheduler's shutdown(wait=True) waits for running jobs while holding
+    its job-store lock; a job calling get_job() then waited forever (a test
+    run hung for 38 minutes on this)."""
+    store = _scheduler_store(tmp_path / "m.db")
+    svc = store.pipeline
+    assert svc is not None
+    svc.close_timeout_s = 60.0  # a bounded wait alone would not pass this test
+    svc.timers._close_timeout_s = 60.0
+    assert _wait(lambda: svc.timers.running)
+    _JOB.update(
+        running=threading.Event(),
+        closing=threading.Event(),
+        done=threading.Event(),
+        service=svc,
+    )
+    svc.timers.set(
+        "read-timers",
+        _job_reading_timers_during_close,
+        [str(store.path.resolve())],
+        store.clock(),
+    )
+    assert _JOB["running"].wait(15)
+    closer = threading.Thread(target=store.close, daemon=True)
+    _JOB["closing"].set()
+    closer.start()
+    closer.join(20)
+    assert not closer.is_alive(), "close() deadlocked with a running timer job"
+    assert _JOB["done"].is_set()

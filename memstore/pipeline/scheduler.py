@@ -197,6 +197,10 @@ class _DaemonExecutor(BasePoolExecutor):  # type: ignore[misc]
     def shutdown(self, wait: bool = True) -> None:
         self._pool.shutdown(wait, timeout=self._close_timeout_s)
 
+    def wait_idle(self) -> bool:
+        """Wait (bounded) for running jobs; call with no APScheduler lock held."""
+        return bool(self._pool.shutdown(True, timeout=self._close_timeout_s))
+
 
 # -- timers ----------------------------------------------------------------------
 
@@ -268,6 +272,7 @@ class Timers:
         self._threads = executor_threads
         self._close_timeout_s = close_timeout_s
         self._sched: BackgroundScheduler | None = None
+        self._executor: _DaemonExecutor | None = None
         self._lock = threading.RLock()
         self._paused = True
         self._closed = False
@@ -277,6 +282,7 @@ class Timers:
             if self._closed:
                 raise PipelineError("timers are shut down")
             if self._sched is None:
+                executor = _DaemonExecutor(self._threads, self._close_timeout_s)
                 store = _SharedEngineJobStore(
                     engine=self._db.engine.execution_options(sqlite_begin="IMMEDIATE"),
                     tablename=JOB_TABLE,
@@ -284,7 +290,7 @@ class Timers:
                 )
                 sched = _Scheduler(
                     jobstores={JOBSTORE: store},
-                    executors={"default": _DaemonExecutor(self._threads, self._close_timeout_s)},
+                    executors={"default": executor},
                     job_defaults={
                         "coalesce": True,
                         "misfire_grace_time": None,
@@ -296,6 +302,7 @@ class Timers:
                 )
                 sched.start(paused=True)
                 self._sched = sched
+                self._executor = executor
             return self._sched
 
     @property
@@ -336,14 +343,20 @@ class Timers:
         sched.wakeup()
 
     def shutdown(self, wait: bool = True) -> None:
-        # Wait for running jobs outside our lock: they may need it to arm a
-        # timer (drain -> arm L2), and would otherwise deadlock the close.
+        # Wait for running jobs outside every lock. Ours: a job may need it to
+        # arm a timer (drain -> arm L2). APScheduler's: its shutdown(wait=True)
+        # waits while holding the job-store lock, and a running job calling
+        # get_job() waits for that lock forever (a close hung for good, seen
+        # in tests/test_hermes_contract.py).
         with self._lock:
             sched, self._sched = self._sched, None
+            executor, self._executor = self._executor, None
             self._closed = True
             self._paused = True
         if sched is not None:
-            sched.shutdown(wait=wait)
+            sched.shutdown(wait=False)
+        if wait and executor is not None:
+            executor.wait_idle()
 
     # -- operations -------------------------------------------------------------
 
