@@ -11,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from memstore.cli import cli
 from memstore.cli.core import doctor_report
 from memstore.embeddings import Embedder, FloatArray
 from memstore.errors import EmbeddingError
@@ -57,8 +59,9 @@ def _vector_ids(store: Store, user: str, query: str) -> set[str]:
 
 @pytest.mark.parametrize("marker", ["POISON", "REJECT"])
 def test_one_bad_message_is_quarantined_and_the_rest_indexed(
-    store: Store, db_path: Path, marker: str
+    store: Store, db_path: Path, marker: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("MEMSTORE_EMBEDDER", "hashing")
     assert store.embedder is not None
     clock = FakeClock()
     store.capture_turn("alice", "s1", f"{marker} the first words of alice")
@@ -80,6 +83,9 @@ def test_one_bad_message_is_quarantined_and_the_rest_indexed(
     assert [(q.user_id, q.attempts) for q in held] == [("alice", 1)]
     report, _ = doctor_report(db_path)
     assert str(report["vector_quarantine"]).startswith("1 row(s) not embedded")
+    status = CliRunner().invoke(cli, ["projections", "status", "--db", str(db_path)])
+    assert status.exit_code == 0, status.output
+    assert "vector quarantine: 1 row(s) not embedded" in status.output
 
     # Not retried in every batch: a new capture does not re-embed the bad row.
     store.capture_turn("bob", "s2", "bob adopted a grey cat")

@@ -234,3 +234,39 @@ def test_close_while_a_job_reads_timers_does_not_deadlock(tmp_path: Path) -> Non
     closer.join(20)
     assert not closer.is_alive(), "close() deadlocked with a running timer job"
     assert _JOB["done"].is_set()
+
+
+HEAVY = """
+import sys, threading
+from memstore import Settings, Store
+settings = Settings(embedder="hashing", extra={"pipeline_lease_ttl_s": 1.0})
+with Store.open(sys.argv[1], settings=settings) as store:
+    def work(k):
+        for i in range(40):
+            store.capture_turn(f"user{k}", f"s{i % 3}", f"I like sailing and tea, turn {i}", "ok")
+            if i % 10 == 0:
+                store.search_conversations("sailing", user_id=f"user{k}")
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    store.end_session("user0", "s0")
+print("done")
+"""
+
+
+@pytest.mark.slow
+def test_heavy_capture_with_timers_and_indexer_is_quiet(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTORE_")}
+    env["PYTHONPATH"] = str(ROOT)
+    res = subprocess.run(
+        [sys.executable, "-c", HEAVY, str(tmp_path / "m.db")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "done"
+    assert res.stderr == ""

@@ -277,6 +277,9 @@ def projections_status(db: Path | None, as_json: bool) -> None:
         click.echo(
             f"{d['name']:<16} {kind:<10} at {d['position']:>8} / {d['head']:<8} lag {d['lag']}"
         )
+    held = _quarantine_line(resolve_db(db))
+    if held != "none":
+        click.echo(f"vector quarantine: {held}")
 
 
 @projections_group.command("rebuild")
