@@ -129,13 +129,15 @@ class Store:
             return
         # Background work finishes (bounded) before the store refuses calls:
         # a run cut off by "store is closed" would count as a failed attempt.
-        if self.pipeline is not None:
-            self.pipeline.stop()
-        if self._bg_indexer is not None:
-            self._bg_indexer.stop()
-            self._bg_indexer = None
-        self._closed = True
-        self.db.close()
+        try:
+            if self.pipeline is not None:
+                self.pipeline.stop()
+            if self._bg_indexer is not None:
+                self._bg_indexer.stop()
+                self._bg_indexer = None
+        finally:
+            self._closed = True
+            self.db.close()
 
     def __enter__(self) -> Store:
         return self
