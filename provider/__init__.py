@@ -215,6 +215,12 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
             return
         session = session_id or self._session_id
         position, turn, stamp = last_turn(messages) if messages else (-1, [], None)
+        said = text_of(user_content)
+        if turn and turn[0]["role"] == "user" and said.strip():
+            # What the user sent, as Hermes stored it: when concurrent requests
+            # share a session, the transcript's last user message can be this
+            # one merged with another request's message still in flight.
+            turn[0]["content"] = said
         if not turn:
             turn = [
                 {"role": "user", "content": text_of(user_content)},

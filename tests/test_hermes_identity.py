@@ -319,3 +319,16 @@ def test_host_ids_and_timestamps_are_used(hermes_home: Path) -> None:
     )
     assert sorted(_texts(p, "ids2")) == ["odd", "ok"]
     mm.shutdown_all()
+
+
+def test_the_user_text_is_what_the_user_sent(hermes_home: Path) -> None:
+    """Concurrent api_server requests in one session: the transcript's last user
+    message can be another in-flight request's message merged with this one."""
+    mm, p = manager(hermes_home, "merged", platform="api_server", gateway_session_key="k")
+    merged = [
+        {"role": "user", "content": "first request\n\nsecond request"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    p.sync_turn("second request", "ok", session_id="merged", messages=merged)
+    assert sorted(_texts(p, "merged")) == ["ok", "second request"]
+    mm.shutdown_all()

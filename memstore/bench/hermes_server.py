@@ -270,12 +270,13 @@ def _last_user_text(request: dict[str, Any]) -> str:
 class EchoModel:
     """An OpenAI-compatible chat endpoint on loopback that answers at once.
 
-    Keeps the user message of every request (the benchmark looks for other
-    callers' facts in the ``<memory-context>`` Hermes puts there)."""
+    Keeps every request (the benchmark looks there for other callers' facts,
+    e.g. in the ``<memory-context>`` Hermes adds to the user message)."""
 
     def __init__(self, reply: ChatReply | None = None) -> None:
         self.reply = reply or (lambda _r: "Noted.")
-        self.user_texts: list[str] = []
+        # (the last user message, the whole request as text) per chat request
+        self.seen: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -298,7 +299,7 @@ class EchoModel:
                     self._send(404, b'{"error": {"message": "not found"}}', "application/json")
                     return
                 with model._lock:
-                    model.user_texts.append(_last_user_text(request))
+                    model.seen.append((_last_user_text(request), json.dumps(request)))
                 text = model.reply(request)
                 if request.get("stream"):
                     self._send(200, _sse(text), "text/event-stream")
