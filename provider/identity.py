@@ -42,10 +42,10 @@ UserScope = Literal["auto", "user", "session_key", "shared"]
 USER_SCOPES: tuple[UserScope, ...] = ("auto", "user", "session_key", "shared")
 DEFAULT_USER = "default"
 
-# Hermes platforms one person owns: the interactive CLI and TUI, editor
-# sessions over ACP, one-shot runs and the local gateway channel. An empty
-# platform is a direct library caller (AIAgent without a platform).
-LOCAL_PLATFORMS = frozenset({"", "cli", "tui", "acp", "local", "oneshot"})
+# Hermes platforms one person owns: the interactive CLI and TUI, the desktop
+# app's chat panel, editor sessions over ACP and the local gateway channel. An
+# empty platform is a direct library caller (AIAgent without a platform).
+LOCAL_PLATFORMS = frozenset({"", "cli", "tui", "desktop", "acp", "local"})
 
 MAX_USER_ID = 256
 _HASHED_TAIL = 24
