@@ -38,7 +38,9 @@ from memstore.hermes_provider.identity import (  # noqa: E402
 
 
 def manager(home: Path, session: str, **kwargs: Any) -> tuple[MemoryManager, Any]:
-    p = MemstoreProvider(config(**kwargs.pop("cfg", {})))
+    # No background timers: these tests extract with on_session_end and close
+    # the store right after; the api_server tests run with the timers on.
+    p = MemstoreProvider(config(scheduler=False, **kwargs.pop("cfg", {})))
     mm = MemoryManager()
     mm.add_provider(p)
     mm.initialize_all(session, hermes_home=str(home), agent_context="primary", **kwargs)
