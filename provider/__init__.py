@@ -33,7 +33,8 @@ from memstore.store import Store
 from . import config as _config
 from . import hermes_llm as _hermes_llm
 from . import tools as _tools
-from .turns import delegation_message, last_turn, text_of
+from .identity import Identity, resolve_identity
+from .turns import TurnIds, delegation_message, last_turn, text_of
 
 log = logging.getLogger("memstore.hermes")
 
@@ -69,8 +70,10 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         self._cfg: _config.ProviderConfig | None = None
         self._session_id = ""
         self._user_id = "default"
+        self._identity: Identity | None = None
         self._read_only = False
         self._hermes_home = ""
+        self._turn_ids = TurnIds()
 
     # -- identity and availability ----------------------------------------------
 
@@ -90,6 +93,11 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
     @property
     def user_id(self) -> str:
         return self._user_id
+
+    @property
+    def identity(self) -> Identity | None:
+        """Whose memory this instance uses and why (None before initialize)."""
+        return self._identity
 
     @property
     def read_only(self) -> bool:
@@ -118,7 +126,12 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         self._session_id = str(session_id or "") or f"hermes-{uuid.uuid4().hex[:12]}"
         try:
             cfg = _config.resolve(home, self._overrides)
-            self._user_id = str(kwargs.get("user_id") or "").strip() or cfg.user_id
+            # Fixed for the instance's life: a session rotation (compression,
+            # /new) must not move a caller into somebody else's memory.
+            self._identity = resolve_identity(
+                kwargs, self._session_id, scope=cfg.user_scope, configured=cfg.user_id
+            )
+            self._user_id = self._identity.user_id
             lease = acquire(cfg.db_path, cfg.settings)
         except MemstoreError as exc:
             log.warning("memstore: provider disabled, cannot open the store: %s", exc)
@@ -204,12 +217,19 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         if store is None:
             return
         session = session_id or self._session_id
-        turn = last_turn(messages, f"{session}#") if messages else []
+        position, turn, stamp = last_turn(messages) if messages else (-1, [], None)
+        said = text_of(user_content)
+        if turn and turn[0]["role"] == "user" and said.strip():
+            # What the user sent, as Hermes stored it: when concurrent requests
+            # share a session, the transcript's last user message can be this
+            # one merged with another request's message still in flight.
+            turn[0]["content"] = said
         if not turn:
             turn = [
                 {"role": "user", "content": text_of(user_content)},
                 {"role": "assistant", "content": text_of(assistant_content)},
             ]
+        self._turn_ids.assign(session, position, turn, stamp)
         try:
             store.capture(self._user_id, session, turn, agent_id=AGENT_ID)
         except MemstoreError as exc:

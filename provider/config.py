@@ -20,6 +20,8 @@ from memstore.config import Settings
 from memstore.errors import ConfigError
 from memstore.hermes_home import edit_config, provider_section, read_config, section
 
+from .identity import USER_SCOPES, UserScope, parse_scope
+
 DB_FILENAME = "memstore.db"
 # Bound for on_session_end / on_session_switch / shutdown: Hermes runs them on
 # the user's thread (CLI exit, /new), so pending extraction must not hold it long.
@@ -29,13 +31,26 @@ DEFAULT_SESSION_END_TIMEOUT_S = 15.0
 MAX_RECALL_TIMEOUT_S = 5.0
 
 _SETTINGS_FIELDS = {f.name for f in fields(Settings)} - {"extra"}
-_PROVIDER_KEYS = {"db_path", "user_id", "session_end_timeout_s", "store_linger_s"}
+_PROVIDER_KEYS = {"db_path", "user_id", "user_scope", "session_end_timeout_s", "store_linger_s"}
 _SECRETS = {"llm_api_key", "embed_api_key"}
 
 CONFIG_SCHEMA: tuple[dict[str, Any], ...] = (
     {
         "key": "db_path",
         "description": "SQLite database file (default: memstore.db in the Hermes home)",
+    },
+    {
+        "key": "user_scope",
+        "description": "Whose memory a conversation uses: auto (the host's user, else its "
+        "session key, else user_id, else per session), user, session_key, or shared (one "
+        "memory for everybody, on purpose)",
+        "default": "auto",
+        "choices": list(USER_SCOPES),
+    },
+    {
+        "key": "user_id",
+        "description": "memstore user when the host names none (the CLI; a single-user "
+        "api_server). Empty: 'default' on local platforms",
     },
     {
         "key": "embedder",
@@ -80,7 +95,10 @@ CONFIG_SCHEMA: tuple[dict[str, Any], ...] = (
 @dataclass(frozen=True)
 class ProviderConfig:
     db_path: Path
-    user_id: str
+    # None when memory.memstore.user_id is not set: identity.resolve_identity
+    # then decides from what the host passes (see provider/identity.py).
+    user_id: str | None
+    user_scope: UserScope
     settings: Settings
     session_end_timeout_s: float
     store_linger_s: float | None
@@ -120,11 +138,12 @@ def resolve(hermes_home: str | Path, overrides: Mapping[str, Any] | None = None)
     db = Path(env_db or configured or home / DB_FILENAME).expanduser()
     if not db.is_absolute():
         db = home / db
-    user = str(values.get("user_id") or "default").strip() or "default"
+    user = str(values.get("user_id") or "").strip() or None
     end_timeout = _float(values, "session_end_timeout_s", DEFAULT_SESSION_END_TIMEOUT_S)
     return ProviderConfig(
         db_path=db,
         user_id=user,
+        user_scope=parse_scope(values.get("user_scope")),
         settings=settings,
         session_end_timeout_s=end_timeout or DEFAULT_SESSION_END_TIMEOUT_S,
         store_linger_s=_float(values, "store_linger_s", None),

@@ -116,7 +116,12 @@ def test_a_thousand_instances_without_shutdown_leak_nothing(hermes_home: Path) -
         for i in range(first, first + count):
             mm = MemoryManager()
             mm.add_provider(MemstoreProvider(config(store_linger_s=60, scheduler=False)))
-            mm.initialize_all(f"req-{i}", platform="api_server", hermes_home=str(hermes_home))
+            mm.initialize_all(
+                f"req-{i}",
+                platform="api_server",
+                hermes_home=str(hermes_home),
+                gateway_session_key="caller-1",
+            )
             if i % 100 == 0:
                 mm.sync_all(f"request {i}", "ok", session_id=f"req-{i}")
                 mm.flush_pending(timeout=10)
@@ -140,7 +145,7 @@ def test_a_thousand_instances_without_shutdown_leak_nothing(hermes_home: Path) -
     # MemoryManager's own sync executors are Hermes'; they exit with the manager.
     assert _fds() <= fds_before + 2
     said = keep.store.search_conversations(
-        "request", user_id="default", limit=20, strategy="keyword"
+        "request", user_id="api_server:key:caller-1", limit=20, strategy="keyword"
     )
     assert len(said) == 11
     keep.shutdown()

@@ -107,3 +107,64 @@ def test_hermes_memory_status_lists_memstore_as_active(hermes_home: Path, tmp_pa
     assert "memstore" in out and "← active" in out.split("memstore  (")[-1]
     # Status only looks: it must not have created the database.
     assert not (hermes_home / "memstore.db").exists()
+
+
+def test_the_shim_defines_register_before_anything_slow(hermes_home: Path) -> None:
+    """Hermes 0.19.0 puts the plugin module into sys.modules before running it;
+    a concurrent request that finds it without register() runs without memory.
+    So register() is the module's first statement after the docstring, and
+    memstore is imported only inside it."""
+    import ast
+
+    run("hermes", "install", "--hermes-home", str(hermes_home))
+    tree = ast.parse((hermes_home / "plugins" / "memstore" / "__init__.py").read_text())
+    body = tree.body
+    assert isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+    assert isinstance(body[1], ast.FunctionDef) and body[1].name == "register"
+    assert not any(isinstance(n, ast.Import | ast.ImportFrom) for n in body)
+    assert any(isinstance(n, ast.ImportFrom) for n in ast.walk(body[1]))
+
+
+def test_the_gateway_hook_preloads_the_provider(
+    hermes_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook Hermes' gateway imports at startup leaves a fully loaded plugin
+    module behind; concurrent loads afterwards all get a provider."""
+    pytest.importorskip("plugins.memory")
+    import importlib.util
+    import threading
+
+    from plugins import memory as hermes_memory
+
+    from memstore.cli.hermes import hook_dir
+    from tests.hermes_support import provider_module
+
+    provider_module()  # importable as the shim imports it, installed or not
+    run("hermes", "install", "--hermes-home", str(hermes_home))
+    hook = hook_dir(hermes_home)
+    assert "gateway:startup" in (hook / "HOOK.yaml").read_text()
+    module_name = "_hermes_user_memory.memstore"
+    monkeypatch.delitem(sys.modules, module_name, raising=False)
+    spec = importlib.util.spec_from_file_location("memstore_hook_test", hook / "handler.py")
+    assert spec is not None and spec.loader is not None
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))  # what the gateway does
+    loaded = sys.modules.get(module_name)
+    assert loaded is not None and callable(getattr(loaded, "register", None))
+
+    found: list[object] = []
+    start = threading.Barrier(8)
+
+    def load() -> None:
+        start.wait(10)
+        found.append(hermes_memory.load_memory_provider("memstore"))
+
+    threads = [threading.Thread(target=load) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(found) == 8 and all(p is not None and p.name == "memstore" for p in found)
+    sys.modules.pop(module_name, None)
+
+    run("hermes", "uninstall", "--hermes-home", str(hermes_home))
+    assert not hook.exists()

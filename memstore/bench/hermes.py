@@ -127,7 +127,9 @@ def bench_size(
 
     mm, provider = new_manager("seed")
     log(f"  seeding {size} memories ({embedder})")
-    seeded_s = seed_memories(provider.store, size)
+    # The provider's own user: on a multi-user platform ("bench") the host's
+    # user id is namespaced by the platform (provider/identity.py).
+    seeded_s = seed_memories(provider.store, size, provider.user_id)
     mm.shutdown_all()
     shared_stores().close_all()
 

@@ -404,6 +404,36 @@ def bench_report(results: Path, out: Path, images: Path) -> None:
 )
 @click.option("--turns", type=int, default=200, show_default=True, help="sync_turn calls timed.")
 @click.option("--queries", type=int, default=200, show_default=True, help="prefetch calls timed.")
+@click.option(
+    "--api-server",
+    "api_server",
+    is_flag=True,
+    help="Instead: N requests over M sessions through Hermes' real api_server, "
+    "with and without memstore.",
+)
+@click.option(
+    "--requests",
+    "n_requests",
+    type=int,
+    default=60,
+    show_default=True,
+    help="--api-server: timed requests.",
+)
+@click.option("--sessions", type=int, default=6, show_default=True, help="--api-server: sessions.")
+@click.option(
+    "--callers",
+    type=int,
+    default=3,
+    show_default=True,
+    help="--api-server: callers (X-Hermes-Session-Key); session j is caller j mod K's.",
+)
+@click.option(
+    "--concurrency",
+    type=int,
+    default=10,
+    show_default=True,
+    help="--api-server: requests in flight at once.",
+)
 @_json_opt
 @_workdir_opt
 def bench_hermes(
@@ -411,6 +441,11 @@ def bench_hermes(
     embedder: str,
     turns: int,
     queries: int,
+    api_server: bool,
+    n_requests: int,
+    sessions: int,
+    callers: int,
+    concurrency: int,
     json_path: Path | None,
     workdir: Path | None,
 ) -> None:
@@ -422,7 +457,35 @@ def bench_hermes(
     Example:
       memstore bench hermes
       memstore bench hermes --sizes 10000 --embedder e5 --json /tmp/hermes.json
+      memstore bench hermes --api-server --requests 60 --sessions 6 --callers 3
+
+    --api-server starts `hermes gateway run` (api_server only, loopback, an instant
+    fake model) without and then with memstore: HTTP latency p50/p95, memstore's
+    share of request time, capture completeness against Hermes' state.db, and
+    cross-caller leaks (target 0).
     """
+    if api_server:
+        from memstore.bench.hermes_api import (
+            MAX_SESSIONS,
+            format_api_server_bench,
+            run_api_server_bench,
+        )
+
+        if min(n_requests, sessions, callers, concurrency) < 1 or sessions > MAX_SESSIONS:
+            raise click.BadParameter(
+                f"--requests, --callers, --concurrency >= 1; --sessions 1..{MAX_SESSIONS}"
+            )
+        out = run_api_server_bench(
+            n_requests=n_requests,
+            sessions=sessions,
+            callers=callers,
+            concurrency=concurrency,
+            workdir=workdir,
+            log=_log,
+        )
+        click.echo(format_api_server_bench(out))
+        _save(out, "hermes-api-server", json_path)
+        return
     from memstore.bench.hermes import format_hermes_bench, run_hermes_bench
 
     try:
