@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event
 
@@ -36,6 +36,9 @@ from memstore.projections.stats import StatsProjection
 from memstore.search import Hit, SearchEngine
 from memstore.timeutil import Clock, system_clock
 from memstore.vectors.indexer import BackgroundIndexer, Indexer
+
+if TYPE_CHECKING:
+    from memstore.derive.recall import Recall
 
 
 def default_projections() -> list[Projection]:
@@ -339,11 +342,16 @@ class Store:
         session_id: str | None = None,
         budget_chars: int | None = None,
         timeout_s: float | None = None,
-    ) -> Any:
-        """The text a host injects before a turn: persona, scene navigation and the
-        most relevant memories, within a character budget and a timeout.
+        threshold: float | None = None,
+    ) -> Recall:
+        """What a host injects before a turn, in one call, within one character budget.
 
-        Returns ``memstore.derive.recall.Recall`` (``.text`` plus the parts)."""
+        ``.stable``: persona, standing instructions, scene navigation (rarely
+        changes: put it in the system prompt). ``.per_turn``: the memories and
+        conversation excerpts relevant to ``query`` that pass the relevance
+        gate (``threshold``, default the ``recall_threshold`` setting); an
+        off-topic query gets none. ``.text`` is both. ``.memories`` and
+        ``.messages`` are typed records of what was injected."""
         self._check_open()
         from memstore.derive import api
 
@@ -354,6 +362,7 @@ class Store:
             session_id=session_id,
             budget_chars=budget_chars,
             timeout_s=timeout_s,
+            threshold=threshold,
         )
 
     def list_memories(
