@@ -33,7 +33,7 @@ def rstore(tmp_path: Path, settings: Settings) -> Iterator[Store]:
 
 
 def test_recall_has_persona_navigation_and_memories(rstore: Store) -> None:
-    r = api.recall(rstore, "hiking trip", user_id="u")
+    r = api.recall(rstore, "a hiking trip to the Alps", user_id="u")
     assert r.text.startswith("<user-persona>\n# Profile")
     assert "<scene-navigation>" in r.text and "Preferences (heat 1)" in r.navigation
     assert "- [persona · Preferences] The user likes hiking in the Alps." in r.text

@@ -44,6 +44,7 @@ from tqdm import tqdm
 from memstore.bench.locomo_data import Conversation, load_locomo
 from memstore.bench.metrics import mean, percentile
 from memstore.derive import recall as rc
+from memstore.derive.recall_rank import collect
 from memstore.store import Store
 
 CALIBRATION = (
@@ -212,7 +213,8 @@ def run_conversation(
         main.ms.append((time.perf_counter() - t0) * 1000)
         _add(main, r.per_turn, r.text, r.memories, r.messages, cat, evidence, texts)
         # The sweep: the same candidates, re-spent under each threshold.
-        cands = rc.collect(store, question, user, None, {m.memory_id for m in stable.instructions})
+        skip = {m.memory_id for m in stable.instructions}
+        cands = collect(store, question, user, None, skip)
         for thr, acc in sweep.items():
             per_turn, mems, msgs, _, _ = rc.per_turn_part(
                 store, question, cands, room, thr, stable.instructions

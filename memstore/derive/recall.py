@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memstore.derive.recall_rank import Candidate, from_hits, score_candidates
+from memstore.derive.recall_rank import Candidate, collect, neighbour
 from memstore.derive.recall_text import (
     block,
     block_overhead,
@@ -36,7 +36,6 @@ from memstore.derive.recall_text import (
 )
 from memstore.derive.state import (
     active_generation,
-    memories_by_id,
     persona,
     scenes,
     standing_instructions,
@@ -59,8 +58,6 @@ ITEM_CAP_CHARS = 600  # one memory or message line at most
 CONTEXT_CAP_CHARS = 240  # a neighbouring turn shown to make sense of a hit
 MIN_ITEM_CHARS = 60  # a clipped item shorter than this says nothing useful
 SHORT_REPLY_CHARS = 80  # a hit this short is shown with the turn it answers
-MEMORY_CANDIDATES = 10  # searched; at most ``recall_limit`` are injected
-MESSAGE_CANDIDATES = 20
 MAX_STANDING_INSTRUCTIONS = 5
 # Search workers one store may have running at once. A worker past its
 # deadline keeps its slot until it ends, so a hung embedder costs at most
@@ -218,71 +215,14 @@ def stable_part(store: Store, user_id: str, budget: int) -> Stable:
 # -- the per-turn part ---------------------------------------------------------------
 
 
-def collect(
-    store: Store, query: str, user_id: str, session_id: str | None, skip: set[str]
-) -> list[Candidate]:
-    """Memories and messages for ``query``, scored; ``skip``: memory ids
-    already in the stable part. Messages of ``session_id`` are left out: the
-    host has the current session in its context already."""
-    mem_hits = store.search_memories(query, user_id=user_id, limit=MEMORY_CANDIDATES)
-    msg_hits = store.search_conversations(query, user_id=user_id, limit=MESSAGE_CANDIDATES)
-    cands = from_hits("memory", [h for h in mem_hits if h.ref not in skip])
-    cands += from_hits("message", [h for h in msg_hits if h.session_id != session_id])
-    with store.db.read() as conn:
-        rows = memories_by_id(conn, user_id, [c.ref for c in cands if c.kind == "memory"])
-        msg_rows = _message_rows(conn, [c.rowid for c in cands if c.kind == "message"])
-    for c in cands:
-        c.row = rows.get(c.ref, {}) if c.kind == "memory" else msg_rows.get(c.rowid, {})
-    cands = [c for c in cands if c.row]
-    score_candidates(store, query, cands)
-    # A memory stands for the messages it came from: it ranks at least as
-    # high as they do, so it is spent first and they are not repeated.
-    by_ref = {c.ref: c.relevance for c in cands if c.kind == "message"}
-    for c in cands:
-        if c.kind == "memory":
-            srcs = c.row.get("source_message_ids") or []
-            c.relevance = max([c.relevance, *(by_ref.get(str(s), 0.0) for s in srcs)])
-    cands.sort(key=lambda c: (-c.relevance, c.kind != "memory", -c.search_score))
-    return cands
-
-
-_MSG_COLS = "id, message_id, session_id, occurred_at, role, speaker, text, position, user_id"
-
-
-def _message_rows(conn: Any, rowids: list[int]) -> dict[int, dict[str, Any]]:
-    if not rowids:
-        return {}
-    from sqlalchemy import text as sql
-
-    ids = ",".join(str(int(i)) for i in rowids)
-    rows = conn.execute(sql(f"SELECT {_MSG_COLS} FROM l0_messages WHERE id IN ({ids})"))
-    return {int(r[0]): dict(r._mapping) for r in rows}
-
-
-def _neighbour(store: Store, row: dict[str, Any], before: bool) -> dict[str, Any] | None:
-    from sqlalchemy import text as sql
-
-    op, order = ("<", "DESC") if before else (">", "ASC")
-    with store.db.read() as conn:
-        r = conn.execute(
-            sql(
-                f"SELECT {_MSG_COLS} FROM l0_messages WHERE user_id = :u AND session_id = :s "
-                f"AND position {op} :p ORDER BY position {order} LIMIT 1"
-            ),
-            {"u": row["user_id"], "s": row["session_id"], "p": row["position"]},
-        ).first()
-    return dict(r._mapping) if r is not None else None
-
-
-def _context_of(store: Store, row: dict[str, Any]) -> dict[str, Any] | None:
-    """The turn needed to make sense of a hit: the question a question-like
-    hit asks is answered by the next turn; a short reply needs the turn it
-    answers."""
+def context_of(store: Store, row: dict[str, Any]) -> dict[str, Any] | None:
+    """The turn needed to make sense of a hit: a question is answered by the
+    next turn; a short reply needs the turn it answers."""
     body = str(row["text"]).rstrip()
     if body.endswith("?"):
-        return _neighbour(store, row, before=False)
+        return neighbour(store, row, before=False)
     if len(body) < SHORT_REPLY_CHARS:
-        return _neighbour(store, row, before=True)
+        return neighbour(store, row, before=True)
     return None
 
 
@@ -338,7 +278,7 @@ def per_turn_part(
         body, cut = clip_around(safe(str(c.row["text"])), query, cap)
         truncated |= cut
         line = f"- {head} {body}"
-        ctx = _context_of(store, c.row)
+        ctx = context_of(store, c.row)
         ctx_line = ""
         ctx_rec: RecalledMessage | None = None
         if ctx is not None and ctx["message_id"] not in shown:

@@ -23,7 +23,7 @@ _GLUE_RANGES = (
     ("\U000e0020", "\U000e007f"),  # emoji tag sequences
     ("\udc00", "\udfff"),  # a low surrogate left by a lenient decoder
 )
-_WORD = re.compile(r"\w+")
+WORD_RE = re.compile(r"\w+")
 _REGIONAL = ("\U0001f1e6", "\U0001f1ff")
 # How far a cut may move to land on whitespace instead of inside a word.
 WORD_SLACK = 24
@@ -95,7 +95,7 @@ def match_positions(text: str, query: str) -> list[int]:
     terms = [t.casefold() for t in latin]
     out = [
         m.start()
-        for m in _WORD.finditer(text)
+        for m in WORD_RE.finditer(text)
         if any(term_matches(t, m.group(0).casefold()) for t in terms)
     ]
     for gram in cjk:
