@@ -216,9 +216,7 @@ def run_conversation(
         skip = {m.memory_id for m in stable.instructions}
         cands = collect(store, question, user, None, skip)
         for thr, acc in sweep.items():
-            per_turn, mems, msgs, _, _ = rc.per_turn_part(
-                store, question, cands, room, thr, stable.instructions
-            )
+            per_turn, mems, msgs, _, _ = rc.per_turn_part(store, question, cands, room, thr)
             text = "\n".join(x for x in (stable.text, per_turn) if x)
             _add(acc, per_turn, text, [*stable.instructions, *mems], msgs, cat, evidence, texts)
 

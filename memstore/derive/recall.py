@@ -21,7 +21,6 @@ import logging
 import queue
 import threading
 import weakref
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +56,7 @@ MIN_PERSONA_CHARS = 40  # below this a cut persona says nothing useful
 ITEM_CAP_CHARS = 600  # one memory or message line at most
 CONTEXT_CAP_CHARS = 240  # a neighbouring turn shown to make sense of a hit
 MIN_ITEM_CHARS = 60  # a clipped item shorter than this says nothing useful
+EXPLAINS = 0.8  # see per_turn_part
 SHORT_REPLY_CHARS = 80  # a hit this short is shown with the turn it answers
 MAX_STANDING_INSTRUCTIONS = 5
 # Search workers one store may have running at once. A worker past its
@@ -232,18 +232,32 @@ def per_turn_part(
     cands: list[Candidate],
     budget: int,
     threshold: float,
-    stable: Sequence[RecalledMemory] = (),
 ) -> tuple[str, list[RecalledMemory], list[RecalledMessage], bool, int]:
-    """Spend ``budget`` on the gated candidates, best first; messages behind
-    the ``stable`` part's instructions are not repeated either."""
-    gated = [c for c in cands if c.relevance >= threshold]
-    dropped = len(cands) - len(gated)
+    """Spend ``budget`` on the gated candidates, best first.
+
+    A message is not repeated when a memory made from it is injected (or is a
+    standing instruction, in the stable part) and explains the match: its own
+    relevance is at least ``EXPLAINS`` of the message's. A message that says
+    more than its memories ("I adopted a greyhound called Pixel. Always
+    answer in French." behind the instruction) is still shown."""
+    # Sources a memory explains, with how relevant that memory is by itself.
+    explained: dict[str, float] = {}
+
+    def explain(c: Candidate) -> None:
+        for src in c.row.get("source_message_ids") or ():
+            explained[str(src)] = max(explained.get(str(src), 0.0), c.own)
+
+    for c in cands:
+        if c.standing:
+            explain(c)
+    live = [c for c in cands if not c.standing]
+    gated = [c for c in live if c.relevance >= threshold]
+    dropped = len(live) - len(gated)
     mem_lines: list[str] = []
     msg_lines: list[str] = []
     memories: list[RecalledMemory] = []
     messages: list[RecalledMessage] = []
-    # Message ids injected, or stood for by an injected memory.
-    shown = {src for m in stable for src in m.source_message_ids}
+    shown: set[str] = set()  # message ids injected
     used = 0
     truncated = False
     for c in gated:
@@ -264,9 +278,9 @@ def per_turn_part(
             used += len(line) + over
             mem_lines.append(line)
             memories.append(_record(c.row, round(c.relevance, 4), False, line))
-            shown.update(str(s) for s in c.row.get("source_message_ids") or ())
+            explain(c)
             continue
-        if c.ref in shown:
+        if c.ref in shown or explained.get(c.ref, -1.0) >= EXPLAINS * c.relevance:
             continue
         first = not msg_lines
         over = block_overhead(EXCERPTS_TAG) if first else 1
@@ -407,9 +421,7 @@ def recall(
     if query.strip() and room >= MIN_ITEM_CHARS:
         skip = {m.memory_id for m in stable.instructions}
         found = _collect_with_deadline(store, query, user_id, session_id, skip, timeout)
-    per_turn, mems, msgs, cut, dropped = per_turn_part(
-        store, query, found or [], room, gate, stable.instructions
-    )
+    per_turn, mems, msgs, cut, dropped = per_turn_part(store, query, found or [], room, gate)
     return Recall(
         text=join_blocks((stable.text, per_turn)),
         stable=stable.text,

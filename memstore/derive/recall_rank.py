@@ -90,7 +90,9 @@ class Candidate:
     search_score: float
     similarity: float | None = None
     coverage: float = 0.0
-    relevance: float = 0.0
+    relevance: float = 0.0  # a memory's is lifted to its sources' (see collect)
+    own: float = 0.0  # before lifting
+    standing: bool = False  # a standing instruction: in the stable part already
     row: dict[str, Any] = field(default_factory=dict)
 
 
@@ -229,12 +231,16 @@ def score_candidates(store: Store, query: str, cands: list[Candidate]) -> None:
 def collect(
     store: Store, query: str, user_id: str, session_id: str | None, skip: set[str]
 ) -> list[Candidate]:
-    """Memories and messages for ``query``, scored, best first; ``skip``:
-    memory ids already in the stable part. Messages of ``session_id`` are
-    left out: the host has the current session in its context already."""
+    """Memories and messages for ``query``, scored, best first. Memories in
+    ``skip`` (the stable part's) come back marked ``standing``: not to be
+    injected again, only to tell which messages they explain. Messages of
+    ``session_id`` are left out: the host has the current session in its
+    context already."""
     mem_hits = store.search_memories(query, user_id=user_id, limit=MEMORY_CANDIDATES)
     msg_hits = store.search_conversations(query, user_id=user_id, limit=MESSAGE_CANDIDATES)
-    cands = from_hits("memory", [h for h in mem_hits if h.ref not in skip])
+    cands = from_hits("memory", mem_hits)
+    for c in cands:
+        c.standing = c.ref in skip
     cands += from_hits("message", msg_hits)
     with store.db.read() as conn:
         rows = memories_by_id(conn, user_id, [c.ref for c in cands if c.kind == "memory"])
@@ -249,7 +255,7 @@ def collect(
         wanted = {
             str(src)
             for c in cands
-            if c.kind == "memory"
+            if c.kind == "memory" and not c.standing
             for src in c.row.get("source_message_ids") or ()
         } - have
         sources = [
@@ -260,8 +266,10 @@ def collect(
     # ... so it ranks at least as high as they do, is spent first, and they
     # are not repeated.
     by_ref = {c.ref: c.relevance for c in cands + sources if c.kind == "message"}
+    for c in cands + sources:
+        c.own = c.relevance
     for c in cands:
-        if c.kind == "memory":
+        if c.kind == "memory" and not c.standing:
             srcs = c.row.get("source_message_ids") or []
             c.relevance = max([c.relevance, *(by_ref.get(str(s), 0.0) for s in srcs)])
     cands = [c for c in cands if c.kind == "memory" or c.row["session_id"] != session_id]
