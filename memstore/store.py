@@ -296,7 +296,11 @@ class Store:
         self._check_open()
         if self.indexer is None:
             return 0
-        return self.indexer.run_until_idle(progress=progress)
+        done = self.indexer.run_until_idle(progress=progress)
+        from memstore.derive.recall_rank import warm_up
+
+        warm_up(self)  # recall's fixed vectors, so no later recall waits for them
+        return done
 
     def embedding_status(self) -> dict[str, Any]:
         if self.indexer is None or self.embedder is None:

@@ -172,6 +172,16 @@ def null_vectors(store: Store, embedder: Embedder) -> np.ndarray[Any, Any]:
     return got
 
 
+def warm_up(store: Store) -> None:
+    """Embed and cache the null sentences now (``Store.reindex`` calls this)."""
+    emb = store.embedder
+    if emb is not None and not emb.model_id.startswith(LEXICAL_EMBEDDERS):
+        try:
+            null_vectors(store, emb)
+        except MemstoreError as exc:  # an unreachable remote embedder: recall retries
+            log.info("recall: null vectors not ready: %s", exc)
+
+
 def query_vector(store: Store, query: str) -> np.ndarray[Any, Any] | None:
     """The query's vector, from the engine's per-query cache (the search just
     embedded it), or None without an embedder whose similarity means relevance."""
