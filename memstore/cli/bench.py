@@ -292,20 +292,18 @@ def bench_locomo(
     peer_names = [p.strip() for p in peers.split(",") if p.strip()]
     if any(p not in PEERS for p in peer_names):
         raise click.BadParameter(f"peers must be among {', '.join(PEERS)}")
+    common: dict[str, Any] = {
+        "embedder": embedder,
+        "limit_conversations": conversations,
+        "peers": peer_names,
+        "workdir": workdir,
+        "log": _log,
+        "progress": sys.stderr.isatty(),
+    }
     if recall_mode:
         from memstore.bench.locomo_recall import format_recall_bench, run_recall_bench
 
-        rres = run_recall_bench(
-            path,
-            embedder=embedder,
-            limit_conversations=conversations,
-            chatlike=chatlike,
-            peers=peer_names,
-            cache=cache,
-            workdir=workdir,
-            log=_log,
-            progress=sys.stderr.isatty(),
-        )
+        rres = run_recall_bench(path, chatlike=chatlike, cache=cache, **common)
         click.echo(format_recall_bench(rres))
         _save(rres, "locomo_recall_chatlike" if chatlike else "locomo_recall", json_path)
         return
@@ -313,18 +311,7 @@ def bench_locomo(
     bad = [s for s in chosen if s not in STRATEGIES]
     if bad or not chosen:
         raise click.BadParameter(f"strategies must be among {', '.join(STRATEGIES)}")
-    res = run_locomo(
-        path,
-        strategies=chosen,
-        embedder=embedder,
-        limit_conversations=conversations,
-        variants=variants,
-        layers=layers,
-        peers=peer_names,
-        workdir=workdir,
-        log=_log,
-        progress=sys.stderr.isatty(),
-    )
+    res = run_locomo(path, strategies=chosen, variants=variants, layers=layers, **common)
     click.echo(format_locomo(res))
     _save(res, "locomo", json_path)
 
