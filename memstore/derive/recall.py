@@ -195,8 +195,9 @@ def stable_part(store: Store, user_id: str, budget: int) -> Stable:
     if persona_text:
         room = budget - used - block_overhead(PERSONA_TAG)
         if room >= min(MIN_PERSONA_CHARS, len(persona_text)):
-            cut_text = truncate_chars(safe(persona_text), room)
-            truncated |= cut_text != persona_text
+            whole = safe(persona_text)
+            cut_text = truncate_chars(whole, room)
+            truncated |= cut_text != whole
             persona_block = block(PERSONA_TAG, [cut_text])
             used += len(persona_block) + 1
         else:
