@@ -31,7 +31,8 @@ def test_score_question_by_ids_and_verbatim() -> None:
     texts = {"D1:1": "Ana: I adopted a puppy called Miso last week.", "D1:3": "Ana: A shiba."}
     got = score_question({"D1:1", "D9:9"}, "nothing", ["D1:1", "D1:3"], texts)
     assert got == {"hit": 1.0, "evidence_recall": 0.5, "verbatim": 0.0}
-    got = score_question(set(), "[…] Ana: I adopted a puppy called Miso last week.", ["D1:1"], texts)
+    clipped = "[…] Ana: I adopted a puppy called Miso last week."
+    got = score_question(set(), clipped, ["D1:1"], texts)
     assert got["hit"] == 0.0 and got["verbatim"] == 1.0
     assert verbatim("Ana: A shiba.", "x Ana: A shiba. y")
     assert not verbatim("Ana: I adopted a puppy called Miso last week.", "I adopted a puppy")
