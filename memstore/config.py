@@ -98,7 +98,9 @@ class Settings:
 
     # recall
     recall_limit: int = 5
-    recall_threshold: float = 0.3
+    # The relevance gate (memstore/derive/recall_rank.py); calibrated on LoCoMo
+    # dev against off-topic questions (BENCHMARKS.md, "Recall").
+    recall_threshold: float = 0.9
     recall_timeout_s: float = 5.0
     recall_budget_chars: int = 4000
     rrf_k: int = 60

@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event
 
@@ -38,6 +38,9 @@ from memstore.search import Hit, SearchEngine
 from memstore.timeutil import Clock, system_clock
 from memstore.vectors.indexer import BackgroundIndexer, Indexer
 from memstore.vectors.quarantine import counts as quarantine_counts
+
+if TYPE_CHECKING:
+    from memstore.derive.recall import Recall
 
 
 def default_projections() -> list[Projection]:
@@ -323,7 +326,11 @@ class Store:
         progress = v.opt_callable("progress", progress)
         if self.indexer is None:
             return 0
-        return self.indexer.run_until_idle(progress=progress)
+        done = self.indexer.run_until_idle(progress=progress)
+        from memstore.derive.recall_rank import warm_up
+
+        warm_up(self)  # recall's fixed vectors, so no later recall waits for them
+        return done
 
     def embedding_status(self) -> dict[str, Any]:
         if self.indexer is None or self.embedder is None:
@@ -381,11 +388,16 @@ class Store:
         session_id: str | None = None,
         budget_chars: int | None = None,
         timeout_s: float | None = None,
-    ) -> Any:
-        """The text a host injects before a turn: persona, scene navigation and the
-        most relevant memories, within a character budget and a timeout.
+        threshold: float | None = None,
+    ) -> Recall:
+        """What a host injects before a turn, in one call, within one character budget.
 
-        Returns ``memstore.derive.recall.Recall`` (``.text`` plus the parts)."""
+        ``.stable``: persona, standing instructions, scene navigation (rarely
+        changes: put it in the system prompt). ``.per_turn``: the memories and
+        conversation excerpts relevant to ``query`` that pass the relevance
+        gate (``threshold``, default the ``recall_threshold`` setting); an
+        off-topic query gets none. ``.text`` is both. ``.memories`` and
+        ``.messages`` are typed records of what was injected."""
         self._check_open()
         from memstore.derive import api
 
@@ -396,6 +408,7 @@ class Store:
             session_id=v.opt_id("session_id", session_id),
             budget_chars=v.opt_int("budget_chars", budget_chars),
             timeout_s=v.opt_seconds("timeout_s", timeout_s),
+            threshold=v.opt_number("threshold", threshold),
         )
 
     def list_memories(

@@ -107,6 +107,17 @@ def opt_seconds(name: str, value: object) -> float | None:
     return None if value is None else check_seconds(name, value)
 
 
+def opt_number(name: str, value: object) -> float | None:
+    """None, or a finite number (e.g. recall's relevance threshold)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInputError(f"{name} must be a number, got {type(value).__name__}")
+    if not math.isfinite(float(value)):
+        raise InvalidInputError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
 def check_bool(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise InvalidInputError(f"{name} must be true or false, got {type(value).__name__}")

@@ -89,7 +89,7 @@ def test_multi_session_conversation_gives_memories_scenes_persona_and_recall(
     r = api.recall(lstore, "Where does Alice live now?", user_id="alice")
     assert "<user-persona>" in r.text and "<scene-navigation>" in r.text
     assert "Munich" in r.text and "About Alice" in r.navigation
-    assert any("Munich" in m["content"] for m in r.memories)
+    assert any("Munich" in m.content for m in r.memories)
 
     # A rebuild replays outcomes: identical tables with the LLM server gone.
     before = snapshot(lstore)

@@ -294,7 +294,8 @@ def test_v1_routes(gw: Running) -> None:
             "/v1/recall", json={"user_id": "carol", "query": "does she play the cello?"}
         ).json()
         assert set(rec) == {"text", "stable", "per_turn", "truncated", "timed_out"}
-        assert set(rec["stable"]) == {"persona", "navigation", "instructions"}
+        assert set(rec["stable"]) == {"text", "persona", "navigation", "instructions"}
+        assert set(rec["per_turn"]) == {"text", "memories", "messages"}
         assert any("cello" in m["content"] for m in rec["per_turn"]["memories"])
 
         c.post("/v1/users/carol/sessions/s1/end")

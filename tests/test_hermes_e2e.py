@@ -121,11 +121,27 @@ def test_hermes_remembers_across_sessions(
     second = agent.run_conversation(
         "Do you remember my name, which tea I love, and which language to answer in?"
     )
-    sent = user_message_sent(model.chat_requests()[seen])
+    request = model.chat_requests()[seen]
+    sent = user_message_sent(request)
     assert "<memory-context>" in sent
     block = sent.split("<memory-context>", 1)[1].split("</memory-context>", 1)[0]
-    for fact in ("ada", "green tea", "french"):
-        assert fact in block.lower(), block
+    system = _text(request["messages"][0]["content"])
+    # The stable part (standing instructions) is in the system prompt, once;
+    # the per-turn part (relevant memories) comes with the message.
+    assert "<standing-instructions>\n- " in system and "french" in system.lower()
+    assert "<standing-instructions>" not in block and "Instruction from the user" not in block
+    assert "green tea" in block.lower(), block
+    assert "ada" in (system + block).lower()
+
+    # -- an off-topic question injects no memories; the system prompt is unchanged --
+    seen = len(model.chat_requests())
+    off = agent.run_conversation(
+        "What is the capital of Australia?", conversation_history=second["messages"]
+    )
+    request = model.chat_requests()[seen]
+    assert "<memory-context>" not in user_message_sent(request)
+    assert _text(request["messages"][0]["content"]) == system  # prompt caching stays valid
+    second = off
 
     # -- the model calls memstore_memory_search; Hermes routes it to memstore -----
     seen = len(model.chat_requests())

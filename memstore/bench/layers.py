@@ -217,7 +217,7 @@ def run_layers_conversation(
         t0 = time.perf_counter()
         recalls = [store.recall(q.question, user_id=user) for user in users]
         acc.recall_ms.append((time.perf_counter() - t0) * 1000)
-        carried = [sources(m) for r in recalls for m in r.memories]
+        carried = [list(m.source_message_ids) for r in recalls for m in r.memories]
         acc.recall_rows.append((q.category, trace_set(carried, q.evidence)))
         acc.block_chars.append(float(sum(len(r.text) for r in recalls)))
 

@@ -22,7 +22,15 @@ from memstore.bench.eventlog import format_eventlog
 from memstore.bench.locomo import CATEGORIES, CATEGORY_NAMES, KS, format_locomo
 from memstore.bench.scale import format_scale
 
-RESULT_NAMES = ("eventlog", "capture_search", "locomo", "scale", "hermes")
+RESULT_NAMES = (
+    "eventlog",
+    "capture_search",
+    "locomo",
+    "locomo_recall",
+    "locomo_recall_chatlike",
+    "scale",
+    "hermes",
+)
 
 
 def machine_info() -> dict[str, Any]:
@@ -266,6 +274,14 @@ def render_report(results: Path, out: Path, images: Path) -> str:
         md += [*_locomo_table(res), "", f"![recall@k per strategy]({rel}/locomo_recall.png)", ""]
         if res.get("peers"):
             md += ["### Peers on the same data", "", *_peers_table(res), ""]
+    for name, title in (
+        ("locomo_recall", "Recall: what reaches the agent (LoCoMo)"),
+        ("locomo_recall_chatlike", "Recall on the chat-like LoCoMo variant"),
+    ):
+        if name in found:
+            from memstore.bench.locomo_recall import format_recall_bench
+
+            md += _section(title, found[name], format_recall_bench(found[name]))
     if "scale" in found:
         res = found["scale"]
         _plot_scale(res, images / "scale.png")

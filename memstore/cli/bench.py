@@ -241,6 +241,23 @@ def bench_capture(
     default="",
     help="Comma-separated peers to run on the same data: mem0, holographic.",
 )
+@click.option(
+    "--recall",
+    "recall_mode",
+    is_flag=True,
+    help="Instead of search quality: score what Store.recall injects per question "
+    "(evidence coverage, characters, off-topic injection, the gate's sweep); "
+    "--peers holographic adds Hermes holographic's prefetch.",
+)
+@click.option(
+    "--chatlike", is_flag=True, help="With --recall: the data with filler replies inserted."
+)
+@click.option(
+    "--cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="With --recall: keep the built stores here and reuse them on the next run.",
+)
 @_json_opt
 @_workdir_opt
 def bench_locomo(
@@ -251,6 +268,9 @@ def bench_locomo(
     variants: bool,
     layers: bool,
     peers: str,
+    recall_mode: bool,
+    chatlike: bool,
+    cache: Path | None,
     json_path: Path | None,
     workdir: Path | None,
 ) -> None:
@@ -264,6 +284,7 @@ def bench_locomo(
       memstore bench locomo ../shared/data/locomo/locomo-dev.json
       memstore bench locomo data.json --layers --peers mem0,holographic
       memstore bench locomo data.json --strategies hybrid --no-variants --json out.json
+      memstore bench locomo data.json --recall --peers holographic --cache ~/.cache/ms-bench
     """
     from memstore.bench.locomo import STRATEGIES, format_locomo, run_locomo
     from memstore.bench.peers import PEERS
@@ -271,22 +292,26 @@ def bench_locomo(
     peer_names = [p.strip() for p in peers.split(",") if p.strip()]
     if any(p not in PEERS for p in peer_names):
         raise click.BadParameter(f"peers must be among {', '.join(PEERS)}")
+    common: dict[str, Any] = {
+        "embedder": embedder,
+        "limit_conversations": conversations,
+        "peers": peer_names,
+        "workdir": workdir,
+        "log": _log,
+        "progress": sys.stderr.isatty(),
+    }
+    if recall_mode:
+        from memstore.bench.locomo_recall import format_recall_bench, run_recall_bench
+
+        rres = run_recall_bench(path, chatlike=chatlike, cache=cache, **common)
+        click.echo(format_recall_bench(rres))
+        _save(rres, "locomo_recall_chatlike" if chatlike else "locomo_recall", json_path)
+        return
     chosen = [s.strip() for s in strategies.split(",") if s.strip()]
     bad = [s for s in chosen if s not in STRATEGIES]
     if bad or not chosen:
         raise click.BadParameter(f"strategies must be among {', '.join(STRATEGIES)}")
-    res = run_locomo(
-        path,
-        strategies=chosen,
-        embedder=embedder,
-        limit_conversations=conversations,
-        variants=variants,
-        layers=layers,
-        peers=peer_names,
-        workdir=workdir,
-        log=_log,
-        progress=sys.stderr.isatty(),
-    )
+    res = run_locomo(path, strategies=chosen, variants=variants, layers=layers, **common)
     click.echo(format_locomo(res))
     _save(res, "locomo", json_path)
 

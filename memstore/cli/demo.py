@@ -54,7 +54,7 @@ SCRIPT: list[tuple[str, str, str, str]] = [
     ),
 ]
 
-QUESTION = "Where does Ada live and what does she like to drink?"
+QUESTION = "Where does Ada live now?"
 
 
 def _section(title: str) -> None:

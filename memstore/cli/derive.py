@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -263,9 +264,12 @@ def recall_cmd(
         echo_json(
             {
                 "text": r.text,
+                "stable": r.stable,
+                "per_turn": r.per_turn,
                 "persona": r.persona,
                 "navigation": r.navigation,
-                "memories": r.memories,
+                "memories": [dataclasses.asdict(m) for m in r.memories],
+                "messages": [dataclasses.asdict(m) for m in r.messages],
                 "truncated": r.truncated,
                 "timed_out": r.timed_out,
             }

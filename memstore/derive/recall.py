@@ -1,9 +1,18 @@
-"""Recall: the text a host injects before a turn, within a budget and a deadline.
+"""Recall: what a host injects before a turn, in two parts, within one budget.
 
-Persona and scene navigation come from small projection rows and are always
-ready; the relevant memories need a search (an embedding, a KNN query), so
-that runs in a worker thread and the caller waits at most ``timeout_s``. On
-timeout the answer is persona + navigation, flagged ``timed_out``.
+The **stable** part — persona, standing instructions (priority -1), scene
+navigation — changes rarely and belongs in a system prompt (providers cache
+it). The **per-turn** part ranks the user's L1 memories and L0 messages
+(excerpts with their date and speaker) on one relevance scale
+(``recall_rank``), drops what falls below the gate, never repeats a message a
+recalled memory already stands for, and spends what the stable part left of
+the budget best-first, each item capped (long messages clipped around the
+part that matches). An off-topic question injects nothing per turn.
+
+Persona, instructions and navigation come from small projection rows and
+are always ready; the per-turn part needs searches (an embedding, KNN), so
+it runs in a worker thread and the caller waits at most ``timeout_s``. On
+timeout the answer is the stable part alone, flagged ``timed_out``.
 """
 
 from __future__ import annotations
@@ -15,14 +24,22 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from memstore.derive.recall_rank import Candidate, collect, neighbour
+from memstore.derive.recall_text import (
+    block,
+    block_overhead,
+    clip_around,
+    fit_lines,
+    join_blocks,
+    safe,
+)
 from memstore.derive.state import (
     active_generation,
-    memories_by_id,
     persona,
     scenes,
     standing_instructions,
 )
-from memstore.text import escape_injection, truncate_chars
+from memstore.text import truncate_chars
 
 if TYPE_CHECKING:
     from memstore.store import Store
@@ -30,33 +47,73 @@ if TYPE_CHECKING:
 log = logging.getLogger("memstore.recall")
 
 PERSONA_TAG = "user-persona"
+INSTRUCTIONS_TAG = "standing-instructions"
 NAVIGATION_TAG = "scene-navigation"
 MEMORIES_TAG = "relevant-memories"
-PERSONA_SHARE = 0.4  # of the budget persona may keep when memories compete for it
-NAVIGATION_SHARE = 0.2
+EXCERPTS_TAG = "conversation-excerpts"
+STABLE_SHARE = 0.5  # of the budget the stable part may take
 MIN_PERSONA_CHARS = 40  # below this a cut persona says nothing useful
+ITEM_CAP_CHARS = 600  # one memory or message line at most
+CONTEXT_CAP_CHARS = 240  # a neighbouring turn shown to make sense of a hit
+MIN_ITEM_CHARS = 60  # a clipped item shorter than this says nothing useful
+EXPLAINS = 0.8  # see per_turn_part
+SHORT_REPLY_CHARS = 80  # a hit this short is shown with the turn it answers
+MAX_STANDING_INSTRUCTIONS = 5
 # Search workers one store may have running at once. A worker past its
 # deadline keeps its slot until it ends, so a hung embedder costs at most
-# this many threads; further recalls answer without memories meanwhile.
+# this many threads; further recalls answer without the per-turn part.
 MAX_RECALL_WORKERS = 4
 
 
 @dataclass(frozen=True)
+class RecalledMemory:
+    """An L1 memory that recall injected."""
+
+    memory_id: str
+    type: str
+    content: str
+    scene: str
+    priority: int
+    source_message_ids: tuple[str, ...]
+    activity_start: str | None
+    activity_end: str | None
+    relevance: float  # on the gate's scale; standing instructions: 1.0
+    standing: bool  # a priority -1 instruction (stable part)
+    line: str  # as injected
+
+
+@dataclass(frozen=True)
+class RecalledMessage:
+    """An L0 message (an excerpt of the conversation) that recall injected."""
+
+    message_id: str
+    session_id: str
+    occurred_at: str
+    role: str
+    speaker: str | None
+    text: str  # as injected: clipped around the match when long
+    clipped: bool
+    relevance: float
+    context_for: str | None = None  # shown to make sense of this message id
+
+
+@dataclass(frozen=True)
 class Recall:
-    text: str
+    text: str  # stable + per-turn, for hosts that inject one block
+    stable: str  # persona, standing instructions, navigation
+    per_turn: str  # memories and excerpts for this query
     persona: str
     navigation: str
-    memories: list[dict[str, Any]]
+    memories: list[RecalledMemory]  # standing instructions first, then by relevance
+    messages: list[RecalledMessage]
     truncated: bool
     timed_out: bool
+    gated: int = 0  # candidates the relevance gate dropped
 
 
 def navigation_text(scene_rows: list[dict[str, Any]]) -> str:
     """Scenes by heat, one line each: composed at read time, never stored."""
     return "\n".join(f"- {s['name']} (heat {s['heat']}): {s['summary']}" for s in scene_rows)
-
-
-MAX_STANDING_INSTRUCTIONS = 5
 
 
 def memory_line(m: dict[str, Any]) -> str:
@@ -70,21 +127,219 @@ def memory_line(m: dict[str, Any]) -> str:
     return f"- [{' · '.join(tags)}] {m['content']}"
 
 
-def search_memories(store: Store, query: str, user_id: str, limit: int) -> list[dict[str, Any]]:
-    """Live memories of the active generation for ``query``, best first, with ``score``."""
+def _when(occurred_at: str) -> str:
+    # "2023-05-08T13:56:00+00:00" → "2023-05-08 13:56": the date is what
+    # temporal questions need, seconds and zone are noise.
+    return occurred_at[:16].replace("T", " ")
+
+
+def message_head(row: dict[str, Any]) -> str:
+    who = f"{row['speaker']}, {row['role']}" if row.get("speaker") else str(row["role"])
+    return f"[{_when(str(row['occurred_at']))} · {who}]"
+
+
+def _record(m: dict[str, Any], relevance: float, standing: bool, line: str) -> RecalledMemory:
+    return RecalledMemory(
+        memory_id=str(m["memory_id"]),
+        type=str(m["type"]),
+        content=str(m["content"]),
+        scene=str(m.get("scene_name") or ""),
+        priority=int(m["priority"]),
+        source_message_ids=tuple(str(s) for s in m.get("source_message_ids") or ()),
+        activity_start=m.get("activity_start"),
+        activity_end=m.get("activity_end"),
+        relevance=relevance,
+        standing=standing,
+        line=line,
+    )
+
+
+# -- the stable part ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stable:
+    text: str
+    persona: str
+    navigation: str
+    instructions: list[RecalledMemory]
+    truncated: bool
+
+
+def stable_part(store: Store, user_id: str, budget: int) -> Stable:
+    """Persona, standing instructions and navigation within ``budget``:
+    instructions first (they say how to work at all), then the persona, then
+    as many navigation lines as fit."""
     with store.db.read() as conn:
         gen = active_generation(conn, user_id)
-    hits = store.search_memories(query, user_id=user_id, limit=limit)
-    scored = [(str(h.ref), float(h.score)) for h in hits]
-    with store.db.read() as conn:
-        rows_by_id = memories_by_id(conn, user_id, [mid for mid, _ in scored])
-    out = []
-    for mid, score in scored:
-        m = rows_by_id.get(mid)
-        if m is not None and m["status"] == "active" and int(m["generation"]) == gen:
-            out.append({**m, "score": score})
-    return out
+        row = persona(conn, user_id, gen)
+        nav = navigation_text(scenes(conn, user_id, gen))
+        standing = standing_instructions(conn, user_id, gen, MAX_STANDING_INSTRUCTIONS)
+    persona_text = str(row["persona"]) if row else ""
+    truncated = False
+    used = 0
+    instr: list[RecalledMemory] = []
+    lines: list[str] = []
+    for m in standing:
+        line, cut = clip_around(safe(memory_line(m)), "", ITEM_CAP_CHARS)
+        cost = len(line) + 1 + (0 if lines else block_overhead(INSTRUCTIONS_TAG))
+        if used + cost > budget:
+            truncated = True
+            continue
+        truncated |= cut
+        used += cost
+        lines.append(line)
+        instr.append(_record(m, 1.0, True, line))
+    instr_block = block(INSTRUCTIONS_TAG, lines) if lines else ""
+    persona_block = ""
+    if persona_text:
+        room = budget - used - block_overhead(PERSONA_TAG)
+        if room >= min(MIN_PERSONA_CHARS, len(persona_text)):
+            whole = safe(persona_text)
+            cut_text = truncate_chars(whole, room)
+            truncated |= cut_text != whole
+            persona_block = block(PERSONA_TAG, [cut_text])
+            used += len(persona_block) + 1
+        else:
+            truncated = True
+    nav_block = ""
+    nav_lines = [safe(x) for x in nav.splitlines() if x]
+    if nav_lines:
+        kept = fit_lines(nav_lines, budget - used - block_overhead(NAVIGATION_TAG))
+        truncated |= len(kept) < len(nav_lines)
+        if kept:
+            nav_block = block(NAVIGATION_TAG, kept)
+    text_ = join_blocks((persona_block, instr_block, nav_block))
+    return Stable(text_, persona_text, nav, instr, truncated)
 
+
+# -- the per-turn part ---------------------------------------------------------------
+
+
+def context_of(store: Store, row: dict[str, Any]) -> dict[str, Any] | None:
+    """The turn needed to make sense of a hit: a question is answered by the
+    next turn; a short reply needs the turn it answers."""
+    body = str(row["text"]).rstrip()
+    if body.endswith("?"):
+        return neighbour(store, row, before=False)
+    if len(body) < SHORT_REPLY_CHARS:
+        return neighbour(store, row, before=True)
+    return None
+
+
+def per_turn_part(
+    store: Store,
+    query: str,
+    cands: list[Candidate],
+    budget: int,
+    threshold: float,
+) -> tuple[str, list[RecalledMemory], list[RecalledMessage], bool, int]:
+    """Spend ``budget`` on the gated candidates, best first.
+
+    A message is not repeated when a memory made from it is injected (or is a
+    standing instruction, in the stable part) and explains the match: its own
+    relevance is at least ``EXPLAINS`` of the message's. A message that says
+    more than its memories ("I adopted a greyhound called Pixel. Always
+    answer in French." behind the instruction) is still shown."""
+    # Sources a memory explains, with how relevant that memory is by itself.
+    explained: dict[str, float] = {}
+
+    def explain(c: Candidate) -> None:
+        for src in c.row.get("source_message_ids") or ():
+            explained[str(src)] = max(explained.get(str(src), 0.0), c.own)
+
+    for c in cands:
+        if c.standing:
+            explain(c)
+    live = [c for c in cands if not c.standing]
+    gated = [c for c in live if c.relevance >= threshold]
+    dropped = len(live) - len(gated)
+    mem_lines: list[str] = []
+    msg_lines: list[str] = []
+    memories: list[RecalledMemory] = []
+    messages: list[RecalledMessage] = []
+    shown: set[str] = set()  # message ids injected
+    used = 0
+    truncated = False
+    for c in gated:
+        if used >= budget - MIN_ITEM_CHARS:
+            truncated = True
+            break
+        if c.kind == "memory":
+            if len(memories) >= store.settings.recall_limit:
+                continue
+            first = not mem_lines
+            over = block_overhead(MEMORIES_TAG) if first else 1
+            cap = min(ITEM_CAP_CHARS, budget - used - over)
+            if cap < MIN_ITEM_CHARS:
+                truncated = True
+                continue
+            line, cut = clip_around(safe(memory_line(c.row)), query, cap)
+            truncated |= cut
+            used += len(line) + over
+            mem_lines.append(line)
+            memories.append(_record(c.row, round(c.relevance, 4), False, line))
+            explain(c)
+            continue
+        if c.ref in shown or explained.get(c.ref, -1.0) >= EXPLAINS * c.relevance:
+            continue
+        first = not msg_lines
+        over = block_overhead(EXCERPTS_TAG) if first else 1
+        head = message_head(c.row)
+        cap = min(ITEM_CAP_CHARS, budget - used - over) - len(head) - 3
+        if cap < MIN_ITEM_CHARS:
+            truncated = True
+            continue
+        body, cut = clip_around(safe(str(c.row["text"])), query, cap)
+        truncated |= cut
+        line = f"- {head} {body}"
+        ctx = context_of(store, c.row)
+        ctx_line = ""
+        ctx_rec: RecalledMessage | None = None
+        if ctx is not None and ctx["message_id"] not in shown:
+            ctx_head = message_head(ctx)
+            room = min(CONTEXT_CAP_CHARS, budget - used - over - len(line) - 1) - len(ctx_head) - 5
+            if room >= MIN_ITEM_CHARS // 2:
+                ctx_body, ctx_cut = clip_around(safe(str(ctx["text"])), query, room)
+                ctx_line = f"  ↳ {ctx_head} {ctx_body}"
+                ctx_rec = _message_record(ctx, ctx_body, ctx_cut, c.relevance, c.ref)
+        entry = line + ("\n" + ctx_line if ctx_line else "")
+        used += len(entry) + over
+        msg_lines.append(entry)
+        shown.add(c.ref)
+        messages.append(_message_record(c.row, body, cut, c.relevance, None))
+        if ctx_rec is not None:
+            shown.add(ctx_rec.message_id)
+            messages.append(ctx_rec)
+    out = join_blocks(
+        (
+            block(MEMORIES_TAG, mem_lines) if mem_lines else "",
+            block(EXCERPTS_TAG, msg_lines) if msg_lines else "",
+        )
+    )
+    if len(out) > budget:  # a safety net: the accounting above is exact
+        out = truncate_chars(out, budget)
+        truncated = True
+    return out, memories, messages, truncated, dropped
+
+
+def _message_record(
+    row: dict[str, Any], body: str, clipped: bool, relevance: float, context_for: str | None
+) -> RecalledMessage:
+    return RecalledMessage(
+        message_id=str(row["message_id"]),
+        session_id=str(row["session_id"]),
+        occurred_at=str(row["occurred_at"]),
+        role=str(row["role"]),
+        speaker=row.get("speaker"),
+        text=body,
+        clipped=clipped,
+        relevance=round(float(relevance), 4),
+        context_for=context_for,
+    )
+
+
+# -- the deadline -----------------------------------------------------------------------
 
 _slots: weakref.WeakKeyDictionary[Store, threading.BoundedSemaphore] = weakref.WeakKeyDictionary()
 _slots_lock = threading.Lock()
@@ -99,11 +354,11 @@ def _worker_slots(store: Store) -> threading.BoundedSemaphore:
         return sem
 
 
-def _search_with_deadline(
-    store: Store, query: str, user_id: str, limit: int, timeout_s: float
-) -> list[dict[str, Any]] | None:
-    """The search result, or None when it did not finish in time (or every
-    worker slot is taken by searches that did not finish)."""
+def _collect_with_deadline(
+    store: Store, query: str, user_id: str, session_id: str | None, skip: set[str], timeout_s: float
+) -> list[Candidate] | None:
+    """The scored candidates, or None when the searches did not finish in
+    time (or every worker slot is taken by searches that did not finish)."""
     slots = _worker_slots(store)
     if not slots.acquire(blocking=False):
         log.warning(
@@ -111,11 +366,11 @@ def _search_with_deadline(
             MAX_RECALL_WORKERS,
         )
         return None
-    box: queue.Queue[list[dict[str, Any]] | BaseException] = queue.Queue(maxsize=1)
+    box: queue.Queue[list[Candidate] | BaseException] = queue.Queue(maxsize=1)
 
     def work() -> None:
         try:
-            box.put(search_memories(store, query, user_id, limit))
+            box.put(collect(store, query, user_id, session_id, skip))
         except Exception as exc:  # any failure goes back to the caller, now
             box.put(exc)
         finally:
@@ -140,81 +395,6 @@ def _search_with_deadline(
     return got
 
 
-def _block(tag: str, body: str) -> str:
-    return f"<{tag}>\n{body}\n</{tag}>"
-
-
-def _overhead(tag: str) -> int:
-    return len(_block(tag, "")) + 1  # +1: the newline joining blocks
-
-
-def _fit_lines(lines: list[str], limit: int) -> list[str]:
-    out: list[str] = []
-    used = 0
-    for line in lines:
-        cost = len(line) + (1 if out else 0)
-        if used + cost > limit:
-            break
-        out.append(line)
-        used += cost
-    return out
-
-
-def compose(persona_text: str, navigation: str, lines: list[str], budget: int) -> tuple[str, bool]:
-    """Blocks in the order persona, navigation, memories, within ``budget`` code points.
-
-    Memories get first claim on the budget beyond a reserved share for the
-    persona and navigation, then the persona takes what is left, then the
-    navigation. Memory and navigation lines are kept whole.
-    """
-    persona_text = escape_injection(persona_text)
-    nav_lines = [escape_injection(x) for x in navigation.splitlines() if x]
-    lines = [escape_injection(x) for x in lines]
-    nav_len = len("\n".join(nav_lines))
-
-    def reserve_persona() -> int:
-        return (
-            _overhead(PERSONA_TAG) + min(len(persona_text), int(budget * PERSONA_SHARE))
-            if persona_text
-            else 0
-        )
-
-    def reserve_nav() -> int:
-        return (
-            _overhead(NAVIGATION_TAG) + min(nav_len, int(budget * NAVIGATION_SHARE))
-            if nav_lines
-            else 0
-        )
-
-    truncated = False
-    mem_block = ""
-    if lines:
-        room = budget - reserve_persona() - reserve_nav() - _overhead(MEMORIES_TAG)
-        kept = _fit_lines(lines, room)
-        truncated |= len(kept) < len(lines)
-        if kept:
-            mem_block = _block(MEMORIES_TAG, "\n".join(kept))
-    used = len(mem_block) + (1 if mem_block else 0)
-    persona_block = ""
-    if persona_text:
-        room = budget - used - reserve_nav() - _overhead(PERSONA_TAG)
-        if room >= min(MIN_PERSONA_CHARS, len(persona_text)):
-            cut = truncate_chars(persona_text, room)
-            truncated |= cut != persona_text
-            persona_block = _block(PERSONA_TAG, cut)
-        else:
-            truncated = True
-    used += len(persona_block) + (1 if persona_block else 0)
-    nav_block = ""
-    if nav_lines:
-        kept = _fit_lines(nav_lines, budget - used - _overhead(NAVIGATION_TAG))
-        truncated |= len(kept) < len(nav_lines)
-        if kept:
-            nav_block = _block(NAVIGATION_TAG, "\n".join(kept))
-    out = "\n".join(b for b in (persona_block, nav_block, mem_block) if b)
-    return out, truncated
-
-
 def recall(
     store: Store,
     query: str,
@@ -223,31 +403,35 @@ def recall(
     session_id: str | None = None,
     budget_chars: int | None = None,
     timeout_s: float | None = None,
+    threshold: float | None = None,
 ) -> Recall:
-    """What to inject before the user's next turn. ``session_id`` is accepted
-    for hosts that pass it; memories are per user, so it does not filter."""
+    """What to inject before the user's next turn for ``query``.
+
+    ``budget_chars`` bounds ``text`` (stable + per-turn); the stable part
+    takes at most ``STABLE_SHARE`` of it, so it does not depend on the query.
+    ``session_id`` (the current session) keeps its own messages out of the
+    excerpts. ``threshold`` overrides the ``recall_threshold`` setting.
+    """
     s = store.settings
     budget = s.recall_budget_chars if budget_chars is None else max(int(budget_chars), 0)
     timeout = s.recall_timeout_s if timeout_s is None else float(timeout_s)
-    with store.db.read() as conn:
-        gen = active_generation(conn, user_id)
-        row = persona(conn, user_id, gen)
-        nav = navigation_text(scenes(conn, user_id, gen))
-        # Global instructions (priority -1) say how the user wants the agent
-        # to work at all times: they are recalled whatever the query.
-        standing = [
-            {**m, "score": 1.0, "standing": True}
-            for m in standing_instructions(conn, user_id, gen, MAX_STANDING_INSTRUCTIONS)
-        ]
-    persona_text = str(row["persona"]) if row else ""
-    found = (
-        _search_with_deadline(store, query, user_id, s.recall_limit, timeout)
-        if query.strip()
-        else []
+    gate = s.recall_threshold if threshold is None else float(threshold)
+    stable = stable_part(store, user_id, int(budget * STABLE_SHARE))
+    room = budget - len(stable.text) - (1 if stable.text else 0)
+    found: list[Candidate] | None = []
+    if query.strip() and room >= MIN_ITEM_CHARS:
+        skip = {m.memory_id for m in stable.instructions}
+        found = _collect_with_deadline(store, query, user_id, session_id, skip, timeout)
+    per_turn, mems, msgs, cut, dropped = per_turn_part(store, query, found or [], room, gate)
+    return Recall(
+        text=join_blocks((stable.text, per_turn)),
+        stable=stable.text,
+        per_turn=per_turn,
+        persona=stable.persona,
+        navigation=stable.navigation,
+        memories=[*stable.instructions, *mems],
+        messages=msgs,
+        truncated=stable.truncated or cut,
+        timed_out=found is None,
+        gated=dropped,
     )
-    timed_out = found is None
-    matched = [m for m in (found or []) if float(m["score"]) >= s.recall_threshold]
-    seen = {m["memory_id"] for m in standing}
-    hits = [*standing, *(m for m in matched if m["memory_id"] not in seen)]
-    text_out, truncated = compose(persona_text, nav, [memory_line(m) for m in hits], budget)
-    return Recall(text_out, persona_text, nav, hits, truncated, timed_out)

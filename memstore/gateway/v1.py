@@ -5,6 +5,7 @@ OpenAPI document at ``/v1/openapi.json``."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import asdict
 from typing import Any, Literal
 
 from fastapi import APIRouter, Query
@@ -155,16 +156,21 @@ def recall(store: StoreDep, body: RecallBody) -> dict[str, Any]:
         body.query, user_id=body.user_id, session_id=body.session_id,
         budget_chars=body.budget_chars,
     )  # fmt: skip
-    standing = [m for m in rec.memories if m.get("standing")]
-    per_turn = [m for m in rec.memories if not m.get("standing")]
+    standing = [asdict(m) for m in rec.memories if m.standing]
+    memories = [asdict(m) for m in rec.memories if not m.standing]
     return {
         "text": rec.text,
         "stable": {
+            "text": rec.stable,
             "persona": rec.persona,
             "navigation": rec.navigation,
             "instructions": standing,
         },
-        "per_turn": {"memories": per_turn},
+        "per_turn": {
+            "text": rec.per_turn,
+            "memories": memories,
+            "messages": [asdict(m) for m in rec.messages],
+        },
         "truncated": rec.truncated,
         "timed_out": rec.timed_out,
     }

@@ -31,6 +31,8 @@ INJECTION_TAGS: tuple[str, ...] = (
     "relevant-memories",
     "user-persona",
     "scene-navigation",
+    "standing-instructions",
+    "conversation-excerpts",
     "memstore-recall",  # what memstore's own recall block is wrapped in
 )
 
