@@ -102,7 +102,7 @@ def test_two_session_conversation_through_an_upstream_style_client(tmp_path: Pat
         assert client.end_session("session-1") == {"flushed": True}
 
         # Session two: what session one said comes back before the turn.
-        ctx = client.recall("any tea for me tonight?", "session-2")
+        ctx = client.recall("Should I make green tea tonight?", "session-2")
         assert "tea" in ctx["context"].lower() and ctx["memory_count"] >= 1
         client.capture("Yes, make it sencha.", "Sencha it is.", "session-2")
         mem = client.search_memories("Lisbon", type_filter="persona")
