@@ -241,6 +241,12 @@ def bench_capture(
     default="",
     help="Comma-separated peers to run on the same data: mem0, holographic.",
 )
+@click.option(
+    "--chatlike",
+    is_flag=True,
+    help="Run on a chat-like variant: an assistant's short filler replies inserted "
+    "after some turns (never evidence); also counts filler in the top 3.",
+)
 @_json_opt
 @_workdir_opt
 def bench_locomo(
@@ -251,6 +257,7 @@ def bench_locomo(
     variants: bool,
     layers: bool,
     peers: str,
+    chatlike: bool,
     json_path: Path | None,
     workdir: Path | None,
 ) -> None:
@@ -264,6 +271,7 @@ def bench_locomo(
       memstore bench locomo ../shared/data/locomo/locomo-dev.json
       memstore bench locomo data.json --layers --peers mem0,holographic
       memstore bench locomo data.json --strategies hybrid --no-variants --json out.json
+      memstore bench locomo data.json --chatlike --no-variants --json chatlike.json
     """
     from memstore.bench.locomo import STRATEGIES, format_locomo, run_locomo
     from memstore.bench.peers import PEERS
@@ -283,12 +291,13 @@ def bench_locomo(
         variants=variants,
         layers=layers,
         peers=peer_names,
+        chatlike=chatlike,
         workdir=workdir,
         log=_log,
         progress=sys.stderr.isatty(),
     )
     click.echo(format_locomo(res))
-    _save(res, "locomo", json_path)
+    _save(res, "locomo_chatlike" if chatlike else "locomo", json_path)
 
 
 @bench_group.command("scale")
