@@ -16,6 +16,7 @@ from sqlalchemy import text
 from memstore import Settings
 from memstore.db import migrate
 from memstore.db.engine import Database
+from memstore.embeddings import content_hash
 from memstore.search import Hit
 from memstore.store import Store
 
@@ -213,3 +214,56 @@ def test_migration_backfills_roots_and_low_info(db_path: Path, settings: Setting
         assert [h.text for h in s.search_memories("allergies", user_id="u")] == [
             "Allergic to shellfish"
         ]
+
+
+# -- filler between two turns -------------------------------------------------------
+
+
+def test_neighbour_scoring_skips_filler(tmp_path: Path) -> None:
+    # Keyword-only store: hybrid is fused from the keyword list, so the only
+    # way the answer is found is the share its neighbour lends it.
+    store = _open(tmp_path / "m.db", "none")
+    try:
+        store.capture(
+            "u",
+            "s",
+            [
+                {"role": "user", "content": "What did you do last weekend?", "id": "a"},
+                {"role": "assistant", "content": "ok", "id": "b"},
+                {
+                    "role": "user",
+                    "content": "Went kayaking on the lake with my brother.",
+                    "id": "c",
+                },
+            ],
+        )
+        hits = store.search_conversations("last weekend", user_id="u", strategy="hybrid")
+        assert [h.ref for h in hits] == ["a", "c"]
+    finally:
+        store.close()
+
+
+def test_context_vectors_skip_filler(tmp_path: Path) -> None:
+    # Each message is embedded with the previous message that has content.
+    store = _open(tmp_path / "m.db", "hashing")
+    try:
+        store.capture(
+            "u",
+            "s",
+            [
+                {"role": "user", "content": "I love hiking.", "id": "a"},
+                {"role": "assistant", "content": "Noted.", "id": "b"},
+                {"role": "user", "content": "Every weekend in the Alps.", "id": "c"},
+            ],
+        )
+        store.reindex()
+        with store.db.read() as conn:
+            cached = {
+                r[0] for r in conn.exec_driver_sql("SELECT content_hash FROM embedding_cache")
+            }
+        assert content_hash("I love hiking.\nEvery weekend in the Alps.") in cached
+        assert content_hash("Noted.\nEvery weekend in the Alps.") not in cached
+        # The filler itself still gets a vector (with its own context).
+        assert content_hash("I love hiking.\nNoted.") in cached
+    finally:
+        store.close()

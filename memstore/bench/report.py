@@ -22,7 +22,7 @@ from memstore.bench.eventlog import format_eventlog
 from memstore.bench.locomo import CATEGORIES, CATEGORY_NAMES, KS, format_locomo
 from memstore.bench.scale import format_scale
 
-RESULT_NAMES = ("eventlog", "capture_search", "locomo", "scale", "hermes")
+RESULT_NAMES = ("eventlog", "capture_search", "locomo", "locomo_chatlike", "scale", "hermes")
 
 
 def machine_info() -> dict[str, Any]:
@@ -266,6 +266,14 @@ def render_report(results: Path, out: Path, images: Path) -> str:
         md += [*_locomo_table(res), "", f"![recall@k per strategy]({rel}/locomo_recall.png)", ""]
         if res.get("peers"):
             md += ["### Peers on the same data", "", *_peers_table(res), ""]
+    if "locomo_chatlike" in found:
+        res = found["locomo_chatlike"]
+        md += _section(
+            "Retrieval quality: LoCoMo, chat-like (filler replies inserted)",
+            res,
+            format_locomo(res),
+        )
+        md += [*_locomo_table(res), ""]
     if "scale" in found:
         res = found["scale"]
         _plot_scale(res, images / "scale.png")
