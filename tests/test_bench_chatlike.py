@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from memstore.bench.locomo import format_locomo, run_locomo
 from memstore.bench.locomo_chatlike import (
     FILLER_REPLIES,
     FILLER_SPEAKER,
@@ -82,3 +87,18 @@ def test_filler_list_is_low_information() -> None:
     assert any(not any(ch.isalnum() for ch in r) for r in FILLER_REPLIES)
     assert "ok" in FILLER_REPLIES
     assert all(len(r) <= 40 for r in FILLER_REPLIES)
+
+
+def test_run_locomo_chatlike_counts_filler(tmp_path: Path) -> None:
+    pytest.importorskip("rank_bm25")
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([_sample("s1", sessions=2, turns=12)]))
+    clean = run_locomo(data, embedder="hashing", workdir=tmp_path, progress=False)
+    noisy = run_locomo(data, embedder="hashing", chatlike=True, workdir=tmp_path, progress=False)
+    assert noisy["chatlike"] is True and clean["chatlike"] is False
+    assert noisy["turns"] > clean["turns"] == 24
+    # Only the first question's evidence exists in two sessions.
+    assert noisy["questions_scored"] == clean["questions_scored"] == 1
+    assert set(noisy["filler_top3"]) == {"keyword", "vector", "hybrid", "bm25", "dense"}
+    assert "filler_top3" not in clean
+    assert "filler reply in the top 3" in format_locomo(noisy)

@@ -20,12 +20,15 @@ from memstore.text import (
     document_columns,
     escape_injection,
     has_cjk,
+    is_low_information,
     query_terms,
     quote_term,
     sanitize_message,
+    stem_text,
     strip_injected,
     truncate_chars,
     truncate_utf8,
+    word_root,
 )
 from memstore.text.fts import MAX_TERMS
 
@@ -247,16 +250,28 @@ ROWS = [
 
 @pytest.fixture()
 def conn() -> Iterator[sqlite3.Connection]:
-    c = sqlean.connect(":memory:")
-    c.execute(
-        'CREATE VIRTUAL TABLE t USING fts5(text, cjk, tokenize="unicode61 remove_diacritics 2")'
-    )
+    c = _fts_table()
     c.executemany(
-        "INSERT INTO t(rowid, text, cjk) VALUES (?, ?, ?)",
-        [(i, r, cjk_bigrams(r)) for i, r in enumerate(ROWS)],
+        "INSERT INTO t(rowid, text, cjk, stem) VALUES (?, ?, ?, ?)",
+        [(i, *_columns(r)) for i, r in enumerate(ROWS)],
     )
     yield c
     c.close()
+
+
+def _fts_table() -> sqlite3.Connection:
+    """An FTS5 table laid out like l0_fts / l1_fts."""
+    c = sqlean.connect(":memory:")
+    c.execute(
+        "CREATE VIRTUAL TABLE t USING fts5("
+        'text, cjk, stem, tokenize="unicode61 remove_diacritics 2")'
+    )
+    return c
+
+
+def _columns(text: str) -> tuple[str, str, str]:
+    # Verbatim text, as a table that is also displayed from would hold it.
+    return text, cjk_bigrams(text), stem_text(text)
 
 
 def search(conn: sqlite3.Connection, query: str) -> list[str]:
@@ -293,11 +308,16 @@ def test_english_ranking_and_diacritics(conn: sqlite3.Connection) -> None:
 
 
 def test_mixed_script_token_needs_document_columns(conn: sqlite3.Connection) -> None:
-    # Verbatim, unicode61 indexes "学python编程" as one token: "python" misses.
-    assert search(conn, "python") == []
-    text_col, cjk_col = document_columns("我在学Python编程")
-    conn.execute("INSERT INTO t(rowid, text, cjk) VALUES (100, ?, ?)", (text_col, cjk_col))
-    rows = conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (build_match("python"),))
+    # Verbatim, unicode61 indexes "学python编程" as one token: "python" misses
+    # in the text column (the root column, built from words, finds it anyway).
+    exact_only = build_match("python", stem_column=None)
+    assert conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (exact_only,)).fetchall() == []
+    latin, cjk = document_columns("我在学Python编程")
+    conn.execute(
+        "INSERT INTO t(rowid, text, cjk, stem) VALUES (100, ?, ?, ?)",
+        (latin, cjk, stem_text(latin)),
+    )
+    rows = conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (exact_only,))
     assert [r[0] for r in rows] == [100]
 
 
@@ -373,14 +393,91 @@ def test_hostile_queries_never_raise(conn: sqlite3.Connection, query: str) -> No
 def test_match_never_raises_property(query: str) -> None:
     # A module-level connection would be shared across examples; a fresh
     # in-memory table per example keeps the test independent and is cheap.
-    c = sqlean.connect(":memory:")
+    c = _fts_table()
     try:
-        c.execute(
-            'CREATE VIRTUAL TABLE t USING fts5(text, cjk, tokenize="unicode61 remove_diacritics 2")'
-        )
-        c.execute("INSERT INTO t VALUES (?, ?)", ("hello world", cjk_bigrams("我喝咖啡")))
+        c.execute("INSERT INTO t VALUES (?, ?, ?)", _columns("hello world 我喝咖啡"))
         expr = build_match(query)
         if expr is not None:
             c.execute("SELECT rowid FROM t WHERE t MATCH ?", (expr,)).fetchall()
     finally:
         c.close()
+
+
+# ---------------------------------------------------------------- word roots
+
+
+def test_roots_join_inflections_and_y_ic_pairs() -> None:
+    same = [
+        ("peanut", "peanuts"),
+        ("allergy", "allergic"),
+        ("allergy", "allergies"),
+        ("hiking", "hiked"),
+        ("photography", "photographs"),
+        ("history", "historical"),
+        ("Running", "runs"),
+    ]
+    for a, b in same:
+        assert word_root(a) == word_root(b), (a, b)
+    for a, b in [("party", "part"), ("study", "stud"), ("city", "cite"), ("news", "new")]:
+        assert word_root(a) != word_root(b), (a, b)
+
+
+def test_stem_text_skips_cjk_digits_and_short_words() -> None:
+    assert stem_text("I am allergic to peanuts 2023 我喝咖啡 x_y") == "allerg peanut"
+    assert stem_text("") == ""
+
+
+# ---------------------------------------------------------------- low information
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [
+        "Good to know!",
+        "Noted.",
+        "Got it 👍",
+        "ok",
+        "OK!!",
+        "Thanks for sharing!",
+        "👍",
+        "🙂👍",
+        "",
+        "Have a nice day!",
+        "assistant: I'll keep that in mind.",
+        "Sounds great, see you soon?",
+        "好的",
+        "收到，谢谢",
+        "わかりました",
+    ],
+)
+def test_low_information_messages(msg: str) -> None:
+    assert is_low_information(msg)
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [
+        "I am allergic to peanuts.",
+        "Yes",
+        "No.",
+        "Not really",
+        "42",
+        "Thanks, Caroline!",
+        "ok, see you at 5",
+        "Great, the vet said Max is fine",
+        "我对花生过敏",
+        "好的，明天见",
+        # Long runs of pleasantries are kept: demoting content by mistake costs more.
+        "thanks thanks thanks thanks thanks thanks thanks thanks thanks thanks thanks thanks ok",
+    ],
+)
+def test_content_messages(msg: str) -> None:
+    assert not is_low_information(msg)
+
+
+def test_match_searches_roots_next_to_exact_words() -> None:
+    assert build_match("peanut allergy") == (
+        '{text}: ("peanut" OR "allergy") OR {stem}: ("peanut" OR "allerg")'
+    )
+    assert build_match("peanut", stem_column=None) == '{text}: ("peanut")'
+    assert build_match("咖啡") == '{cjk}: ("咖啡")'

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from memstore.bench.locomo_chatlike import is_filler_id, make_chatlike
 from memstore.bench.locomo_data import Conversation, Question, load_locomo, summarize_evidence
 from memstore.bench.metrics import hit_at_k, mean, ndcg_at_k, percentile, recall_at_k
 from memstore.config import Settings
@@ -174,16 +175,25 @@ def run_locomo(
     variants: bool = False,
     layers: bool = False,
     peers: Sequence[str] = (),
+    chatlike: bool = False,
     workdir: Path | None = None,
     log: Callable[[str], None] = lambda _: None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Ingest, embed, search and score; returns a JSON-ready dict."""
+    """Ingest, embed, search and score; returns a JSON-ready dict.
+
+    ``chatlike`` runs on :func:`~memstore.bench.locomo_chatlike.make_chatlike`
+    of the data (filler replies inserted, never evidence) and also counts the
+    questions whose top 3 hold a filler reply.
+    """
     from rank_bm25 import BM25Okapi
 
     convs = load_locomo(path)[:limit_conversations]
+    if chatlike:
+        convs = make_chatlike(convs)
     ev = summarize_evidence(convs)
     systems: dict[str, Scores] = {s: Scores() for s in (*strategies, "bm25", "dense")}
+    filler_top3: dict[str, list[bool]] = {s: [] for s in systems}
     latency: dict[str, list[float]] = {s: [] for s in strategies}
     ingest_s = embed_s = 0.0
     turns_total = questions_total = skipped_evidence = 0
@@ -235,12 +245,18 @@ def run_locomo(
                             q.question, user_id=conv.sample_id, limit=20, strategy=s
                         )
                         latency[s].append((time.perf_counter() - t0) * 1000)
-                        systems[s].add(q.category, [h.ref for h in hits], q.evidence)
+                        refs = [h.ref for h in hits]
+                        systems[s].add(q.category, refs, q.evidence)
+                        filler_top3[s].append(any(map(is_filler_id, refs[:3])))
                     bm = np.asarray(bm25.get_scores(tokenize(q.question)), dtype=np.float64)
-                    systems["bm25"].add(q.category, top_ids(bm, idx.ids), q.evidence)
+                    refs = top_ids(bm, idx.ids)
+                    systems["bm25"].add(q.category, refs, q.evidence)
+                    filler_top3["bm25"].append(any(map(is_filler_id, refs[:3])))
                     qv = emb.embed_query(q.question)
                     cache.qvecs[(conv.sample_id, qi)] = qv
-                    systems["dense"].add(q.category, top_ids(idx.vecs @ qv, idx.ids), q.evidence)
+                    refs = top_ids(idx.vecs @ qv, idx.ids)
+                    systems["dense"].add(q.category, refs, q.evidence)
+                    filler_top3["dense"].append(any(map(is_filler_id, refs[:3])))
                 if layer_acc is not None:
                     from memstore.bench.layers import run_layers_conversation
 
@@ -263,6 +279,7 @@ def run_locomo(
         "turns": turns_total,
         "questions_scored": questions_total,
         "embedder": embedder,
+        "chatlike": chatlike,
         "evidence": {**ev.__dict__, "skipped_ids_in_scored_data": skipped_evidence},
         "ingest_seconds": ingest_s,
         "ingest_turns_per_s": turns_total / ingest_s if ingest_s else None,
@@ -272,6 +289,8 @@ def run_locomo(
             s: {"p50": percentile(v, 50), "p95": percentile(v, 95)} for s, v in latency.items()
         },
         "systems": {name: sc.summary() for name, sc in systems.items()},
+        # Share of questions with a filler reply among the first 3 results.
+        **({"filler_top3": {s: mean(v) for s, v in filler_top3.items()}} if chatlike else {}),
         "variants": variant_out,
         **extra,
         **({"layers": layer_acc.summary()} if layer_acc is not None else {}),
@@ -280,8 +299,10 @@ def run_locomo(
 
 def format_locomo(res: dict[str, Any]) -> str:
     ev = res["evidence"]
+    variant = " (chat-like: filler replies inserted)" if res.get("chatlike") else ""
     lines = [
-        f"LoCoMo {res['dataset']}: {res['conversations']} conversations, {res['turns']} turns, "
+        f"LoCoMo {res['dataset']}{variant}: {res['conversations']} conversations, "
+        f"{res['turns']} turns, "
         f"{res['questions_scored']} questions (categories 1-4), embedder {res['embedder']}",
         f"evidence: {ev['entries']} entries, {ev['repaired']} repaired, {ev['unparseable']} "
         f"unparseable, {ev['dangling']} dangling, {ev['questions_without_evidence']} questions "
@@ -315,6 +336,11 @@ def format_locomo(res: dict[str, Any]) -> str:
         )
         + ")"
     )
+    if res.get("filler_top3"):
+        lines.append(
+            "questions with a filler reply in the top 3: "
+            + ", ".join(f"{s} {v:.1%}" for s, v in res["filler_top3"].items())
+        )
     if res.get("variants"):
         from memstore.bench.locomo_variants import format_variants
 

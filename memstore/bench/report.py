@@ -26,6 +26,7 @@ RESULT_NAMES = (
     "eventlog",
     "capture_search",
     "locomo",
+    "locomo_chatlike",
     "locomo_recall",
     "locomo_recall_chatlike",
     "scale",
@@ -274,6 +275,14 @@ def render_report(results: Path, out: Path, images: Path) -> str:
         md += [*_locomo_table(res), "", f"![recall@k per strategy]({rel}/locomo_recall.png)", ""]
         if res.get("peers"):
             md += ["### Peers on the same data", "", *_peers_table(res), ""]
+    if "locomo_chatlike" in found:
+        res = found["locomo_chatlike"]
+        md += _section(
+            "Retrieval quality: LoCoMo, chat-like (filler replies inserted)",
+            res,
+            format_locomo(res),
+        )
+        md += [*_locomo_table(res), ""]
     for name, title in (
         ("locomo_recall", "Recall: what reaches the agent (LoCoMo)"),
         ("locomo_recall_chatlike", "Recall on the chat-like LoCoMo variant"),

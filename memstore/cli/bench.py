@@ -250,7 +250,10 @@ def bench_capture(
     "--peers holographic adds Hermes holographic's prefetch.",
 )
 @click.option(
-    "--chatlike", is_flag=True, help="With --recall: the data with filler replies inserted."
+    "--chatlike",
+    is_flag=True,
+    help="Run on a chat-like variant: an assistant's short filler replies inserted "
+    "after some turns (never evidence); also counts filler in the top 3.",
 )
 @click.option(
     "--cache",
@@ -285,6 +288,7 @@ def bench_locomo(
       memstore bench locomo data.json --layers --peers mem0,holographic
       memstore bench locomo data.json --strategies hybrid --no-variants --json out.json
       memstore bench locomo data.json --recall --peers holographic --cache ~/.cache/ms-bench
+      memstore bench locomo data.json --chatlike --no-variants --json chatlike.json
     """
     from memstore.bench.locomo import STRATEGIES, format_locomo, run_locomo
     from memstore.bench.peers import PEERS
@@ -311,9 +315,11 @@ def bench_locomo(
     bad = [s for s in chosen if s not in STRATEGIES]
     if bad or not chosen:
         raise click.BadParameter(f"strategies must be among {', '.join(STRATEGIES)}")
-    res = run_locomo(path, strategies=chosen, variants=variants, layers=layers, **common)
+    res = run_locomo(
+        path, strategies=chosen, variants=variants, layers=layers, chatlike=chatlike, **common
+    )
     click.echo(format_locomo(res))
-    _save(res, "locomo", json_path)
+    _save(res, "locomo_chatlike" if chatlike else "locomo", json_path)
 
 
 @bench_group.command("scale")

@@ -115,6 +115,9 @@ l0_messages = Table(
     Column("content_hash", Text, nullable=False),
     # The participant's name when the host gives one (OpenAI's "name" field).
     Column("speaker", Text, nullable=True),
+    # 1 for content-free chat replies ("Noted.", "ok", emoji): ranked after
+    # content and kept out of neighbour scoring (memstore.text.info).
+    Column("low_info", Integer, nullable=False, server_default="0"),
     # Hosts often number messages per session, so ids are unique per session.
     UniqueConstraint("user_id", "session_id", "message_id"),
     Index("ix_l0_messages_user_id_session_id_position", "user_id", "session_id", "position"),

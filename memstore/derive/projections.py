@@ -35,7 +35,7 @@ from memstore.derive.events import (
 from memstore.embeddings import content_hash
 from memstore.events.log import StoredEvent
 from memstore.projections.base import Projection
-from memstore.text import document_columns
+from memstore.text import document_columns, stem_text
 from memstore.vectors import spaces
 
 COPY_LAYERS = ("l2", "l3")  # from_layer values that copy L1 from the base generation
@@ -64,7 +64,7 @@ _RETIRE = (
     .where(l1_memories.c.id == bindparam("row_id"))
     .values(status="retired", retired_by=bindparam("by"), updated_position=bindparam("pos"))
 )
-_FTS_INSERT = text("INSERT INTO l1_fts(rowid, text, cjk) VALUES (:id, :t, :c)")
+_FTS_INSERT = text("INSERT INTO l1_fts(rowid, text, cjk, stem) VALUES (:id, :t, :c, :s)")
 _FTS_DELETE = text("DELETE FROM l1_fts WHERE rowid = :id")
 
 
@@ -215,7 +215,7 @@ class L1Projection(Projection):
         if replace:
             conn.execute(_FTS_DELETE, {"id": row_id})
         latin, cjk = document_columns(content)
-        conn.execute(_FTS_INSERT, {"id": row_id, "t": latin, "c": cjk})
+        conn.execute(_FTS_INSERT, {"id": row_id, "t": latin, "c": cjk, "s": stem_text(latin)})
 
     @staticmethod
     def _retire(conn: Connection, rows: Sequence[Row[Any]], by: str, position: int) -> None:

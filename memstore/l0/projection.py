@@ -13,8 +13,10 @@ from memstore.events.log import StoredEvent
 from memstore.l0.capture import known_message_ids
 from memstore.l0.events import MessagesCaptured
 from memstore.projections.base import Projection
-from memstore.text import document_columns
+from memstore.text import document_columns, is_low_information, stem_text
 from memstore.vectors import spaces
+
+_FTS_INSERT = text("INSERT INTO l0_fts(rowid, text, cjk, stem) VALUES (:id, :t, :c, :s)")
 
 
 class L0Projection(Projection):
@@ -63,13 +65,14 @@ class L0Projection(Projection):
                         "position": ev.position,
                         "content_hash": content_hash(m["text"]),
                         "speaker": m.get("name"),
+                        "low_info": int(is_low_information(m["text"])),
                     }
                 )
                 latin, cjk = document_columns(m["text"])
-                fts.append({"id": next_id, "t": latin, "c": cjk})
+                fts.append({"id": next_id, "t": latin, "c": cjk, "s": stem_text(latin)})
         if rows:
             conn.execute(l0_messages.insert(), rows)
-            conn.execute(text("INSERT INTO l0_fts(rowid, text, cjk) VALUES (:id, :t, :c)"), fts)
+            conn.execute(_FTS_INSERT, fts)
 
     def clear(self, conn: Connection) -> None:
         conn.execute(text("DELETE FROM l0_fts"))

@@ -5,6 +5,13 @@ KNN (``user_id`` is the vec0 partition key), never after the fact. User text
 reaches FTS5 only through ``build_match``, which quotes every term.
 Hybrid is reciprocal-rank fusion (k = 60) of the keyword and vector lists; its
 score is normalised so that rank 1 in both lists is 1.0.
+
+Content-free conversation messages ("Noted.", "ok", emoji; ``l0_messages.low_info``,
+see ``memstore.text.info``) never outrank a message with content, whatever the
+strategy. For a query with content they are left out (they cannot answer it);
+for a content-free query ("thanks") they go to the end of each candidate list
+before fusion and end up after every content hit, with a lower score. Either
+way they take no part in neighbour scoring.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from memstore.db.engine import Database
 from memstore.embeddings import Embedder, check_vectors, to_blob
 from memstore.errors import InvalidInputError, MemstoreError
 from memstore.l0.capture import check_id
-from memstore.text import build_match
+from memstore.text import build_match, is_low_information
 from memstore.vectors import spaces
 
 STRATEGIES = ("keyword", "vector", "hybrid")
@@ -75,16 +82,74 @@ _L1_ACTIVE = (
 
 _WORD = re.compile(r"\w+")
 
-# Previous / next message of the same user and session, through the
-# (user_id, session_id, position) index.
+# Previous / next message with content of the same user and session, through
+# the (user_id, session_id, position) index: an acknowledgement between two
+# turns must not cut the link between them.
 _ADJACENT = (
     "(SELECT {agg}(a.id) FROM l0_messages a WHERE a.user_id = m.user_id "
-    "AND a.session_id = m.session_id AND a.position {op}= m.position AND a.id {op} m.id)"
+    "AND a.session_id = m.session_id AND a.position {op}= m.position AND a.id {op} m.id "
+    "AND a.low_info = 0)"
 )
+
+# bm25() weights of the FTS columns (text, cjk, stem). Both views of a word
+# count the same; a word matched exactly also matches its root, so exact
+# matches outrank matches by root alone. (LoCoMo dev, keyword recall@10 with
+# no root column / root weight 0.5 / 1 / 2: 0.572 / 0.606 / 0.616 / 0.624,
+# hybrid flat; 1 is kept as the neutral choice: more would let the English
+# roots of non-English words weigh more than the words themselves.)
+_BM25_WEIGHTS = "1.0, 1.0, 1.0"
+# Extra candidates fetched per list for conversation search, so that
+# content-free messages pushed to the end do not leave the list short.
+_L0_OVERFETCH = 2
+# Score factor of content-free messages after they are placed below content.
+_FILLER_FACTOR = 0.5
 
 
 def _ordered(scores: dict[int, float]) -> list[tuple[int, float]]:
     return sorted(scores.items(), key=lambda x: (-x[1], x[0]))
+
+
+def _low_info(conn: Connection, ids: set[int]) -> set[int]:
+    """The content-free messages among ``ids`` (l0_messages row ids)."""
+    if not ids:
+        return set()
+    marks = ",".join(str(i) for i in ids)
+    return {
+        int(r[0])
+        for r in conn.execute(
+            text(f"SELECT id FROM l0_messages WHERE id IN ({marks}) AND low_info = 1")
+        )
+    }
+
+
+def _content_first(
+    rows: list[tuple[int, float]], filler: set[int], keep: bool
+) -> list[tuple[int, float]]:
+    """``rows`` with content-free messages moved to the end (``keep``) or
+    dropped, order kept otherwise."""
+    if not filler:
+        return rows
+    content = [r for r in rows if r[0] not in filler]
+    return content + [r for r in rows if r[0] in filler] if keep else content
+
+
+def _demote(ranked: list[tuple[int, float]], filler: set[int]) -> list[tuple[int, float]]:
+    """Content first; content-free hits after it, with scores below every content hit.
+
+    Their scores are capped at the lowest content score and then lowered, so
+    the list stays sorted by score and a score threshold treats them as weak.
+    """
+    content = [r for r in ranked if r[0] not in filler]
+    if len(content) == len(ranked):
+        return ranked
+    floor = min((s for _, s in content), default=None)
+    rest = []
+    for i, s in ranked:
+        if i in filler:
+            capped = s if floor is None else min(s, floor)
+            # Monotonic for negative scores too (cosine similarity can be < 0).
+            rest.append((i, capped - abs(capped) * (1.0 - _FILLER_FACTOR)))
+    return content + rest
 
 
 class SearchEngine:
@@ -123,21 +188,33 @@ class SearchEngine:
             raise InvalidInputError("query must be a string")
         n = clamp_limit(limit)
         fetch = max(n, self.candidates)
+        deep = fetch * (_L0_OVERFETCH if kind == "l0" else 1)
         with self.db.read() as conn:
             use_vec = strategy != "keyword" and self._vector_ready(conn, kind)
             kw: list[tuple[int, float]] = []
             vec: list[tuple[int, float]] = []
             if strategy != "vector" or not use_vec:
-                kw = self._keyword(conn, kind, query, user_id, fetch, session_id, type, scene)
+                kw = self._keyword(conn, kind, query, user_id, deep, session_id, type, scene)
             if use_vec:
-                vec = self._vector(conn, kind, query, user_id, fetch, session_id, type, scene)
+                vec = self._vector(conn, kind, query, user_id, deep, session_id, type, scene)
+            filler: set[int] = set()
+            # A query with content is never answered by a content-free
+            # message; one without ("thanks") may look for them, ranked last.
+            keep_filler = is_low_information(query)
+            if kind == "l0":
+                filler = _low_info(conn, {i for i, _ in kw} | {i for i, _ in vec})
+                kw = _content_first(kw, filler, keep_filler)[:fetch]
+                vec = _content_first(vec, filler, keep_filler)[:fetch]
             # Hybrid without a ready vector space is still fused (from the
             # keyword list alone), so its scores keep their 0..1 meaning and a
             # recall threshold works the same while vectors catch up.
             mode = "keyword" if strategy == "vector" and not use_vec else strategy
             ranked = self._fuse(mode, kw, vec, vectors=use_vec)
             if kind == "l0" and mode == "hybrid":
-                ranked = self._conversation_context(conn, query, ranked)
+                ranked = self._conversation_context(conn, query, ranked, filler)
+            if filler and keep_filler:
+                # Lending never reaches them (_ADJACENT), so no new ones appear here.
+                ranked = _demote(ranked, filler)
             return self._materialise(conn, kind, ranked[:n], kw, vec)
 
     def vector_ready(self, kind: str) -> bool:
@@ -173,7 +250,7 @@ class SearchEngine:
         params: dict[str, Any] = {"q": match, "u": user_id, "k": k}
         if kind == "l0":
             sql = (
-                "SELECT m.id, bm25(l0_fts) AS s FROM l0_fts "
+                f"SELECT m.id, bm25(l0_fts, {_BM25_WEIGHTS}) AS s FROM l0_fts "
                 "JOIN l0_messages m ON m.id = l0_fts.rowid WHERE l0_fts MATCH :q AND m.user_id = :u"
             )
             if session_id:
@@ -181,7 +258,7 @@ class SearchEngine:
                 params["s"] = session_id
         else:
             sql = (
-                "SELECT m.id, bm25(l1_fts) AS s FROM l1_fts "
+                f"SELECT m.id, bm25(l1_fts, {_BM25_WEIGHTS}) AS s FROM l1_fts "
                 "JOIN l1_memories m ON m.id = l1_fts.rowid "
                 f"WHERE l1_fts MATCH :q AND m.user_id = :u AND {_L1_ACTIVE}"
             )
@@ -284,15 +361,20 @@ class SearchEngine:
         return _ordered({i: s / best for i, s in scores.items()})
 
     def _conversation_context(
-        self, conn: Connection, query: str, ranked: list[tuple[int, float]]
+        self,
+        conn: Connection,
+        query: str,
+        ranked: list[tuple[int, float]],
+        filler: set[int],
     ) -> list[tuple[int, float]]:
         """Conversation-aware rescoring of fused L0 candidates.
 
-        Each candidate lends ``neighbour_weight`` of its score to the previous
-        and next message of its session (the answer often sits next to the
-        turn that matches the question); and when the query names exactly one
-        of the candidates' speakers, that speaker's messages get
-        ``speaker_boost``. Both were measured on LoCoMo (bench locomo).
+        Each candidate with content lends ``neighbour_weight`` of its score to
+        the previous and next message with content of its session (the answer
+        often sits next to the turn that matches the question); and when the
+        query names exactly one of the candidates' speakers, that speaker's
+        messages get ``speaker_boost``. Both were measured on LoCoMo (bench
+        locomo). ``filler``: candidates known to be content-free.
         """
         if not ranked or (not self.neighbour_weight and not self.speaker_boost):
             return ranked
@@ -307,6 +389,8 @@ class SearchEngine:
         out = dict(scores)
         if self.neighbour_weight:
             for cid, _, prev_id, next_id in rows:
+                if cid in filler:
+                    continue
                 for nid in (prev_id, next_id):
                     if nid is not None:
                         out[int(nid)] = out.get(int(nid), 0.0) + self.neighbour_weight * scores[cid]

@@ -1,7 +1,9 @@
-"""Text handling shared by capture and search: sanitising, CJK bigrams, FTS5 queries."""
+"""Text handling shared by capture and search: sanitising, CJK bigrams, word roots,
+FTS5 queries, content-free messages."""
 
 from memstore.text.cjk import cjk_bigrams, has_cjk
 from memstore.text.fts import build_match, document_columns, query_terms, quote_term
+from memstore.text.info import is_low_information
 from memstore.text.sanitize import (
     INJECTION_TAGS,
     clean_text,
@@ -11,6 +13,7 @@ from memstore.text.sanitize import (
     truncate_chars,
     truncate_utf8,
 )
+from memstore.text.stem import stem_text, word_root
 
 __all__ = [
     "INJECTION_TAGS",
@@ -20,10 +23,13 @@ __all__ = [
     "document_columns",
     "escape_injection",
     "has_cjk",
+    "is_low_information",
     "query_terms",
     "quote_term",
     "sanitize_message",
+    "stem_text",
     "strip_injected",
     "truncate_chars",
     "truncate_utf8",
+    "word_root",
 ]

@@ -1,8 +1,10 @@
 """Turn arbitrary user text into a safe FTS5 MATCH expression.
 
-The FTS5 table this targets has two columns: ``text`` (``unicode61
-remove_diacritics 2``) for Latin-script words and ``cjk`` holding
-:func:`~memstore.text.cjk.cjk_bigrams` of the same text. User text is never
+The FTS5 table this targets has three columns: ``text`` (``unicode61
+remove_diacritics 2``) for Latin-script words, ``cjk`` holding
+:func:`~memstore.text.cjk.cjk_bigrams` of the same text, and ``stem`` holding
+:func:`~memstore.text.stem.stem_text` (English word roots, so "peanut
+allergy" finds "allergic to peanuts"). User text is never
 interpreted as FTS5 syntax: every term is emitted as a quoted FTS5 string,
 and only word characters ever reach a term, so quotes, ``AND(``, ``NEAR``,
 ``*``, ``^``, ``col:`` and parentheses are inert.
@@ -17,6 +19,7 @@ import re
 
 from memstore.errors import InvalidInputError
 from memstore.text.cjk import CJK_CHAR_CLASS, cjk_bigrams, cjk_runs, run_bigrams
+from memstore.text.stem import word_roots
 
 __all__ = [
     "MAX_TERMS",
@@ -101,22 +104,32 @@ def _cjk_literal(term: str) -> str:
     return quote_term(term)
 
 
-def build_match(query: str, *, text_column: str = "text", cjk_column: str = "cjk") -> str | None:
+def build_match(
+    query: str,
+    *,
+    text_column: str = "text",
+    cjk_column: str = "cjk",
+    stem_column: str | None = "stem",
+) -> str | None:
     """A MATCH expression for ``query``, or ``None`` if nothing is searchable.
 
     >>> build_match('what did "Bob" say about 咖啡?')
-    '{text}: ("Bob" OR "say") OR {cjk}: ("咖啡")'
+    '{text}: ("Bob" OR "say") OR {stem}: ("bob" OR "say") OR {cjk}: ("咖啡")'
 
+    ``stem_column=None`` leaves the root column out (for a two-column table).
     ``None`` means the caller should return no results without querying.
     The expression never raises in FTS5, whatever ``query`` holds.
     """
-    for column in (text_column, cjk_column):
+    for column in (text_column, cjk_column, stem_column or "stem"):
         if not _COLUMN_RE.fullmatch(column):
             raise InvalidInputError(f"not a plain column name: {column!r}")
     latin, cjk = query_terms(query)
     groups: list[str] = []
     if latin:
         groups.append(f"{{{text_column}}}: ({' OR '.join(map(quote_term, latin))})")
+        roots = word_roots(latin) if stem_column else []
+        if roots:
+            groups.append(f"{{{stem_column}}}: ({' OR '.join(map(quote_term, roots))})")
     if cjk:
         groups.append(f"{{{cjk_column}}}: ({' OR '.join(map(_cjk_literal, cjk))})")
     return " OR ".join(groups) or None

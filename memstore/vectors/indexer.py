@@ -41,12 +41,13 @@ class _Row:
     meta: tuple[str, ...]
 
 
-# The previous message of the same session (same user), found through the
-# (user_id, session_id, position) index.
+# The previous message with content of the same session (same user), found
+# through the (user_id, session_id, position) index: an acknowledgement
+# ("Noted.") in between would otherwise replace the context that matters.
 _PREV_TEXT = (
     "(SELECT p.text FROM l0_messages p WHERE p.user_id = m.user_id "
     "AND p.session_id = m.session_id AND p.position <= m.position AND p.id < m.id "
-    "ORDER BY p.position DESC, p.id DESC LIMIT 1)"
+    "AND p.low_info = 0 ORDER BY p.position DESC, p.id DESC LIMIT 1)"
 )
 
 
