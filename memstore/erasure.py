@@ -4,8 +4,10 @@ Forgetting a user physically deletes that user's events, rebuilds every
 projection from what is left (so no derived row can survive its source),
 drops the user's vectors and the cached embeddings of texts no one else has,
 merges FTS5 segments (deleted rows otherwise linger in old segments),
-appends a content-free tombstone, and finally VACUUMs and truncates the WAL
-so no page of the file still holds the erased bytes.
+appends a content-free tombstone and a pending-compaction marker in the same
+transaction, and finally VACUUMs and truncates the WAL so no page of the file
+still holds the erased bytes (memstore/erasure_compaction.py: the marker makes
+that last step survive a crash and a reader that is in the way).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, text
 
 from memstore.db.schema import embedding_cache, events
+from memstore.erasure_compaction import at, mark_pending
+from memstore.errors import NotFoundError
 from memstore.events.log import NewEvent
 from memstore.l0.events import UserErased
 from memstore.vectors import spaces
@@ -24,10 +28,16 @@ from memstore.vectors.indexer import context_hashes
 
 @dataclass(frozen=True)
 class ErasureReport:
+    """What an erasure did. ``compacted`` is False while the erased bytes are
+    still in the file (``detail`` says why); the store finishes the job on its
+    next open, close or write."""
+
     user_id: str
     events_removed: int
     embeddings_removed: int
     tombstone_position: int
+    compacted: bool = True
+    detail: str = ""
 
 
 def _user_hashes(conn: Connection, user_id: str) -> set[str]:
@@ -63,12 +73,21 @@ def _shared_hashes(conn: Connection, hashes: set[str]) -> set[str]:
     return shared
 
 
-def erase_user(store: object, user_id: str, *, reason: str = "request") -> ErasureReport:
+def erase_user(
+    store: object, user_id: str, *, reason: str = "request", wait_s: float = 10.0
+) -> ErasureReport:
+    """Erase ``user_id``; waits up to ``wait_s`` seconds for readers of older
+    snapshots before reporting the bytes as not yet gone."""
     from memstore.store import Store
 
     assert isinstance(store, Store)
     lock = store.indexer.lock if store.indexer is not None else contextlib.nullcontext()
     with lock, store.db.write() as conn:
+        if (
+            conn.execute(events.select().where(events.c.user_id == user_id).limit(1)).first()
+            is None
+        ):
+            raise NotFoundError(f"user {user_id!r} has no data: nothing to erase")
         hashes = _user_hashes(conn, user_id)
         head = store.log.last_position(conn)
         if store.pipeline is not None:
@@ -105,17 +124,9 @@ def erase_user(store: object, user_id: str, *, reason: str = "request") -> Erasu
             after=head,
         )
         store.projections.apply_inline(conn, stored)
-    _compact(store)
-    return ErasureReport(user_id, int(removed), gone, stored[0].position)
-
-
-def _compact(store: object) -> None:
-    from memstore.store import Store
-
-    assert isinstance(store, Store)
-    with store.db._write_lock, store.db.engine.connect() as conn:
-        raw = conn.connection.dbapi_connection
-        assert raw is not None
-        raw.execute("PRAGMA secure_delete = ON")
-        raw.execute("VACUUM")
-        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        mark_pending(conn, stored[0].position)
+    at("committed")
+    result = store.compactor.run(wait_s)
+    return ErasureReport(
+        user_id, int(removed), gone, stored[0].position, result.done, result.detail
+    )

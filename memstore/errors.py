@@ -5,6 +5,7 @@
     MemstoreError
     ├── ConfigError            bad setting, unknown embedder / strategy name
     ├── InvalidInputError      caller passed something unusable (bad role, empty user id)
+    │   └── InvalidIdError     an id refused rather than rewritten (" alice", control chars)
     ├── StorageError           the SQLite file could not be opened, read or written
     │   ├── ExtensionError     sqlite-vec or FTS5 is unavailable on this SQLite
     │   ├── LockedError        another writer held the database past busy_timeout
@@ -37,6 +38,11 @@ class ConfigError(MemstoreError):
 
 class InvalidInputError(MemstoreError, ValueError):
     pass
+
+
+class InvalidIdError(InvalidInputError):
+    """An id (user, session, agent, message) memstore will not store or look up:
+    refused, never cleaned into another id."""
 
 
 class StorageError(MemstoreError):
@@ -116,6 +122,7 @@ __all__ = [
     "EmbeddingError",
     "EventError",
     "ExtensionError",
+    "InvalidIdError",
     "InvalidInputError",
     "LLMError",
     "LLMOutputError",

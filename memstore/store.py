@@ -15,16 +15,17 @@ from typing import Any
 
 from sqlalchemy import event
 
+from memstore import validate as v
 from memstore.config import Settings, default_db_path
 from memstore.db import migrate
 from memstore.db.engine import Database
 from memstore.embeddings import Embedder, make_embedder
+from memstore.erasure_compaction import Compactor
 from memstore.errors import InvalidInputError, StorageError
 from memstore.events.log import EventLog, NewEvent, StoredEvent
 from memstore.l0.capture import (
     CaptureResult,
     capture_event,
-    check_id,
     known_message_ids,
     new_messages,
     prepare_messages,
@@ -64,6 +65,9 @@ class Store:
             self.log, projections if projections is not None else default_projections()
         )
         self._closed = False
+        # Erasure compaction left pending (crash, reader in the way) is
+        # finished on open, close and the next write.
+        self.compactor = Compactor(db)
         self.embedder: Embedder | None = make_embedder(settings)
         self.search_engine = SearchEngine(db, self.embedder, settings)
         self.indexer: Indexer | None = (
@@ -112,6 +116,7 @@ class Store:
             store = cls(db, settings, projections=projections, clock=clock)
             with db.write() as conn:
                 store.projections.bring_current(conn)
+            store.compactor.on_open()
             if settings.background_indexer:
                 store.start_background()
             if settings.scheduler and store.pipeline is not None:
@@ -130,7 +135,10 @@ class Store:
         if self._bg_indexer is not None:
             self._bg_indexer.stop()
             self._bg_indexer = None
-        self.db.close()
+        try:
+            self.compactor.on_close()
+        finally:
+            self.db.close()
 
     def __enter__(self) -> Store:
         return self
@@ -156,9 +164,11 @@ class Store:
     def append(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
         """Append events and apply inline projections, in one transaction."""
         self._check_open()
+        events = v.check_new_events(events)
         with self.db.write() as conn:
             stored = self.log.append(conn, events)
             self.projections.apply_inline(conn, stored)
+        self.compactor.after_write()
         return stored
 
     def read_events(
@@ -170,16 +180,23 @@ class Store:
         limit: int | None = None,
     ) -> list[StoredEvent]:
         self._check_open()
+        after = v.check_int("after", after)
+        types = v.check_strings("types", types)
+        user_id = v.opt_id("user_id", user_id)
+        limit = v.opt_int("limit", limit)
         with self.db.read() as conn:
             return self.log.read(conn, after=after, types=types, user_id=user_id, limit=limit)
 
     def read_stream(self, stream: str, *, after_seq: int = 0) -> list[StoredEvent]:
         self._check_open()
+        stream = v.check_text("stream", stream)
+        after_seq = v.check_int("after_seq", after_seq)
         with self.db.read() as conn:
             return self.log.read_stream(conn, stream, after_seq=after_seq)
 
     def tail(self, n: int = 20) -> list[StoredEvent]:
         self._check_open()
+        n = v.check_int("n", n)
         with self.db.read() as conn:
             head = self.log.last_position(conn)
             return self.log.read(conn, after=max(0, head - n))
@@ -201,10 +218,9 @@ class Store:
         happen later. Messages already captured (same id) are not stored again.
         """
         self._check_open()
-        user_id = check_id("user_id", user_id)
-        session_id = check_id("session_id", session_id)
-        if agent_id is not None:
-            agent_id = check_id("agent_id", agent_id)
+        user_id = v.check_id("user_id", user_id)
+        session_id = v.check_id("session_id", session_id)
+        agent_id = v.opt_id("agent_id", agent_id)
         prepared = prepare_messages(
             session_id, messages, now=self.clock(), max_bytes=self.settings.max_message_bytes
         )
@@ -223,6 +239,7 @@ class Store:
             self.pipeline.after_commit(stored)
         if self._bg_indexer is not None:
             self._bg_indexer.notify()
+        self.compactor.after_write()
         return CaptureResult(
             stored[0].position,
             [m.id for m in fresh],
@@ -243,6 +260,7 @@ class Store:
         turn_id: str | None = None,
     ) -> CaptureResult:
         """Capture one user/assistant exchange (either side may be empty)."""
+        turn_id = v.opt_id("turn_id", turn_id)
         msgs: list[dict[str, Any]] = [{"role": "user", "content": user_text}]
         if assistant_text is not None:
             msgs.append({"role": "assistant", "content": assistant_text})
@@ -266,6 +284,8 @@ class Store:
     ) -> list[Hit]:
         """Search a user's captured messages (L0)."""
         self._check_open()
+        session_id = v.opt_id("session_id", session_id)
+        limit = v.search_limit(limit)
         return self.search_engine.search(
             "l0", query, user_id=user_id, session_id=session_id, limit=limit, strategy=strategy
         )
@@ -282,6 +302,8 @@ class Store:
     ) -> list[Hit]:
         """Search a user's active L1 memories (optionally one type or scene)."""
         self._check_open()
+        scene = v.opt_text("scene", scene)
+        limit = v.search_limit(limit)
         if type is not None and type not in ("persona", "episodic", "instruction"):
             raise InvalidInputError("type must be persona, episodic or instruction")
         return self.search_engine.search(
@@ -291,6 +313,7 @@ class Store:
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Embed everything not yet embedded with the configured model, now."""
         self._check_open()
+        progress = v.opt_callable("progress", progress)
         if self.indexer is None:
             return 0
         return self.indexer.run_until_idle(progress=progress)
@@ -319,15 +342,19 @@ class Store:
         the timeout cut it short (pending work then stays queued, never lost).
         """
         return self._pipeline().end_session(
-            check_id("user_id", user_id), check_id("session_id", session_id), timeout_s
+            v.check_id("user_id", user_id),
+            v.check_id("session_id", session_id),
+            v.check_seconds("timeout_s", timeout_s),
         )
 
     def run_pipeline(self, user_id: str | None = None, wait: bool = True) -> list[Any]:
         """Run due derivation work now (L1, then L2, then L3)."""
-        return self._pipeline().run_pipeline(user_id, wait)
+        return self._pipeline().run_pipeline(
+            v.opt_id("user_id", user_id), v.check_bool("wait", wait)
+        )
 
     def pipeline_status(self, user_id: str | None = None) -> list[dict[str, Any]]:
-        return self._pipeline().status(user_id)
+        return self._pipeline().status(v.opt_id("user_id", user_id))
 
     # -- derived layers (L1 memories, L2 scenes, L3 persona) ----------------------
 
@@ -349,11 +376,11 @@ class Store:
 
         return api.recall(
             self,
-            query,
-            user_id=user_id,
-            session_id=session_id,
-            budget_chars=budget_chars,
-            timeout_s=timeout_s,
+            v.check_query("query", query),
+            user_id=v.check_id("user_id", user_id),
+            session_id=v.opt_id("session_id", session_id),
+            budget_chars=v.opt_int("budget_chars", budget_chars),
+            timeout_s=v.opt_seconds("timeout_s", timeout_s),
         )
 
     def list_memories(
@@ -366,6 +393,10 @@ class Store:
     ) -> list[dict[str, Any]]:
         from memstore.derive import api
 
+        self._check_open()
+        user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
+        type = v.opt_choice("type", type, v.MEMORY_TYPES)
+        include_retired = v.check_bool("include_retired", include_retired)
         return list(
             api.list_memories(
                 self, user_id, type=type, generation=generation, include_retired=include_retired
@@ -377,13 +408,18 @@ class Store:
         their source messages."""
         from memstore.derive import api
 
-        return api.memory_history(self, user_id, memory_id)
+        self._check_open()
+        return api.memory_history(
+            self, v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
+        )
 
     def forget_memory(self, user_id: str, memory_id: str, reason: str = "user_request") -> None:
         """Retire one memory on request (recorded as an event; history is kept)."""
         from memstore.derive import api
 
-        api.forget_memory(self, user_id, memory_id, reason=reason)
+        self._check_open()
+        user_id, memory_id = v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
+        api.forget_memory(self, user_id, memory_id, reason=v.check_text("reason", reason))
 
     def write_memory(
         self,
@@ -399,6 +435,8 @@ class Store:
         """Add / replace / remove a memory the user or host stated directly."""
         from memstore.derive import api
 
+        self._check_open()
+        user_id = v.check_id("user_id", user_id)
         if action not in ("add", "replace", "remove"):
             raise InvalidInputError(f"action must be add, replace or remove, not {action!r}")
 
@@ -406,46 +444,60 @@ class Store:
             self,
             user_id,
             action,  # type: ignore[arg-type]  # checked above
-            content,
-            old_content=old_content,
-            type=type,
-            scene=scene,
-            origin=origin,
+            v.check_text("content", content),
+            old_content=v.opt_text("old_content", old_content),
+            type=v.check_choice("type", type, v.MEMORY_TYPES),
+            scene=v.check_text("scene", scene),
+            origin=v.check_text("origin", origin),
         )
 
     def list_scenes(self, user_id: str, *, generation: int | None = None) -> list[Any]:
         from memstore.derive import api
 
+        self._check_open()
+        user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
         return list(api.list_scenes(self, user_id, generation=generation))
 
     def get_persona(self, user_id: str, *, generation: int | None = None) -> str | None:
         from memstore.derive import api
 
+        self._check_open()
+        user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
         return api.get_persona(self, user_id, generation=generation)
 
     def rederive(self, user_id: str | None = None, from_layer: str = "l1") -> int:
         """Re-run derivation over L0 into a new generation and switch to it."""
         from memstore.derive import api
 
-        return api.rederive(self, user_id, from_layer=from_layer)
+        self._check_open()
+        return api.rederive(self, v.opt_id("user_id", user_id), from_layer=from_layer)
 
     # -- erasure -------------------------------------------------------------------
 
-    def forget_user(self, user_id: str, *, reason: str = "request") -> Any:
+    def forget_user(self, user_id: str, *, reason: str = "request", wait_s: float = 10.0) -> Any:
         """Erase everything of one user: events, derived rows, vectors, cached
         embeddings of their texts; leaves a content-free tombstone event.
 
         Returns an ``ErasureReport``. This is the only operation that deletes
-        events; the file is vacuumed so no erased bytes remain in it.
+        events; the file is vacuumed so no erased bytes remain in it. Readers
+        of older snapshots are waited for up to ``wait_s`` seconds; if one is
+        still in the way, ``report.compacted`` is False and the store finishes
+        on its next open, close or write. An unknown user raises ``NotFoundError``.
         """
         self._check_open()
         from memstore.erasure import erase_user
 
-        return erase_user(self, check_id("user_id", user_id), reason=reason)
+        return erase_user(
+            self,
+            v.check_id("user_id", user_id),
+            reason=v.check_text("reason", reason),
+            wait_s=v.check_seconds("wait_s", wait_s),
+        )
 
     # -- projections -----------------------------------------------------------
 
     def projection_status(self) -> list[ProjectionStatus]:
+        self._check_open()
         with self.db.read() as conn:
             return self.projections.status(conn)
 
@@ -454,6 +506,8 @@ class Store:
     ) -> int:
         """Drop and replay projections (all by default); returns events replayed."""
         self._check_open()
+        names = v.check_strings("names", names)
+        progress = v.opt_callable("progress", progress)
         lock = self.indexer.lock if self.indexer is not None else contextlib.nullcontext()
         with lock, self.db.write() as conn:
             return self.projections.rebuild(conn, names, progress)
@@ -467,6 +521,7 @@ class Store:
         return out
 
     def event_count(self) -> int:
+        self._check_open()
         with self.db.read() as conn:
             return self.log.last_position(conn)
 

@@ -25,7 +25,10 @@ def system_clock() -> datetime:
 def to_iso(dt: datetime) -> str:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return dt.astimezone(UTC).strftime(_FMT)
+    try:
+        return dt.astimezone(UTC).strftime(_FMT)
+    except (OverflowError, ValueError) as exc:
+        raise InvalidInputError(f"timestamp out of range: {dt!r}") from exc
 
 
 def from_iso(text: str) -> datetime:
@@ -37,7 +40,13 @@ def parse_when(value: object) -> datetime:
 
     Years outside 1000..9999 are refused: stored instants are fixed-width text."""
     dt = _parse_when(value)
-    if not 1000 <= dt.astimezone(UTC).year <= 9999:
+    try:
+        # A local time near year 1 or 9999 can fall outside datetime's range
+        # once shifted to UTC ("9999-12-31T23:00:00-05:00").
+        year = dt.astimezone(UTC).year
+    except (OverflowError, ValueError) as exc:
+        raise InvalidInputError(f"timestamp out of range (years 1000-9999): {value!r}") from exc
+    if not 1000 <= year <= 9999:
         raise InvalidInputError(f"timestamp out of range (years 1000-9999): {value!r}")
     return dt
 
@@ -48,10 +57,10 @@ def _parse_when(value: object) -> datetime:
     if isinstance(value, bool):
         raise InvalidInputError(f"not a timestamp: {value!r}")
     if isinstance(value, int | float):
-        seconds = float(value)
-        if seconds > 1e11:  # milliseconds, as JavaScript hosts send
-            seconds /= 1000.0
         try:
+            seconds = float(value)
+            if seconds > 1e11:  # milliseconds, as JavaScript hosts send
+                seconds /= 1000.0
             return datetime.fromtimestamp(seconds, UTC)
         except (OverflowError, OSError, ValueError) as exc:
             raise InvalidInputError(f"timestamp out of range: {value!r}") from exc

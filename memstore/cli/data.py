@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from tqdm import tqdm
 
 from memstore.cli.app import cli, db_option, echo_json, json_option, open_store, resolve_db
 from memstore.cli.doctor_extra import HOOKS
+from memstore.erasure_compaction import is_pending_at
 from memstore.errors import InvalidInputError, MemstoreError
 from memstore.search import Hit
 
@@ -227,6 +229,9 @@ def _doctor_embedder(db: Path, report: dict[str, Any], problems: list[str]) -> N
 HOOKS.append(_doctor_embedder)
 
 
+EXIT_NOT_COMPACTED = 3
+
+
 @cli.group()
 def users() -> None:
     """Per-user operations.
@@ -241,11 +246,21 @@ def users() -> None:
 @db_option
 @click.argument("user_id")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-def users_forget(db: Path | None, user_id: str, yes: bool) -> None:
+@click.option(
+    "--wait",
+    type=click.FloatRange(0, 3600),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for other readers before giving up on compaction.",
+)
+def users_forget(db: Path | None, user_id: str, yes: bool, wait: float) -> None:
     """Erase a user: their events, memories, vectors and cached embeddings.
 
     The only operation that deletes events. A content-free tombstone event
     records that it happened; the file is vacuumed so no erased bytes remain.
+    If another connection keeps an old snapshot open past --wait, the erased
+    bytes are still in the file: the command then exits with status 3, and
+    the next open, close or write of the store removes them.
 
     \b
     Example:
@@ -254,8 +269,12 @@ def users_forget(db: Path | None, user_id: str, yes: bool) -> None:
     if not yes:
         click.confirm(f"Erase everything of user {user_id!r}? This cannot be undone", abort=True)
     with open_store(db) as store:
-        rep = store.forget_user(user_id)
+        rep = store.forget_user(user_id, wait_s=wait)
     click.echo(
         f"erased {rep.events_removed} event(s) and {rep.embeddings_removed} cached embedding(s) "
         f"of {user_id}; tombstone at position {rep.tombstone_position}"
     )
+    if not rep.compacted and is_pending_at(resolve_db(db)):
+        # The store retried on close; the bytes are still in the file.
+        click.echo(f"error: the erased content is still in the file: {rep.detail}", err=True)
+        sys.exit(EXIT_NOT_COMPACTED)

@@ -401,3 +401,18 @@ pipeline_generations = Table(
     Column("user_id", Text, primary_key=True),
     Column("generation", Integer, nullable=False),
 )
+
+# --- erasure ---------------------------------------------------------------
+
+# Not a projection: a durable to-do written in the same transaction as an
+# erasure, saying the file still has to be vacuumed and its WAL truncated
+# before the erased bytes are gone. ``Store.open``/``close`` and the next
+# write finish the job (memstore/erasure.py). One row at most; no content.
+erasure_compaction = Table(
+    "erasure_compaction",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("requested_at", Text, nullable=False),
+    Column("tombstone_position", Integer, nullable=False),
+    Column("vacuumed", Integer, nullable=False, server_default="0"),
+)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
+from sqlalchemy import Connection, func, select
+
+from memstore.db.schema import l1_memories
 from memstore.derive import rules
 from memstore.derive.common import RunOutcome, append_checked, new_id
 from memstore.derive.events import (
@@ -24,6 +27,7 @@ from memstore.derive.l2 import run_l2
 from memstore.derive.l3 import persona_due, run_l3
 from memstore.derive.recall import Recall, navigation_text, recall
 from memstore.derive.state import (
+    active_generation,
     memories,
     memory,
     persona,
@@ -77,14 +81,50 @@ def scene_navigation(store: Store, user_id: str, *, generation: int | None = Non
 
 
 def forget_memory(store: Store, user_id: str, memory_id: str, reason: str = "user_request") -> None:
-    """Retire a memory (it leaves search, recall, scenes' live lists); history stays."""
+    """Retire a live memory of the user's active generation (it leaves search,
+    recall and scenes' live lists); history stays.
+
+    Anything else is refused with ``NotFoundError`` rather than quietly doing
+    nothing visible: a memory of another (older) generation — retiring it there
+    would leave the fact in what the user sees — or one already retired. The
+    message names the live copy in the active generation when there is one;
+    forgetting that is the caller's explicit choice.
+    """
     with store.db.read() as conn:
         since = store.log.last_position(conn)
         row = memory(conn, user_id, memory_id)
+        active = active_generation(conn, user_id)
+        copies = live_copies(conn, user_id, memory_id, active)
     if row is None:
         raise NotFoundError(f"user {user_id!r} has no memory {memory_id!r}")
-    if row["status"] == "active":
-        append_checked(store, user_id, [MemoryForgotten(memory_id, reason)], since=since)
+    if int(row["generation"]) != active:
+        hint = (
+            f"; its live copy there is {copies[0]!r}"
+            if copies
+            else "; `memstore memories list` shows the live ones"
+        )
+        raise NotFoundError(
+            f"memory {memory_id!r} belongs to generation {row['generation']}, not to "
+            f"user {user_id!r}'s active generation {active}: nothing forgotten{hint}"
+        )
+    if row["status"] != "active":
+        raise NotFoundError(f"memory {memory_id!r} is already {row['status']}: nothing forgotten")
+    append_checked(store, user_id, [MemoryForgotten(memory_id, reason)], since=since)
+
+
+def live_copies(conn: Connection, user_id: str, memory_id: str, generation: int) -> list[str]:
+    """Live memories of ``generation`` copied (directly or through other
+    generations) from ``memory_id``: copies are named ``<id>@<generation>``."""
+    prefix = f"{memory_id}@"
+    rows = conn.execute(
+        select(l1_memories.c.memory_id).where(
+            l1_memories.c.user_id == user_id,
+            l1_memories.c.generation == generation,
+            l1_memories.c.status == "active",
+            func.substr(l1_memories.c.memory_id, 1, len(prefix)) == prefix,
+        )
+    )
+    return sorted(str(r[0]) for r in rows)
 
 
 def _find(store: Store, user_id: str, text: str, generation: int) -> dict[str, Any] | None:

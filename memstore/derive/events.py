@@ -5,7 +5,8 @@ it created, so the projections replay outcomes and never call a model. Ids of
 new memories and scenes are generated when the event is created, never in a
 projection (a projection must be a pure function of the log).
 
-All derivation events of a user go to the stream ``derive/<user_id>``.
+All derivation events of a user go to the stream ``derive/<user_id>`` (escaped
+by ``stream_name``).
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from memstore.events.log import stream_name
 from memstore.events.types import Event, registry
 
 DERIVERS = ("llm", "hermes", "rules", "host")
 
 
 def derive_stream(user_id: str) -> str:
-    return f"derive/{user_id}"
+    return stream_name("derive", user_id)
 
 
 @registry.register

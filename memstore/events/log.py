@@ -25,6 +25,17 @@ from memstore.events.types import Event, Registry, registry
 from memstore.timeutil import Clock, system_clock, to_iso
 
 
+def stream_name(*parts: str) -> str:
+    """A stream name from its parts (``l0``, user, session), joined by "/".
+
+    "%" and "/" inside a part are percent-escaped, so distinct parts never give
+    one name: user "a" session "b/s1" is ``l0/a/b%2Fs1``, user "a/b" session
+    "s1" is ``l0/a%2Fb/s1``. Parts without those characters are unchanged,
+    which keeps the names of existing streams (migration 0010 renamed the rest).
+    """
+    return "/".join(p.replace("%", "%25").replace("/", "%2F") for p in parts)
+
+
 @dataclass(frozen=True)
 class NewEvent:
     stream: str
@@ -169,7 +180,10 @@ class EventLog:
                 causation_id=n.causation_id,
                 correlation_id=n.correlation_id,
             )
-            rows_out.append(_row(stored))
+            try:
+                rows_out.append(_row(stored))
+            except (TypeError, ValueError) as e:  # a payload field JSON cannot hold
+                raise InvalidInputError(f"{payload_cls.TYPE} payload is not JSON: {e}") from e
             if n.idempotency_key:
                 seen_keys[n.idempotency_key] = stored
             result.append(stored)
@@ -178,6 +192,8 @@ class EventLog:
                 # A plain DB-API executemany of tuples: Core's per-row parameter
                 # processing cost about half of a batched append.
                 conn.exec_driver_sql(_INSERT, rows_out)
+            except UnicodeEncodeError as e:  # a lone surrogate in a payload or a name
+                raise InvalidInputError(f"event text is not valid Unicode: {e}") from e
             except exc.IntegrityError as e:
                 # Impossible under BEGIN IMMEDIATE unless a caller bypassed the
                 # write transaction: report it as the conflict it is.

@@ -21,6 +21,7 @@ from memstore.events.log import NewEvent
 from memstore.l0.events import MessagesCaptured, l0_stream
 from memstore.text import clean_text, sanitize_message
 from memstore.timeutil import from_iso, parse_when, to_iso
+from memstore.validate import check_id as check_id  # re-exported: older callers import it here
 
 ROLES = frozenset({"user", "assistant", "system", "tool", "developer"})
 
@@ -49,15 +50,12 @@ class PreparedMessage:
         return out
 
 
-def check_id(name: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
-    cleaned = clean_text(value).strip()
-    if not cleaned:
-        raise InvalidInputError(f"{name} must not be empty")
-    if len(cleaned) > 256:
-        raise InvalidInputError(f"{name} is longer than 256 characters")
-    return cleaned
+def message_key(index: int, given: object) -> str:
+    """A host's own message id, as text: ints (JavaScript hosts) become their
+    digits; anything else must already be a valid id."""
+    if isinstance(given, int) and not isinstance(given, bool):
+        given = str(given)
+    return check_id(f"message {index} id", given)
 
 
 def message_id(session_id: str, call_digest: str, index: int) -> str:
@@ -77,8 +75,13 @@ def prepare_messages(
     now: datetime,
     max_bytes: int,
 ) -> list[PreparedMessage]:
-    if isinstance(messages, Mapping | str | bytes):
-        raise InvalidInputError("messages must be a list of {'role', 'content'} objects")
+    if isinstance(messages, Mapping | str | bytes | bytearray) or not isinstance(
+        messages, Sequence
+    ):
+        raise InvalidInputError(
+            "messages must be a list of {'role', 'content'} objects, "
+            f"got {type(messages).__name__}"
+        )
     staged: list[tuple[str, str, str, str | None, bool, int, object, str | None]] = []
     now_iso = to_iso(now)
     for i, m in enumerate(messages):
@@ -112,9 +115,7 @@ def prepare_messages(
     out: list[PreparedMessage] = []
     for i, (role, text, occurred, _stamp, truncated, size, given, name) in enumerate(staged):
         mid = (
-            check_id(f"message {i} id", str(given))
-            if given not in (None, "")
-            else message_id(session_id, digest, i)
+            message_key(i, given) if given not in (None, "") else message_id(session_id, digest, i)
         )
         out.append(PreparedMessage(mid, role, text, occurred, truncated, size, name))
     return out

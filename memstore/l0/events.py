@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from memstore.events.log import stream_name
 from memstore.events.types import Event, registry
 
 
@@ -47,4 +48,4 @@ class UserErased(Event):
 
 
 def l0_stream(user_id: str, session_id: str) -> str:
-    return f"l0/{user_id}/{session_id}"
+    return stream_name("l0", user_id, session_id)

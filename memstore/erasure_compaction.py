@@ -1,0 +1,172 @@
+"""Making an erasure physical: VACUUM, then truncate the WAL, durably.
+
+Deleting rows does not remove their bytes: old pages stay in the ``.db``
+file and old frames in the ``-wal`` until the file is vacuumed and the WAL is
+checkpointed and truncated. Both run after the erasure transaction commits,
+so a crash in between, or a reader holding an old snapshot (the checkpoint
+cannot copy frames past it), used to leave the erased content in the file
+with nothing to finish the job.
+
+The erasure transaction therefore writes a marker row (``erasure_compaction``,
+no content in it). Whoever finds it — the erasure itself, ``Store.open``,
+``Store.close``, the next write of a store that knows one is pending —
+vacuums (once; the marker records it), checkpoints with ``TRUNCATE`` until no
+reader is in the way or the time bound runs out, and only then deletes the
+marker. The checkpoint copies the vacuumed image over every page of the
+``.db`` and truncates it, so once it succeeds no erased byte remains.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection
+
+from memstore.db.engine import Database
+from memstore.db.schema import erasure_compaction
+from memstore.errors import StorageError
+from memstore.timeutil import system_clock, to_iso
+
+# Tests set this to stop (or kill) the process at a named point: "committed"
+# (erasure committed, nothing compacted) and "vacuumed" (VACUUM done and
+# recorded, WAL not yet checkpointed).
+TEST_HOOK: Callable[[str], None] | None = None
+
+# The next write of a store retries a pending compaction at most this often.
+RETRY_INTERVAL_S = 1.0
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    done: bool
+    detail: str = ""
+
+
+def at(stage: str) -> None:
+    if TEST_HOOK is not None:
+        TEST_HOOK(stage)
+
+
+def mark_pending(conn: Connection, tombstone_position: int) -> None:
+    """In the erasure's own transaction: the file must be compacted."""
+    conn.execute(erasure_compaction.delete())
+    conn.execute(
+        erasure_compaction.insert().values(
+            id=1,
+            requested_at=to_iso(system_clock()),
+            tombstone_position=tombstone_position,
+            vacuumed=0,
+        )
+    )
+
+
+def compact(db: Database, *, wait_s: float) -> CompactionResult:
+    """Finish a pending compaction; ``done`` says whether the erased bytes are gone.
+
+    Waits at most about ``wait_s`` seconds for readers of older snapshots."""
+    deadline = time.monotonic() + max(wait_s, 0.0)
+    with db._write_lock, db.engine.connect() as sa_conn:
+        raw: Any = sa_conn.connection.dbapi_connection
+        try:
+            row = raw.execute("SELECT vacuumed FROM erasure_compaction WHERE id = 1").fetchone()
+            if row is None:
+                return CompactionResult(True)
+            if not row[0]:
+                raw.execute("VACUUM")
+                raw.execute("UPDATE erasure_compaction SET vacuumed = 1 WHERE id = 1")
+            at("vacuumed")
+            if not _truncate_wal(raw, deadline, db.busy_timeout_ms):
+                return CompactionResult(
+                    False,
+                    "another connection holds a read transaction on an older snapshot, so the "
+                    "write-ahead log could not be truncated; the erased bytes stay in the file "
+                    "until it ends (the next open, close or write of the store finishes the job)",
+                )
+            # No erased byte is left now; the marker's own deletion holds none.
+            raw.execute("DELETE FROM erasure_compaction WHERE id = 1")
+        except db.module.Error as e:  # locked past busy_timeout, I/O
+            return CompactionResult(False, f"compaction did not finish: {e}")
+    return CompactionResult(True)
+
+
+def _truncate_wal(raw: Any, deadline: float, busy_timeout_ms: int) -> bool:
+    # TRUNCATE waits in the busy handler for readers; keep each wait short so
+    # the bound is ours, and restore the connection's timeout afterwards.
+    raw.execute("PRAGMA busy_timeout = 50")
+    try:
+        while True:
+            busy = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            if busy == 0:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+    finally:
+        raw.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+
+
+def is_pending(db: Database) -> bool:
+    with db.read() as conn:
+        return conn.execute(erasure_compaction.select().limit(1)).first() is not None
+
+
+def is_pending_at(path: Path) -> bool:
+    """Whether the database at ``path`` still has an unfinished erasure
+    compaction (for a caller whose store is already closed)."""
+    db = Database(path)
+    try:
+        return is_pending(db)
+    finally:
+        db.close()
+
+
+class Compactor:
+    """A store's view of pending compaction: what open, close and writes call."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.pending = False
+        self._last_try = 0.0
+        self._lock = threading.Lock()
+
+    def run(self, wait_s: float) -> CompactionResult:
+        with self._lock:
+            self._last_try = time.monotonic()
+            result = compact(self.db, wait_s=wait_s)
+            self.pending = not result.done
+            return result
+
+    def on_open(self, wait_s: float = 1.0) -> None:
+        if is_pending(self.db):
+            self.run(wait_s)
+
+    def after_write(self) -> None:
+        """Cheap unless a compaction is known to be pending; then retried at
+        most every ``RETRY_INTERVAL_S`` without waiting for readers."""
+        if self.pending and time.monotonic() - self._last_try >= RETRY_INTERVAL_S:
+            self.run(0.0)
+
+    def on_close(self, wait_s: float = 1.0) -> None:
+        # Closing must not fail because the file went bad meanwhile; the
+        # marker stays and the next open tries again.
+        with contextlib.suppress(StorageError):
+            if self.pending or is_pending(self.db):
+                self.run(wait_s)
+
+
+__all__ = [
+    "TEST_HOOK",
+    "CompactionResult",
+    "Compactor",
+    "at",
+    "compact",
+    "is_pending",
+    "is_pending_at",
+    "mark_pending",
+]
