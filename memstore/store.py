@@ -37,6 +37,7 @@ from memstore.projections.stats import StatsProjection
 from memstore.search import Hit, SearchEngine
 from memstore.timeutil import Clock, system_clock
 from memstore.vectors.indexer import BackgroundIndexer, Indexer
+from memstore.vectors.quarantine import counts as quarantine_counts
 
 
 def default_projections() -> list[Projection]:
@@ -110,7 +111,9 @@ class Store:
         """
         settings = settings or Settings.load()
         target = Path(path).expanduser() if path is not None else default_db_path()
-        db = Database(target, busy_timeout_ms=settings.busy_timeout_ms)
+        db = Database(
+            target, busy_timeout_ms=settings.busy_timeout_ms, durability=settings.durability
+        )
         try:
             migrate.ensure_current(db, upgrade_schema=upgrade)
             store = cls(db, settings, projections=projections, clock=clock)
@@ -129,16 +132,20 @@ class Store:
     def close(self) -> None:
         if self._closed:
             return
-        self._closed = True
-        if self.pipeline is not None:
-            self.pipeline.stop()
-        if self._bg_indexer is not None:
-            self._bg_indexer.stop()
-            self._bg_indexer = None
+        # Background work finishes (bounded) before the store refuses calls:
+        # a run cut off by "store is closed" would count as a failed attempt.
         try:
-            self.compactor.on_close()
+            if self.pipeline is not None:
+                self.pipeline.stop()
+            if self._bg_indexer is not None:
+                self._bg_indexer.stop()
+                self._bg_indexer = None
         finally:
-            self.db.close()
+            self._closed = True
+            try:
+                self.compactor.on_close()
+            finally:
+                self.db.close()
 
     def __enter__(self) -> Store:
         return self
@@ -322,9 +329,17 @@ class Store:
         if self.indexer is None or self.embedder is None:
             return {"embedder": "none", "vector_search": False}
         out: dict[str, Any] = {"model_id": self.embedder.model_id}
+        with self.db.read() as conn:
+            held = quarantine_counts(conn)
         for kind in ("l0", "l1"):
             sp = self.indexer.space(kind)
-            out[kind] = {"dims": sp.dims, "ready": sp.ready, "pending": self.indexer.pending(kind)}
+            out[kind] = {
+                "dims": sp.dims,
+                "ready": sp.ready,
+                "pending": self.indexer.pending(kind),
+                # Rows that could not be embedded, set aside and retried later.
+                "quarantined": held.get(sp.name, 0),
+            }
         return out
 
     # -- pipeline ------------------------------------------------------------------

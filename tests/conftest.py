@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,28 @@ from memstore.store import Store
 
 # The pipeline tests' shared fixtures (clock, env) live with their helpers.
 pytest_plugins = ["tests.pipeline_support"]
+
+# The developer's home as the session started; tests/test_reliability_hermetic.py
+# checks that no test sees it.
+REAL_HOME = os.path.expanduser("~")
+
+
+@pytest.fixture(autouse=True)
+def hermetic_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Every test (and every process it starts) gets its own empty HOME,
+    HERMES_HOME and XDG folders: nothing reads the developer's config or writes
+    into ~/.hermes/logs, ~/.config or ~/.local."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("HERMES_HOME", str(home / ".hermes"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    for var in ("MEMSTORE_DB", "MEMSTORE_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    return home
 
 
 @pytest.fixture

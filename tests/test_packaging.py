@@ -40,3 +40,22 @@ def test_no_generic_top_level_modules() -> None:
         "memstore._migrations": "migrations",
         "memstore.hermes_provider": "provider",
     }
+
+
+def test_every_mapped_folder_of_modules_is_listed() -> None:
+    """``migrations/versions`` holds modules without an ``__init__.py``: an
+    unlisted folder like it makes the build warn that it would be dropped."""
+    listed = set(_config()["packages"])  # type: ignore[arg-type]
+    mapping = _config()["package-dir"]
+    assert isinstance(mapping, dict)
+    found: set[str] = set()
+    for pkg, folder in mapping.items():
+        if pkg == "memstore":
+            continue
+        root = ROOT / folder
+        for py in root.rglob("*.py"):
+            if "__pycache__" in py.parts:
+                continue
+            rel = py.parent.relative_to(root).parts
+            found.add(".".join((pkg, *rel)))
+    assert found <= listed, f"add to pyproject.toml packages: {sorted(found - listed)}"

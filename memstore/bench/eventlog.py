@@ -147,6 +147,35 @@ def _raw_replay(path: Path) -> float:
     return took
 
 
+def durability_cost(base: Path, count: int, streams: int) -> dict[str, Any]:
+    """One event per transaction (the mode capture uses) with each durability
+    setting, on fresh files: what synchronous=FULL costs per commit."""
+    out: dict[str, Any] = {"events": count}
+    for mode in ("normal", "full"):
+        store = Store.open(
+            base / f"durability-{mode}.db", settings=bench_settings().replace(durability=mode)
+        )
+        try:
+            evs = _new_events(0, count, streams)
+            lat = []
+            t0 = time.perf_counter()
+            for ev in evs:
+                t = time.perf_counter()
+                store.append([ev])
+                lat.append(time.perf_counter() - t)
+            took = time.perf_counter() - t0
+        finally:
+            store.close()
+        lat.sort()
+        out[mode] = {
+            "events_per_s": count / took,
+            "p50_ms": 1000 * lat[len(lat) // 2],
+            "p99_ms": 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))],
+        }
+    out["full_over_normal"] = out["normal"]["events_per_s"] / out["full"]["events_per_s"]
+    return out
+
+
 def profile_append(store: Store, start: int, per_txn: int, streams: int, top: int = 18) -> str:
     """cProfile of batched appends through the real path; the top functions by own time."""
     evs = _new_events(start, per_txn * 5, streams)
@@ -219,6 +248,9 @@ def run_eventlog(
                 "ratio": raw_took / took,
                 "seconds": took,
             }
+            dur_n = min(n, 2000)
+            log(f"durability: {dur_n} single-event transactions, normal vs full")
+            results["durability"] = durability_cost(base, dur_n, streams)
             batched = [a["ratio"] for a in results["append"] if a["per_txn"] > 1]
             results["targets"] = {
                 "batched_append_ratio_min": TARGET_APPEND_RATIO,
@@ -254,6 +286,17 @@ def format_eventlog(res: dict[str, Any]) -> str:
         f"  rebuild: {rb['events']} events ({rb['captured_messages']} captured messages) "
         f"in {rb['seconds']:.2f} s; raw = read + json-decode only"
     )
+    d = res.get("durability")
+    if d:
+        lines.append(
+            f"durability, 1 event per transaction ({d['events']} events): "
+            + "; ".join(
+                f"{m} {d[m]['events_per_s']:,.0f} ev/s, p50 {d[m]['p50_ms']:.2f} ms, "
+                f"p99 {d[m]['p99_ms']:.2f} ms"
+                for m in ("normal", "full")
+            )
+            + f" -> full costs {d['full_over_normal']:.2f}x"
+        )
     t = res["targets"]
     lines.append(
         f"targets: batched append >= {t['batched_append_ratio_min']:.0%} of raw: "

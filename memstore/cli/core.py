@@ -48,6 +48,9 @@ def doctor_report(db: Path) -> tuple[dict[str, Any], list[str]]:
             "run `memstore db upgrade`"
         )
     _doctor_llm(db, report, problems)
+    revision = report.get("schema_revision")
+    if revision is not None and revision == report.get("schema_head"):
+        report["vector_quarantine"] = _quarantine_line(db)
     from memstore.cli import doctor_extra
 
     for fn in doctor_extra.HOOKS:
@@ -82,6 +85,27 @@ def _doctor_llm(db: Path, report: dict[str, Any], problems: list[str]) -> None:
             database.close()
     except MemstoreError as e:
         problems.append(f"llm: cannot read the last derivation: {e}")
+
+
+def _quarantine_line(db: Path) -> str:
+    """Rows the indexer set aside (their vectors are missing until a retry works)."""
+    from memstore.vectors import quarantine
+
+    database = Database(db)
+    try:
+        with database.read() as conn:
+            held = quarantine.items(conn, limit=3)
+            total = sum(quarantine.counts(conn).values())
+    finally:
+        database.close()
+    if not total:
+        return "none"
+    shown = "; ".join(
+        f"{q.space} #{q.source_id} (user {q.user_id}, {q.attempts} attempt(s), "
+        f"retry after {q.retry_after}): {q.error}"
+        for q in held
+    )
+    return f"{total} row(s) not embedded, retried later: {shown}"
 
 
 @cli.command()
@@ -130,14 +154,17 @@ def db_group() -> None:
 def db_upgrade(db: Path | None, revision: str) -> None:
     """Upgrade the schema (default: to the newest revision).
 
+    Projections whose tables changed are rebuilt from the log on the next open.
+
     \b
     Example:
       memstore db upgrade --db ./agent.db
     """
     database = Database(resolve_db(db))
     try:
-        migrate.upgrade(database, revision)
+        stale = migrate.upgrade(database, revision)
         click.echo(f"at {migrate.current_revision(database)}")
+        _echo_stale(stale)
     finally:
         database.close()
 
@@ -145,19 +172,33 @@ def db_upgrade(db: Path | None, revision: str) -> None:
 @db_group.command("downgrade")
 @db_option
 @click.argument("revision")
-def db_downgrade(db: Path | None, revision: str) -> None:
-    """Downgrade the schema to REVISION ("base" empties it; projections are rebuilt on next open).
+@click.option(
+    "--yes", is_flag=True, help="Confirm a downgrade that deletes data (e.g. the event log)."
+)
+def db_downgrade(db: Path | None, revision: str, yes: bool) -> None:
+    """Downgrade the schema to REVISION.
+
+    A downgrade that would drop data the log cannot give back ("base" drops
+    the event log itself) changes nothing and exits non-zero unless --yes is
+    given. Projections whose tables changed are rebuilt on the next open.
 
     \b
     Example:
-      memstore db downgrade 0001
+      memstore db downgrade 0005
+      memstore db downgrade base --yes
     """
     database = Database(resolve_db(db))
     try:
-        migrate.downgrade(database, revision)
+        stale = migrate.downgrade(database, revision, allow_data_loss=yes)
         click.echo(f"at {migrate.current_revision(database) or 'base'}")
+        _echo_stale(stale)
     finally:
         database.close()
+
+
+def _echo_stale(stale: list[str]) -> None:
+    if stale:
+        click.echo(f"projections to rebuild from the log on next open: {', '.join(stale)}")
 
 
 @db_group.command("current")
@@ -266,6 +307,9 @@ def projections_status(db: Path | None, as_json: bool) -> None:
         click.echo(
             f"{d['name']:<16} {kind:<10} at {d['position']:>8} / {d['head']:<8} lag {d['lag']}"
         )
+    held = _quarantine_line(resolve_db(db))
+    if held != "none":
+        click.echo(f"vector quarantine: {held}")
 
 
 @projections_group.command("rebuild")

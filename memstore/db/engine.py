@@ -19,7 +19,12 @@ from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.pool import QueuePool
 
 from memstore.db.driver import load_vec, sqlite_module
-from memstore.errors import InvalidInputError, LockedError, StorageError
+from memstore.errors import ConfigError, InvalidInputError, LockedError, StorageError
+
+# Settings.durability -> PRAGMA synchronous. In WAL mode NORMAL syncs only at
+# checkpoints: a commit survives the process dying, not the machine losing
+# power. FULL syncs the WAL at every commit.
+SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
 
 
 def translate(err: exc.DBAPIError | Exception, what: str = "database") -> StorageError:
@@ -33,7 +38,14 @@ def translate(err: exc.DBAPIError | Exception, what: str = "database") -> Storag
 class Database:
     """Owns the engine for one SQLite file; safe to share between threads."""
 
-    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 5000) -> None:
+    def __init__(
+        self, path: str | Path, *, busy_timeout_ms: int = 5000, durability: str = "normal"
+    ) -> None:
+        if durability not in SYNCHRONOUS:
+            raise ConfigError(
+                f"durability must be one of {', '.join(SYNCHRONOUS)}, not {durability!r}"
+            )
+        self.synchronous = SYNCHRONOUS[durability]
         if str(path) in (":memory:", "") or str(path).startswith("file::memory:"):
             # Every pooled connection would see its own empty database, and the
             # background threads another one: refuse instead of losing data.
@@ -72,7 +84,7 @@ class Database:
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
         cur.execute("PRAGMA journal_mode = WAL")
-        cur.execute("PRAGMA synchronous = NORMAL")
+        cur.execute(f"PRAGMA synchronous = {self.synchronous}")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.close()
 

@@ -3,6 +3,11 @@
 The migrations live in the repository's ``migrations/`` folder and are
 installed as ``memstore._migrations``; both layouts are found here, so an
 editable checkout and a wheel behave the same.
+
+Every migration runs in one transaction. A downgrade that would drop a table
+holding data the log cannot give back (the log itself) is refused unless
+confirmed; after any step, projections whose tables changed lose their
+checkpoint, so the next ``Store.open`` rebuilds them from the log.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import Connection
 
 from memstore.db.engine import Database
 from memstore.errors import MigrationError
@@ -52,27 +58,128 @@ def current_revision(db: Database) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-def upgrade(db: Database, revision: str = "head") -> None:
-    _run(db, "upgrade", revision)
+def upgrade(db: Database, revision: str = "head") -> list[str]:
+    """Upgrade; returns the projections marked stale (rebuilt on next open)."""
+    return _run(db, "upgrade", revision)
 
 
-def downgrade(db: Database, revision: str) -> None:
-    _run(db, "downgrade", revision)
+def downgrade(db: Database, revision: str, *, allow_data_loss: bool = False) -> list[str]:
+    """Downgrade; refuses (``MigrationError``, nothing changed) to drop a table
+    with rows that cannot be rebuilt from the log — the log itself above all —
+    unless ``allow_data_loss``. Returns the projections marked stale."""
+    return _run(db, "downgrade", revision, allow_data_loss=allow_data_loss)
 
 
-def _run(db: Database, action: str, revision: str) -> None:
+def _run(db: Database, action: str, revision: str, *, allow_data_loss: bool = False) -> list[str]:
     cfg = _config()
     try:
+        # One transaction (SQLite DDL is transactional): a refused downgrade
+        # leaves the file exactly as it was.
         with db.write() as conn:
+            before = _schema(conn)
+            kept = _row_counts(conn, before) if action == "downgrade" else {}
             cfg.attributes["connection"] = conn
             if action == "upgrade":
                 command.upgrade(cfg, revision)
             else:
                 command.downgrade(cfg, revision)
+            after = _schema(conn)
+            lost = {t: n for t, n in kept.items() if n and t not in after}
+            if lost and not allow_data_loss:
+                what = ", ".join(f"{t} ({n} rows)" for t, n in sorted(lost.items()))
+                raise MigrationError(
+                    f"downgrade to {revision} would delete data that cannot be rebuilt: "
+                    f"{what}; nothing was changed. Back up {db.path} and confirm with "
+                    "`memstore db downgrade --yes` to go ahead"
+                )
+            changed = {t for t in before.keys() | after.keys() if before.get(t) != after.get(t)}
+            return _mark_stale(conn, changed, after)
     except MigrationError:
         raise
     except Exception as exc:  # alembic raises CommandError, driver errors, KeyError...
         raise MigrationError(f"{action} to {revision} failed: {exc}") from exc
+
+
+def _schema(conn: Connection) -> dict[str, str]:
+    """Each table's DDL with its indexes': what a migration step changes."""
+    out: dict[str, list[str]] = {}
+    for tbl, sql in conn.exec_driver_sql(
+        "SELECT tbl_name, coalesce(sql, '') FROM sqlite_master "
+        "WHERE type IN ('table', 'index') ORDER BY tbl_name, type, name"
+    ):
+        out.setdefault(str(tbl), []).append(str(sql))
+    return {t: "\n".join(s) for t, s in out.items()}
+
+
+def _projection_tables() -> dict[str, str]:
+    """Table -> the projection that fills it (replaying the log restores it)."""
+    from memstore.store import default_projections
+
+    out: dict[str, str] = {}
+    for p in default_projections():
+        for t in p.tables:
+            out[t.name] = p.name
+    for fts, source in _FTS_SOURCES.items():
+        if source in out:
+            out[fts] = out[source]
+    return out
+
+
+# Full-text tables are filled with their source table; vec0 and FTS5 also
+# keep shadow tables named after themselves.
+_FTS_SOURCES = {"l0_fts": "l0_messages", "l1_fts": "l1_memories"}
+# Caches and bookkeeping: refilled by the indexer, the reconciler or a rebuild.
+_REBUILDABLE = frozenset(
+    {
+        "alembic_version",
+        "projection_checkpoints",
+        "embedding_cache",
+        "vector_spaces",
+        "vector_index",
+        "vector_quarantine",
+        "pipeline_locks",
+        "pipeline_queue",
+        "apscheduler_jobs",
+    }
+)
+
+
+def _owner_table(table: str, known: dict[str, str]) -> str | None:
+    for name in known:
+        if table == name or table.startswith(f"{name}_"):
+            return name
+    return None
+
+
+def _rebuildable(table: str, projection_tables: dict[str, str]) -> bool:
+    return (
+        table in _REBUILDABLE
+        or table.startswith(("vec_", "sqlite_"))
+        or _owner_table(table, projection_tables) is not None
+    )
+
+
+def _row_counts(conn: Connection, schema: dict[str, str]) -> dict[str, int]:
+    """Rows of every table a downgrade could lose for good."""
+    proj = _projection_tables()
+    return {
+        t: int(conn.exec_driver_sql(f'SELECT count(*) FROM "{t}"').scalar_one())
+        for t in schema
+        if not _rebuildable(t, proj)
+    }
+
+
+def _mark_stale(conn: Connection, changed: set[str], schema: dict[str, str]) -> list[str]:
+    """Forget the checkpoint of every projection whose tables the migration
+    touched: ``Store.open`` then rebuilds it from the log, and ``projections
+    status`` shows it behind meanwhile (never "lag 0" over empty tables)."""
+    if "projection_checkpoints" not in schema or not changed:
+        return []
+    proj = _projection_tables()
+    stale = sorted({proj[o] for t in changed if (o := _owner_table(t, proj)) is not None})
+    for name in stale:
+        conn.exec_driver_sql("DELETE FROM projection_checkpoints WHERE name = ?", (name,))
+    return stale
 
 
 def ensure_current(db: Database, *, upgrade_schema: bool = True) -> str:

@@ -164,6 +164,22 @@ vector_index = Table(
     Column("content_hash", Text, nullable=False),
 )
 
+# Source rows the indexer could not embed (a NaN vector, an input the model
+# rejects): set aside so one bad row never stops indexing for everyone, and
+# retried after ``retry_after`` (with back-off). Content-free: ids, hash, error.
+vector_quarantine = Table(
+    "vector_quarantine",
+    metadata,
+    Column("space", Text, primary_key=True),
+    Column("source_id", Integer, primary_key=True),
+    Column("user_id", Text, nullable=False),
+    Column("content_hash", Text, nullable=False),
+    Column("error", Text, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("first_failed_at", Text, nullable=False),
+    Column("retry_after", Text, nullable=False),
+)
+
 # --- L1: atomic memories (projection of the derivation events) ---------------
 
 l1_memories = Table(

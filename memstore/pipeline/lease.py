@@ -50,10 +50,12 @@ class LeaseKeeper:
             self._thread = threading.Thread(target=self._loop, name="memstore-lease", daemon=True)
             self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 10.0) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join()
+            # Bounded: a tick waits at most busy_timeout for the database; the
+            # thread is a daemon, so exit never waits on it either way.
+            self._thread.join(timeout_s)
             self._thread = None
         if self.held:
             self.held = False
@@ -81,7 +83,7 @@ class LeaseKeeper:
                 )
             if held and not self.held:
                 self.held = True
-                log.info("scheduler lease taken by %s", self.owner)
+                log.debug("scheduler lease taken by %s", self.owner)
                 self._on_gain()
             elif not held and self.held:
                 self.held = False

@@ -12,7 +12,8 @@ per (user, session), so two workers never extract the same session at once;
 L2 and L3 of a user share one lock because the persona reads the scenes.
 
 Locks expire (``expires_at``), so a worker that died frees its session after
-the TTL; a live worker renews its lock while it runs. Leases (one scheduler
+the TTL; a live worker renews its lock while it runs. A dead owner on this
+host (``owners.is_dead``) is taken over at once, without waiting for the TTL. Leases (one scheduler
 per database file) are locks with a reserved key.
 """
 
@@ -28,6 +29,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memstore.db.schema import pipeline_locks, pipeline_queue
 from memstore.errors import InvalidInputError
+from memstore.pipeline import owners
 from memstore.timeutil import timedelta, to_iso
 
 STAGE_PRIORITY: dict[str, int] = {"l1": 1, "l2": 2, "l3": 3}
@@ -138,13 +140,10 @@ def claim(
     ``release``."""
     c = pipeline_queue.c
     now_s = to_iso(now)
+    # Items claimed by a worker that is gone (see ``owners``) are free again;
+    # that needs the owner, so claimed rows are filtered below, not in SQL.
     query = (
-        select(pipeline_queue)
-        .where(
-            c.run_after <= now_s,
-            or_(c.claimed_by.is_(None), c.claimed_until < now_s),
-        )
-        .order_by(c.priority, c.created_at, c.id)
+        select(pipeline_queue).where(c.run_after <= now_s).order_by(c.priority, c.created_at, c.id)
     )
     if user_id is not None:
         query = query.where(c.user_id == user_id)
@@ -154,6 +153,13 @@ def claim(
         query = query.where(c.stage.in_(stages))
     for r in conn.execute(query).all():
         item = _item(r)
+        if (
+            item.claimed_by is not None
+            and item.claimed_until is not None
+            and item.claimed_until >= now_s
+            and not owners.is_dead(item.claimed_by)
+        ):
+            continue
         if not acquire_lock(conn, item.lock_key, owner, now=now, ttl_s=ttl_s):
             continue
         until = to_iso(now + timedelta(seconds=ttl_s))
@@ -268,7 +274,12 @@ def acquire_lock(conn: Connection, key: str, owner: str, *, now: datetime, ttl_s
     until = to_iso(now + timedelta(seconds=ttl_s))
     lk = pipeline_locks.c
     row = conn.execute(select(lk.owner, lk.expires_at).where(lk.key == key)).first()
-    if row is not None and row.owner != owner and row.expires_at > now_s:
+    if (
+        row is not None
+        and row.owner != owner
+        and row.expires_at > now_s
+        and not owners.is_dead(row.owner)
+    ):
         return False
     stmt = sqlite_insert(pipeline_locks).values(
         key=key, owner=owner, expires_at=until, acquired_at=now_s
@@ -301,7 +312,7 @@ def release_lock(conn: Connection, key: str, owner: str) -> None:
 def lock_holder(conn: Connection, key: str, *, now: datetime) -> str | None:
     lk = pipeline_locks.c
     row = conn.execute(select(lk.owner, lk.expires_at).where(lk.key == key)).first()
-    if row is None or row.expires_at <= to_iso(now):
+    if row is None or row.expires_at <= to_iso(now) or owners.is_dead(row.owner):
         return None
     return str(row.owner)
 

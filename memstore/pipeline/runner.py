@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -98,7 +99,8 @@ class _Heartbeat:
                         log.warning("lock %s was taken over while its run went on", self._key)
                         return
             except MemstoreError as e:
-                log.warning("could not renew lock %s (will retry): %s", self._key, e)
+                # Routine under heavy load (busy_timeout): the TTL allows two misses.
+                log.debug("could not renew lock %s (will retry): %s", self._key, e)
 
     def __enter__(self) -> _Heartbeat:
         self._thread.start()
@@ -120,9 +122,20 @@ class Runner:
         self.deriver = deriver
         self.lock_ttl_s = lock_ttl_s
 
-    def run(self, stage: str, user_id: str, session_id: str, owner: str, attempt: int) -> Outcome:
+    def run(
+        self,
+        stage: str,
+        user_id: str,
+        session_id: str,
+        owner: str,
+        attempt: int,
+        *,
+        cancelled: Callable[[], bool] = lambda: False,
+    ) -> Outcome:
         """Run one stage while ``owner`` holds its lock; never raises for a
-        failed derivation (the failure is the outcome, and is in the log)."""
+        failed derivation (the failure is the outcome, and is in the log).
+        A run that fails once ``cancelled()`` is true (the store is closing)
+        is not recorded: the close cut it short, not the work."""
         store = self.store
         with store.db.read() as conn:
             before = store.log.last_position(conn)
@@ -139,11 +152,18 @@ class Runner:
             except Exception as e:
                 # A deriver bug or an unmapped dependency error: the run
                 # failed, which is recorded below and retried; never lost.
-                log.exception("%s run for %s/%s raised", stage, user_id, session_id)
+                log.log(
+                    logging.DEBUG if cancelled() else logging.ERROR,
+                    "%s run for %s/%s raised",
+                    stage,
+                    user_id,
+                    session_id,
+                    exc_info=True,
+                )
                 outcome = RunOutcome(
                     stage, False, uuid.uuid4().hex, error=f"{type(e).__name__}: {e}"
                 )
-        if not outcome.ok:
+        if not outcome.ok and not cancelled():
             self._record_failure(outcome, stage, user_id, session_id, attempt, before)
         return outcome
 

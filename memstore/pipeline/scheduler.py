@@ -36,6 +36,7 @@ transaction commits, on the service's timer thread.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -43,6 +44,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from apscheduler.executors.pool import BasePoolExecutor
 from apscheduler.job import Job
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
@@ -53,6 +55,7 @@ from sqlalchemy import Connection, text
 from memstore.db.engine import Database
 from memstore.errors import PipelineError
 from memstore.pipeline.queue import q
+from memstore.pipeline.threads import DaemonPool
 from memstore.timeutil import UTC
 
 log = logging.getLogger(__name__)
@@ -103,29 +106,100 @@ def lookup(db_path: str | Path) -> JobTarget | None:
         return _registry.get(_key(db_path))
 
 
-def _target(db_path: str, job: str) -> JobTarget | None:
+def _fire(db_path: str, job: str, call: Callable[[JobTarget], None]) -> None:
+    """Run a timer's callback. Never raises into APScheduler (it would log a
+    traceback): a failure is logged here, and reconcile re-arms from the
+    durable state; while the store closes it is expected and stays quiet."""
     t = lookup(db_path)
     if t is None:
-        log.warning("timer %s fired for %s but no store is open there; skipped", job, db_path)
-    return t
+        # Normal while a store closes, or in a process that no longer has it open.
+        log.debug("timer %s fired for %s but no store is open there; skipped", job, db_path)
+        return
+    try:
+        call(t)
+    except Exception as e:
+        if getattr(t, "stopping", False):
+            log.debug("timer %s interrupted by close: %s: %s", job, type(e).__name__, e)
+        else:
+            log.warning("timer %s failed (reconcile retries): %s: %s", job, type(e).__name__, e)
 
 
 def fire_l1_idle(db_path: str, user_id: str, session_id: str) -> None:
-    t = _target(db_path, idle_job_id(user_id, session_id))
-    if t is not None:
-        t.on_idle_timer(user_id, session_id)
+    _fire(
+        db_path,
+        idle_job_id(user_id, session_id),
+        lambda t: t.on_idle_timer(user_id, session_id),
+    )
 
 
 def fire_l2(db_path: str, user_id: str) -> None:
-    t = _target(db_path, l2_job_id(user_id))
-    if t is not None:
-        t.on_l2_timer(user_id)
+    _fire(db_path, l2_job_id(user_id), lambda t: t.on_l2_timer(user_id))
 
 
 def fire_drain(db_path: str) -> None:
-    t = _target(db_path, DRAIN_JOB_ID)
-    if t is not None:
-        t.on_drain_timer()
+    _fire(db_path, DRAIN_JOB_ID, lambda t: t.on_drain_timer())
+
+
+class _QuietLogger:
+    """APScheduler's log calls, sent to our logger at DEBUG: skipped runs
+    ("maximum number of running instances"), "database is locked" while
+    polling the job table and timers removed under it are all routine here
+    (reconcile repairs timers). Real errors stay visible as warnings."""
+
+    name = "memstore.pipeline.apscheduler"
+
+    def __init__(self) -> None:
+        self._log = logging.getLogger(self.name)
+
+    def debug(self, msg: str, *args: Any, **kw: Any) -> None:
+        self._log.debug(msg, *args, **kw)
+
+    info = warning = debug
+
+    def error(self, msg: str, *args: Any, **kw: Any) -> None:
+        self._log.warning(msg, *args, **kw)
+
+    def exception(self, msg: str, *args: Any, **kw: Any) -> None:
+        self._log.warning(msg, *args, exc_info=True, **kw)
+
+    critical = error
+
+
+_QUIET = _QuietLogger()
+
+
+def _to_debug(record: logging.LogRecord) -> bool:
+    if record.levelno < logging.ERROR:
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+    return True
+
+
+# APScheduler's job runner logs "Running job" / "executed successfully" at
+# INFO through ``logging.getLogger(executor._logger.name)``: that real logger
+# gets its records demoted.
+_JOBS_LOG = logging.getLogger("memstore.pipeline.apscheduler.jobs")
+_JOBS_LOG.addFilter(_to_debug)
+
+
+class _DaemonExecutor(BasePoolExecutor):  # type: ignore[misc]
+    """APScheduler's thread pool executor on daemon threads (``threads``): a
+    stuck job can never keep the process from exiting; shutdown waits for
+    running jobs at most ``close_timeout_s``."""
+
+    def __init__(self, max_workers: int, close_timeout_s: float) -> None:
+        super().__init__(DaemonPool(max_workers, "memstore-timer-job"))
+        self._close_timeout_s = close_timeout_s
+
+    def start(self, scheduler: Any, alias: str) -> None:
+        super().start(scheduler, alias)
+        self._logger = _JOBS_LOG
+
+    def shutdown(self, wait: bool = True) -> None:
+        self._pool.shutdown(wait, timeout=self._close_timeout_s)
+
+    def wait_idle(self) -> bool:
+        """Wait (bounded) for running jobs; call with no APScheduler lock held."""
+        return bool(self._pool.shutdown(True, timeout=self._close_timeout_s))
 
 
 # -- timers ----------------------------------------------------------------------
@@ -159,6 +233,10 @@ class _SharedEngineJobStore(SQLAlchemyJobStore):  # type: ignore[misc]
         with self._write_lock:
             super().remove_all_jobs()
 
+    def start(self, scheduler: Any, alias: str) -> None:
+        super().start(scheduler, alias)
+        self._logger = _QUIET
+
     def shutdown(self) -> None:
         pass
 
@@ -172,7 +250,14 @@ class _Scheduler(BackgroundScheduler):  # type: ignore[misc]
     def _process_jobs(self) -> float | None:
         if self.state != STATE_RUNNING:
             return None
-        wait: float | None = super()._process_jobs()
+        try:
+            wait: float | None = super()._process_jobs()
+        except Exception as e:
+            # E.g. JobLookupError: a due job was removed or replaced by another
+            # thread or process between APScheduler's read and its delete.
+            # Uncaught, it ends the scheduler's thread and no timer fires again.
+            _QUIET.debug("timer loop: %s: %s; retrying", type(e).__name__, e)
+            return 1.0
         return wait
 
 
@@ -180,10 +265,14 @@ class Timers:
     """APScheduler behind the four timer operations of the upstream backend
     (set, set-if-earlier, remove, expired) plus pause/resume for the lease."""
 
-    def __init__(self, db: Database, *, executor_threads: int = 2) -> None:
+    def __init__(
+        self, db: Database, *, executor_threads: int = 2, close_timeout_s: float = 10.0
+    ) -> None:
         self._db = db
         self._threads = executor_threads
+        self._close_timeout_s = close_timeout_s
         self._sched: BackgroundScheduler | None = None
+        self._executor: _DaemonExecutor | None = None
         self._lock = threading.RLock()
         self._paused = True
         self._closed = False
@@ -191,10 +280,9 @@ class Timers:
     def _scheduler(self) -> BackgroundScheduler:
         with self._lock:
             if self._closed:
-                # A job still running while the store closes: its timer stays
-                # undone, and the reconciler re-arms it from durable state.
                 raise PipelineError("timers are shut down")
             if self._sched is None:
+                executor = _DaemonExecutor(self._threads, self._close_timeout_s)
                 store = _SharedEngineJobStore(
                     engine=self._db.engine.execution_options(sqlite_begin="IMMEDIATE"),
                     tablename=JOB_TABLE,
@@ -202,7 +290,7 @@ class Timers:
                 )
                 sched = _Scheduler(
                     jobstores={JOBSTORE: store},
-                    executors={"default": {"type": "threadpool", "max_workers": self._threads}},
+                    executors={"default": executor},
                     job_defaults={
                         "coalesce": True,
                         "misfire_grace_time": None,
@@ -210,9 +298,11 @@ class Timers:
                     },
                     timezone=UTC,
                     daemon=True,
+                    logger=_QUIET,
                 )
                 sched.start(paused=True)
                 self._sched = sched
+                self._executor = executor
             return self._sched
 
     @property
@@ -231,26 +321,53 @@ class Timers:
                 self._sched.pause()
             self._paused = True
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def wakeup(self) -> None:
-        """Re-read the job table (jobs other processes wrote)."""
-        if self._sched is not None and not self._paused:
-            self._sched.wakeup()
+        """Re-read the job table (jobs other processes wrote); restart the
+        scheduler if its thread died (called on every lease renewal)."""
+        with self._lock:
+            sched = self._sched
+            if sched is None or self._paused or self._closed:
+                return
+            thread = getattr(sched, "_thread", None)
+            if thread is None or not thread.is_alive():
+                log.warning("the timer thread had died; restarting it")
+                self._sched = None
+                with contextlib.suppress(Exception):
+                    sched.shutdown(wait=False)
+                self._scheduler().resume()
+                return
+        sched.wakeup()
 
     def shutdown(self, wait: bool = True) -> None:
-        # Wait for running jobs outside our lock: they may need it to arm a
-        # timer (drain -> arm L2), and would otherwise deadlock the close.
+        # Wait for running jobs outside every lock. Ours: a job may need it to
+        # arm a timer (drain -> arm L2). APScheduler's: its shutdown(wait=True)
+        # waits while holding the job-store lock, and a running job calling
+        # get_job() waits for that lock forever (a close hung for good, seen
+        # in tests/test_hermes_contract.py).
         with self._lock:
             sched, self._sched = self._sched, None
+            executor, self._executor = self._executor, None
             self._closed = True
             self._paused = True
         if sched is not None:
-            sched.shutdown(wait=wait)
+            sched.shutdown(wait=False)
+        if wait and executor is not None:
+            executor.wait_idle()
 
     # -- operations -------------------------------------------------------------
 
     def set(
         self, job_id: str, func: Callable[..., None], args: Sequence[str], run_at: datetime
     ) -> None:
+        if self._closed:
+            # A job finishing while the store closes: its timer stays undone
+            # and the reconciler re-arms it from durable state on next open.
+            log.debug("timers closed; %s not armed", job_id)
+            return
         self._scheduler().add_job(
             func,
             trigger="date",
@@ -273,6 +390,8 @@ class Timers:
         return True
 
     def remove(self, job_id: str) -> bool:
+        if self._closed:
+            return False
         try:
             self._scheduler().remove_job(job_id, jobstore=JOBSTORE)
         except JobLookupError:
@@ -280,6 +399,8 @@ class Timers:
         return True
 
     def get(self, job_id: str) -> datetime | None:
+        if self._closed:
+            return None
         job = self._scheduler().get_job(job_id, jobstore=JOBSTORE)
         if job is None or job.next_run_time is None:
             return None

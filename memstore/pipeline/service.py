@@ -27,13 +27,11 @@ at least every ``l2_max_interval_s`` while the user was active within
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +39,9 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from memstore.errors import MemstoreError, PipelineError
-from memstore.events.log import NewEvent, StoredEvent
-from memstore.l0.events import MessagesCaptured, SessionEnded, l0_stream
-from memstore.pipeline import queue, scheduler
+from memstore.events.log import StoredEvent
+from memstore.l0.events import MessagesCaptured
+from memstore.pipeline import endsession, owners, queue, scheduler
 from memstore.pipeline.lease import LeaseKeeper
 from memstore.pipeline.reconcile import reconcile
 from memstore.pipeline.runner import Deriver, ModuleDeriver, Outcome, Runner
@@ -57,6 +55,7 @@ from memstore.pipeline.state import (
     list_users,
 )
 from memstore.pipeline.status import build_status
+from memstore.pipeline.threads import DaemonPool
 from memstore.timeutil import from_iso, timedelta
 
 if TYPE_CHECKING:
@@ -83,17 +82,24 @@ class PipelineService:
         self.settings = store.settings
         self.db_path = str(store.path.resolve())
         self.lease_ttl_s = float(lease_ttl_s or extra.get("pipeline_lease_ttl_s", 15.0))
-        self.lock_ttl_s = float(lock_ttl_s or extra.get("pipeline_lock_ttl_s", 900.0))
+        # Short: a run renews its lock every ttl/3, and a dead owner on another
+        # host blocks its sessions for at most this long (same host: at once).
+        self.lock_ttl_s = float(lock_ttl_s or extra.get("pipeline_lock_ttl_s", 60.0))
         self.reconcile_every_s = reconcile_every_s
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.owner = owners.new_instance(uuid.uuid4().hex[:8])
         self.deriver: Deriver = deriver or ModuleDeriver()
         self.runner = Runner(store, self.deriver, self.lock_ttl_s)
         self.projection = PipelineStateProjection()
-        self.timers = Timers(store.db)
-        self._timer_thread = ThreadPoolExecutor(1, thread_name_prefix="memstore-timers")
+        # How long close() lets running work finish before abandoning it (on
+        # daemon threads, so exit never hangs; an abandoned run is released,
+        # not failed, and claimed again after the next open).
+        self.close_timeout_s = float(extra.get("pipeline_close_timeout_s", 10.0))
+        self._stopping = threading.Event()
+        self.timers = Timers(store.db, close_timeout_s=self.close_timeout_s)
+        self._timer_thread = DaemonPool(1, "memstore-timers")
         # Reconcile runs here, never on the lease thread: a long reconcile
         # must not keep the lease from being renewed within its TTL.
-        self._reconcile_thread = ThreadPoolExecutor(1, thread_name_prefix="memstore-reconcile")
+        self._reconcile_thread = DaemonPool(1, "memstore-reconcile")
         self._reconcile_lock = threading.Lock()
         self._reconcile_queued = False
         self._local = threading.local()
@@ -127,17 +133,29 @@ class PipelineService:
             )
             self._lease.start()
 
+    @property
+    def stopping(self) -> bool:
+        """True once ``stop`` began: failures from here on are the close's doing."""
+        return self._stopping.is_set()
+
     def stop(self) -> None:
-        """Stop timers and wait for running work (call before the database closes)."""
+        """Stop timers and let running work finish (call before the database
+        closes). Deterministic and bounded: no new work is claimed, the item
+        in progress gets ``close_timeout_s`` to finish, and one still running
+        after that is abandoned on its daemon thread (released, never counted
+        as a failed attempt)."""
+        self._stopping.set()
+        deadline = time.monotonic() + self.close_timeout_s
         if self._lease is not None:
-            self._lease.stop()
+            self._lease.stop(max(1.0, _left(deadline)))
             self._lease = None
-        scheduler.unregister(self.db_path, self)
-        self._reconcile_thread.shutdown(wait=True)
-        self._timer_thread.shutdown(wait=True)
+        self._reconcile_thread.shutdown(wait=True, timeout=_left(deadline))
+        self._timer_thread.shutdown(wait=True, timeout=_left(deadline))
         for t in self._workers:
-            t.join()
+            t.join(_left(deadline))
         self.timers.shutdown(wait=True)
+        scheduler.unregister(self.db_path, self)
+        owners.retire(self.owner)
 
     @property
     def is_scheduler(self) -> bool:
@@ -167,7 +185,7 @@ class PipelineService:
             with self._reconcile_lock:
                 self._reconcile_queued = False
             return
-        fut.add_done_callback(_log_failure("reconcile"))
+        fut.add_done_callback(_log_failure("reconcile", self))
 
     def _reconcile_job(self) -> None:
         try:
@@ -178,11 +196,20 @@ class PipelineService:
 
     def _submit_timer_work(self, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn`` on the timer thread; a failure is logged, never lost silently."""
-        self._timer_thread.submit(fn, *args).add_done_callback(_log_failure("timer thread"))
+        try:
+            fut = self._timer_thread.submit(fn, *args)
+        except RuntimeError:  # closing: reconcile re-arms from the committed state
+            log.debug("pipeline closing; timer work %s not queued", fn)
+            return
+        fut.add_done_callback(_log_failure("timer thread", self))
 
     def flush(self) -> None:
         """Wait until timer writes queued by ``after_commit`` are done."""
-        self._timer_thread.submit(lambda: None).result()
+        try:
+            fut = self._timer_thread.submit(lambda: None)
+        except RuntimeError:
+            return
+        fut.result()
 
     # -- capture hooks -----------------------------------------------------------
 
@@ -226,9 +253,9 @@ class PipelineService:
                     self.arm_idle(user, session, due)
             except (MemstoreError, SQLAlchemyError) as e:
                 # APScheduler's job store raises SQLAlchemy errors (e.g. "database
-                # is locked" past busy_timeout). The decision is durable in the
-                # pipeline state; reconcile re-arms from it.
-                log.warning(
+                # is locked" past busy_timeout) under heavy capture. The decision
+                # is durable in the pipeline state; reconcile re-arms from it.
+                log.debug(
                     "could not arm pipeline timers for %s/%s (%s; reconcile will): %s: %s",
                     user,
                     session,
@@ -310,7 +337,7 @@ class PipelineService:
         """Run ready queued work (in this thread) until none is claimable."""
         outcomes: list[Outcome] = []
         owner = self._owner()
-        while True:
+        while not self._stopping.is_set():
             with self.store.db.write() as conn:
                 item = queue.claim(
                     conn,
@@ -326,6 +353,8 @@ class PipelineService:
             out = self._execute(item, owner)
             if out is not None:
                 outcomes.append(out)
+        if self._stopping.is_set():
+            return outcomes  # what is queued stays queued for the next open
         with self.store.db.read() as conn:
             waiting = queue.next_run_after(conn)
         if waiting is not None:
@@ -340,7 +369,20 @@ class PipelineService:
                 with self.store.db.write() as conn:
                     queue.complete(conn, item, owner)
                 return None
-        out = self.runner.run(item.stage, item.user_id, item.session_id, owner, item.attempts + 1)
+        out = self.runner.run(
+            item.stage,
+            item.user_id,
+            item.session_id,
+            owner,
+            item.attempts + 1,
+            cancelled=self._stopping.is_set,
+        )
+        if not out.ok and self._stopping.is_set():
+            # Cut short by close(): not the work's fault, so no attempt counts.
+            with self.store.db.write() as conn:
+                queue.release(conn, item, owner)
+            log.debug("%s of %s/%s cut short by close", item.stage, item.user_id, item.session_id)
+            return out
         retry_at = None
         with self.store.db.write() as conn:
             if out.ok:
@@ -414,83 +456,7 @@ class PipelineService:
     def end_session(self, user_id: str, session_id: str, timeout_s: float = 30.0) -> dict[str, Any]:
         """Extract what the session has pending (bounded by ``timeout_s``),
         cancel its idle timer and record ``l0.session_ended``."""
-        self.flush()  # a capture's timer write must not re-arm after the cancel
-        self.timers.remove(idle_job_id(user_id, session_id))
-        with self.store.db.write() as conn:
-            st = get_session(conn, user_id, session_id)
-            before = st.messages_pending if st is not None else 0
-            if before:
-                queue.enqueue(conn, user_id, "l1", session_id=session_id, now=self.clock())
-        ran: list[Outcome] = []
-        timed_out = False
-        if before:
-            done = threading.Event()
-            worker = threading.Thread(
-                target=self._finish_session,
-                args=(user_id, session_id, ran, done, timeout_s),
-                name="memstore-end-session",
-                daemon=True,
-            )
-            self._workers = [t for t in self._workers if t.is_alive()] + [worker]
-            worker.start()
-            timed_out = not done.wait(timeout_s)
-        self.store.append(
-            [
-                NewEvent(
-                    l0_stream(user_id, session_id),
-                    SessionEnded(session_id=session_id),
-                    user_id=user_id,
-                )
-            ]
-        )
-        with self.store.db.read() as conn:
-            st = get_session(conn, user_id, session_id)
-        return {
-            "user_id": user_id,
-            "session_id": session_id,
-            "pending_before": before,
-            "pending_after": st.messages_pending if st is not None else 0,
-            "ran": [
-                {"stage": o.stage, "ok": o.ok, "run_id": o.run_id, "error": o.error} for o in ran
-            ],
-            "timed_out": timed_out,
-            "timeout_s": timeout_s,
-        }
-
-    def _finish_session(
-        self,
-        user_id: str,
-        session_id: str,
-        ran: list[Outcome],
-        done: threading.Event,
-        timeout_s: float,
-    ) -> None:
-        deadline = time.monotonic() + timeout_s
-        try:
-            while time.monotonic() < deadline:
-                ran.extend(self.drain(user_id=user_id, session_id=session_id, stages=("l1",)))
-                if ran and not ran[-1].ok:
-                    return  # failed: its retry is scheduled; the report says so
-                now = self.clock()
-                with self.store.db.write() as conn:
-                    st = get_session(conn, user_id, session_id)
-                    if st is None or st.messages_pending == 0:
-                        return
-                    items = [
-                        i
-                        for i in queue.pending(conn, user_id)
-                        if i.stage == "l1" and i.session_id == session_id
-                    ]
-                    if not items:  # captured after the last run: queue it too
-                        queue.enqueue(conn, user_id, "l1", session_id=session_id, now=now)
-                        continue
-                if all(i.claimed_by is None and from_iso(i.run_after) > now for i in items):
-                    return  # only a retry that is not due yet
-                time.sleep(0.05)  # another worker holds the session: wait for it
-        except MemstoreError as e:
-            log.warning("end_session %s/%s: extraction stopped: %s", user_id, session_id, e)
-        finally:
-            done.set()
+        return endsession.end_session(self, user_id, session_id, timeout_s)
 
     def status(self, user_id: str | None = None) -> list[dict[str, Any]]:
         with self.store.db.read() as conn:
@@ -513,15 +479,21 @@ class PipelineService:
         return reconcile(self)
 
 
-def _log_failure(what: str) -> Callable[[Future[Any]], None]:
-    """A done-callback that logs an exception the future ended with."""
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+def _log_failure(what: str, service: PipelineService) -> Callable[[Future[Any]], None]:
+    """A done-callback that logs an exception the future ended with (at DEBUG
+    while the service stops: the close caused it)."""
 
     def check(fut: Future[Any]) -> None:
         if fut.cancelled():
             return
         exc = fut.exception()
         if exc is not None:
-            log.warning(
+            log.log(
+                logging.DEBUG if service.stopping else logging.WARNING,
                 "pipeline %s work failed (reconcile repairs timers): %s: %s",
                 what,
                 type(exc).__name__,

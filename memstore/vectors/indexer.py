@@ -16,15 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Connection, select, text, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memstore.db.engine import Database
 from memstore.db.schema import embedding_cache, vector_index, vector_spaces
 from memstore.embeddings import Embedder, check_vectors, content_hash, to_blob
-from memstore.errors import MemstoreError
+from memstore.errors import EmbeddingError, MemstoreError
 from memstore.timeutil import Clock, system_clock, to_iso
-from memstore.vectors import spaces
+from memstore.vectors import quarantine, spaces
 from memstore.vectors.spaces import Space
 
 log = logging.getLogger(__name__)
@@ -49,21 +50,26 @@ _PREV_TEXT = (
 )
 
 
-def _pending_l0(conn: Connection, space: Space, limit: int) -> list[_Row]:
+def _l0_rows(conn: Connection, space: Space, where: str, params: dict[str, Any]) -> list[_Row]:
     context = space.model_id.endswith("+ctx1")
     prev = _PREV_TEXT if context else "NULL"
     rows = conn.execute(
         text(
             f"SELECT m.id, m.user_id, m.text, m.content_hash, m.session_id, {prev} "
-            "FROM l0_messages m WHERE m.id > :c ORDER BY m.id LIMIT :n"
+            f"FROM l0_messages m WHERE {where}"
         ),
-        {"c": space.cursor, "n": limit},
+        params,
     ).all()
     out = []
     for r in rows:
         body = f"{r[5]}\n{r[2]}" if r[5] else r[2]
         out.append(_Row(r[0], r[1], body, content_hash(body) if r[5] else r[3], r[3], (r[4],)))
     return out
+
+
+def _pending_l0(conn: Connection, space: Space, limit: int) -> list[_Row]:
+    params = {"c": space.cursor, "n": limit}
+    return _l0_rows(conn, space, "m.id > :c ORDER BY m.id LIMIT :n", params)
 
 
 def context_hashes(conn: Connection, user_id: str) -> set[str]:
@@ -75,20 +81,39 @@ def context_hashes(conn: Connection, user_id: str) -> set[str]:
     return {content_hash(f"{r[1]}\n{r[0]}") for r in rows if r[1]}
 
 
-def _pending_l1(conn: Connection, space: Space, limit: int) -> list[_Row]:
-    rows = conn.execute(
-        text(
-            "SELECT m.id, m.user_id, m.content, m.content_hash, m.type, m.scene_name "
-            "FROM l1_memories m LEFT JOIN vector_index vi "
-            "ON vi.space = :s AND vi.source_id = m.id AND vi.content_hash = m.content_hash "
-            "WHERE m.status = 'active' AND vi.source_id IS NULL ORDER BY m.id LIMIT :n"
-        ),
-        {"s": space.name, "n": limit},
-    ).all()
+_L1_SELECT = (
+    "SELECT m.id, m.user_id, m.content, m.content_hash, m.type, m.scene_name FROM l1_memories m "
+)
+
+
+def _l1_rows(conn: Connection, sql: str, params: dict[str, Any]) -> list[_Row]:
+    rows = conn.execute(text(_L1_SELECT + sql), params).all()
     return [_Row(r[0], r[1], r[2], r[3], r[3], (r[4], r[5])) for r in rows]
 
 
+def _pending_l1(conn: Connection, space: Space, limit: int) -> list[_Row]:
+    return _l1_rows(
+        conn,
+        "LEFT JOIN vector_index vi "
+        "ON vi.space = :s AND vi.source_id = m.id AND vi.content_hash = m.content_hash "
+        f"WHERE m.status = 'active' AND vi.source_id IS NULL AND {quarantine.NOT_QUARANTINED} "
+        "ORDER BY m.id LIMIT :n",
+        {"s": space.name, "n": limit},
+    )
+
+
+def _ids_l0(conn: Connection, space: Space, ids: list[int]) -> list[_Row]:
+    marks = ",".join(str(int(i)) for i in ids)
+    return _l0_rows(conn, space, f"m.id IN ({marks}) ORDER BY m.id", {})
+
+
+def _ids_l1(conn: Connection, space: Space, ids: list[int]) -> list[_Row]:
+    marks = ",".join(str(int(i)) for i in ids)
+    return _l1_rows(conn, f"WHERE m.status = 'active' AND m.id IN ({marks}) ORDER BY m.id", {})
+
+
 _PENDING = {"l0": _pending_l0, "l1": _pending_l1}
+_BY_ID = {"l0": _ids_l0, "l1": _ids_l1}
 
 
 class Indexer:
@@ -130,26 +155,18 @@ class Indexer:
             q = (
                 "SELECT count(*) FROM l1_memories m LEFT JOIN vector_index vi ON vi.space = :s "
                 "AND vi.source_id = m.id AND vi.content_hash = m.content_hash "
-                "WHERE m.status = 'active' AND vi.source_id IS NULL"
+                "WHERE m.status = 'active' AND vi.source_id IS NULL "
+                f"AND {quarantine.NOT_QUARANTINED}"
             )
             return int(conn.execute(text(q), {"s": sp.name}).scalar_one())
 
     def step(self, kind: str, batch: int = 64) -> int:
-        """Embed one batch; returns rows written (0 = caught up)."""
+        """Embed one batch; returns rows handled (0 = caught up). A row that
+        cannot be embedded is quarantined, not retried in every batch."""
         with self.lock:
             sp = self.space(kind)
             with self.db.read() as conn:
                 rows = _PENDING[kind](conn, sp, batch)
-                hashes = sorted({r.hash for r in rows})
-                cached: dict[str, bytes] = {}
-                for i in range(0, len(hashes), 500):
-                    for h, blob in conn.execute(
-                        select(embedding_cache.c.content_hash, embedding_cache.c.vector).where(
-                            embedding_cache.c.model_id == self.embedder.model_id,
-                            embedding_cache.c.content_hash.in_(hashes[i : i + 500]),
-                        )
-                    ):
-                        cached[h] = blob
             if not rows:
                 if not sp.ready:
                     with self.db.write() as conn:
@@ -162,46 +179,163 @@ class Indexer:
                             .values(ready=1)
                         )
                 return 0
-            missing = [r for r in rows if r.hash not in cached]
-            fresh: dict[str, bytes] = {}
-            if missing:
-                uniq: dict[str, str] = {r.hash: r.text for r in missing}
-                vecs = check_vectors(self.embedder.embed_documents(list(uniq.values())), sp.dims)
-                fresh = {h: to_blob(v) for h, v in zip(uniq, vecs, strict=True)}
-            with self.db.write() as conn:
-                if spaces.current_epoch(conn, sp.name) != sp.epoch:
-                    # A rebuild or erasure emptied the space while we embedded:
-                    # our row ids may now name other messages (or users).
-                    return len(rows)
-                if fresh:
-                    conn.execute(
-                        sqlite_insert(embedding_cache).on_conflict_do_nothing(),
-                        [
-                            {
-                                "model_id": self.embedder.model_id,
-                                "content_hash": h,
-                                "dims": sp.dims,
-                                "vector": b,
-                            }
-                            for h, b in fresh.items()
-                        ],
-                    )
-                self._write_vectors(conn, sp, kind, rows, {**cached, **fresh})
+            self._index(sp, kind, rows, cursor=max(r.id for r in rows) if kind == "l0" else None)
             return len(rows)
+
+    def retry_quarantined(self, kind: str, batch: int = 64) -> int:
+        """Try once more the quarantined rows whose ``retry_after`` passed;
+        returns how many were embedded this time (a failure only backs off)."""
+        with self.lock:
+            sp = self.space(kind)
+            with self.db.read() as conn:
+                ids = quarantine.due(conn, sp.name, now=self.clock(), limit=batch)
+                if not ids:
+                    return 0
+                rows = _BY_ID[kind](conn, sp, ids)
+            gone = sorted(set(ids) - {r.id for r in rows})
+            return self._index(sp, kind, rows, cursor=None, gone=gone, isolate=True)
+
+    def quarantined(self) -> list[quarantine.Quarantined]:
+        with self.db.read() as conn:
+            return quarantine.items(conn, limit=1000)
+
+    def _index(
+        self,
+        sp: Space,
+        kind: str,
+        rows: list[_Row],
+        *,
+        cursor: int | None,
+        gone: list[int] | None = None,
+        isolate: bool = False,
+    ) -> int:
+        """Embed what the cache lacks and write it in one short transaction;
+        returns rows written."""
+        hashes = sorted({r.hash for r in rows})
+        cached: dict[str, bytes] = {}
+        with self.db.read() as conn:
+            for i in range(0, len(hashes), 500):
+                for h, blob in conn.execute(
+                    select(embedding_cache.c.content_hash, embedding_cache.c.vector).where(
+                        embedding_cache.c.model_id == self.embedder.model_id,
+                        embedding_cache.c.content_hash.in_(hashes[i : i + 500]),
+                    )
+                ):
+                    cached[h] = blob
+        uniq: dict[str, str] = {r.hash: r.text for r in rows if r.hash not in cached}
+        fresh, bad = self._embed(uniq, sp.dims, isolate=isolate)
+        good = [r for r in rows if r.hash not in bad]
+        with self.db.write() as conn:
+            if spaces.current_epoch(conn, sp.name) != sp.epoch:
+                # A rebuild or erasure emptied the space while we embedded:
+                # our row ids may now name other messages (or users).
+                return 0
+            if fresh:
+                conn.execute(
+                    sqlite_insert(embedding_cache).on_conflict_do_nothing(),
+                    [
+                        {
+                            "model_id": self.embedder.model_id,
+                            "content_hash": h,
+                            "dims": sp.dims,
+                            "vector": b,
+                        }
+                        for h, b in fresh.items()
+                    ],
+                )
+            written = self._write_vectors(conn, sp, kind, good, {**cached, **fresh})
+            now = self.clock()
+            for error in sorted(set(bad.values())):
+                quarantine.record(
+                    conn,
+                    sp.name,
+                    [(r.id, r.user_id, r.src_hash) for r in rows if bad.get(r.hash) == error],
+                    error,
+                    now=now,
+                )
+            quarantine.release(conn, sp.name, [*written, *(gone or [])])
+            if cursor is not None:
+                conn.execute(
+                    update(vector_spaces)
+                    .where(vector_spaces.c.name == sp.name, vector_spaces.c.cursor < cursor)
+                    .values(cursor=cursor)
+                )
+        if bad:
+            log.debug("indexer quarantined %d row(s) of %s", len(rows) - len(good), sp.name)
+        return len(written)
+
+    def _embed(
+        self, texts: dict[str, str], dims: int, *, isolate: bool = False
+    ) -> tuple[dict[str, bytes], dict[str, str]]:
+        """Vectors by content hash, and the errors of texts that got none.
+
+        A vector that is NaN, infinite or all zeros belongs to its text alone:
+        that text is set aside. When the model raises for a whole batch, each
+        text is tried alone; unless ``isolate``, if every one fails it is the
+        model's fault (down, misconfigured) and the error propagates, so the
+        batch is retried later rather than quarantined."""
+        if not texts:
+            return {}, {}
+        keys = list(texts)
+        try:
+            arr = self.embedder.embed_documents([texts[k] for k in keys])
+        except MemstoreError as whole:
+            if len(keys) == 1:
+                if isolate:
+                    return {}, {keys[0]: f"{type(whole).__name__}: {whole}"}
+                raise
+            out: dict[str, bytes] = {}
+            bad: dict[str, str] = {}
+            for k in keys:
+                one, err = self._embed({k: texts[k]}, dims, isolate=True)
+                out.update(one)
+                bad.update(err)
+            if not out and not isolate:
+                raise whole
+            return out, bad
+        try:
+            vecs = check_vectors(arr, dims, rows=len(keys))
+            return {h: to_blob(v) for h, v in zip(keys, vecs, strict=True)}, {}
+        except EmbeddingError:
+            pass
+        # Some row is unusable: a wrong shape is the model's fault (raised),
+        # bad values (NaN, inf, zeros) are their text's.
+        raw = np.asarray(arr, dtype=np.float32)
+        if raw.ndim != 2 or raw.shape[0] != len(keys):
+            check_vectors(arr, dims, rows=len(keys))
+        good_v: dict[str, bytes] = {}
+        bad_v: dict[str, str] = {}
+        for i, k in enumerate(keys):
+            try:
+                good_v[k] = to_blob(check_vectors(raw[i : i + 1], dims)[0])
+            except EmbeddingError as e:
+                bad_v[k] = str(e).replace("vector 0 ", "vector ")
+        return good_v, bad_v
 
     def _write_vectors(
         self, conn: Connection, sp: Space, kind: str, rows: list[_Row], blobs: dict[str, bytes]
-    ) -> None:
+    ) -> list[int]:
+        """Replace the rows' vectors; returns the ids written (rows changed or
+        erased since they were read are skipped: a later step catches up)."""
+        if not rows:
+            return []
         src = "l0_messages" if kind == "l0" else "l1_memories"
-        ids = [r.id for r in rows]
-        marks = ",".join(str(i) for i in ids)
+        marks = ",".join(str(r.id) for r in rows)
         current = {
             int(i): (u, h)
             for i, u, h in conn.execute(
                 text(f"SELECT id, user_id, content_hash FROM {src} WHERE id IN ({marks})")
             )
         }
-        conn.execute(text(f'DELETE FROM "{sp.table_name}" WHERE rowid IN ({marks})'))
+        rows = [r for r in rows if current.get(r.id) == (r.user_id, r.src_hash)]
+        if not rows:
+            return []
+        # One point delete per row: vec0 plans ``rowid IN (...)`` as a scan of
+        # the whole table (20 ms at 100k rows, under the write lock), while
+        # ``rowid = ?`` is a lookup (issue 14; tests/test_reliability_query_plans.py).
+        conn.execute(
+            text(f'DELETE FROM "{sp.table_name}" WHERE rowid = :id'), [{"id": r.id} for r in rows]
+        )
         if kind == "l0":
             ins = text(
                 f'INSERT INTO "{sp.table_name}"(rowid, user_id, session_id, embedding) '
@@ -213,33 +347,22 @@ class Indexer:
                 "VALUES (:id, :u, :m0, :m1, :v)"
             )
         params: list[dict[str, Any]] = []
-        index_rows: list[dict[str, Any]] = []
         for r in rows:
-            if current.get(r.id) != (r.user_id, r.src_hash):
-                continue  # changed or erased since we read it; a later step catches up
             p: dict[str, Any] = {"id": r.id, "u": r.user_id, "v": blobs[r.hash]}
             for j, m in enumerate(r.meta):
                 p[f"m{j}"] = m
             params.append(p)
-            index_rows.append({"space": sp.name, "source_id": r.id, "content_hash": r.src_hash})
-        if params:
-            conn.execute(ins, params)
-        if kind == "l1" and index_rows:
+        conn.execute(ins, params)
+        if kind == "l1":
             stmt = sqlite_insert(vector_index)
             conn.execute(
                 stmt.on_conflict_do_update(
                     index_elements=[vector_index.c.space, vector_index.c.source_id],
                     set_={"content_hash": stmt.excluded.content_hash},
                 ),
-                index_rows,
+                [{"space": sp.name, "source_id": r.id, "content_hash": r.src_hash} for r in rows],
             )
-        if kind == "l0":
-            new_cursor = max(ids)
-            conn.execute(
-                update(vector_spaces)
-                .where(vector_spaces.c.name == sp.name, vector_spaces.c.cursor < new_cursor)
-                .values(cursor=new_cursor)
-            )
+        return [r.id for r in rows]
 
     def run_until_idle(
         self,
@@ -258,6 +381,12 @@ class Indexer:
                 total += n
                 if progress:
                     progress(n)
+            # Each failure moves its retry_after forward, so this loop ends.
+            while not (should_stop and should_stop()):
+                n = self.retry_quarantined(kind, batch)
+                if n == 0:
+                    break
+                total += n
         return total
 
 
@@ -298,4 +427,5 @@ class BackgroundIndexer:
                 # Logged and retried on the next wake-up: search degrades to keyword
                 # meanwhile; no source data is at risk.
                 self.last_error = str(e)
-                log.warning("background indexer: %s", e)
+                stopping = self._stop.is_set()  # the store closing under a step
+                log.log(logging.DEBUG if stopping else logging.WARNING, "background indexer: %s", e)

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, select, text, update
 
-from memstore.db.schema import vector_index, vector_spaces
+from memstore.db.schema import vector_index, vector_quarantine, vector_spaces
 from memstore.errors import ConfigError
 
 # Extra vec0 columns per kind: metadata columns can be filtered inside KNN.
@@ -143,6 +143,8 @@ def reset_kind(conn: Connection, kind: str, *, recreate: bool = False) -> None:
         else:
             conn.execute(text(f'DELETE FROM "{space.table_name}"'))
         conn.execute(vector_index.delete().where(vector_index.c.space == space.name))
+        # Row ids are renumbered or gone: quarantined rows are met again.
+        conn.execute(vector_quarantine.delete().where(vector_quarantine.c.space == space.name))
         conn.execute(
             update(vector_spaces)
             .where(vector_spaces.c.name == space.name)

@@ -1,0 +1,45 @@
+"""The durability setting reaches SQLite (issue 11, "Durability setting")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memstore import Settings
+from memstore.errors import ConfigError
+from memstore.store import Store
+
+
+def _synchronous(store: Store) -> int:
+    with store.db.read() as conn:
+        return int(conn.exec_driver_sql("PRAGMA synchronous").scalar_one())
+
+
+@pytest.mark.parametrize(("mode", "level"), [("normal", 1), ("full", 2)])
+def test_durability_sets_synchronous(db_path: Path, mode: str, level: int) -> None:
+    settings = Settings(embedder="none", scheduler=False, background_indexer=False)
+    with Store.open(db_path, settings=settings.replace(durability=mode)) as store:
+        store.capture_turn("alice", "s1", "hello")
+        assert _synchronous(store) == level
+        with store.db.read() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
+
+
+def test_durability_from_the_environment(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("MEMSTORE_DURABILITY", "full")
+    settings = Settings.load(tmp_path / "none.toml").replace(
+        embedder="none", scheduler=False, background_indexer=False
+    )
+    assert settings.durability == "full"
+    with Store.open(db_path, settings=settings) as store:
+        assert _synchronous(store) == 2
+
+
+def test_unknown_durability_is_refused(db_path: Path) -> None:
+    settings = Settings(embedder="none", scheduler=False, durability="paranoid")
+    with pytest.raises(ConfigError, match="durability"):
+        Store.open(db_path, settings=settings)
+    assert not db_path.exists() or db_path.stat().st_size == 0

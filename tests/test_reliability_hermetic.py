@@ -1,0 +1,30 @@
+"""The suite never touches the developer's home (issue 11, defect 11)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from memstore.config import default_db_path
+from memstore.hermes_home import hermes_home
+from tests.conftest import REAL_HOME
+
+
+def test_home_and_hermes_home_are_temporary(hermetic_home: Path) -> None:
+    assert Path.home() == hermetic_home
+    assert Path(REAL_HOME).resolve() != hermetic_home.resolve()
+    assert hermes_home().resolve().is_relative_to(hermetic_home.resolve())
+    assert default_db_path().resolve().is_relative_to(hermetic_home.resolve())
+
+
+def test_child_processes_inherit_the_temporary_home(hermetic_home: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", "import os, pathlib; print(pathlib.Path.home())"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ),
+    )
+    assert Path(out.stdout.strip()) == hermetic_home

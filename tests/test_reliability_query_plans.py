@@ -1,0 +1,118 @@
+"""No statement on a write path scans a whole vector, FTS or events table
+(issue 14, finding 1: the indexer's ``DELETE FROM vec0 ... WHERE rowid IN
+(...)`` was planned as a full scan of the vector table, 20 ms at 100k rows,
+while holding the store's write lock).
+
+Every statement the engine runs during capture, indexing, derivation and
+projection catch-up is recorded and re-planned with ``EXPLAIN QUERY PLAN``
+on the same data; a plan step that scans ``events``, an FTS5 table or a
+vec0 table without using a key fails the test. Rebuild and erasure are
+whole-table operations by design and are not on this list."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import event
+
+from memstore.store import Store
+
+_GUARDED = re.compile(r"^(events|l[01]_fts|vec_l[01]_[0-9a-f]+)$")
+_SKIP = ("BEGIN", "COMMIT", "ROLLBACK", "PRAGMA", "CREATE", "DROP", "SAVEPOINT", "RELEASE")
+
+
+@contextmanager
+def _recorded(store: Store) -> Iterator[list[tuple[str, Any]]]:
+    seen: list[tuple[str, Any]] = []
+
+    def on_execute(
+        _conn: Any, _cursor: Any, statement: str, params: Any, _ctx: Any, many: bool
+    ) -> None:
+        if not statement.lstrip().upper().startswith(_SKIP):
+            seen.append((statement, params[0] if many and params else params))
+
+    event.listen(store.db.engine, "before_cursor_execute", on_execute)
+    try:
+        yield seen
+    finally:
+        event.remove(store.db.engine, "before_cursor_execute", on_execute)
+
+
+def full_scans(detail: str) -> str | None:
+    """The guarded table a plan step reads in full, if it does."""
+    m = re.match(r"(?:SCAN|SEARCH) (\S+)(?: AS \S+)?(.*)$", detail)
+    if m is None or not _GUARDED.match(m.group(1)):
+        return None
+    table, rest = m.group(1), m.group(2)
+    if not detail.startswith("SCAN"):
+        return None  # SEARCH: a key or index is used
+    if "VIRTUAL TABLE INDEX" not in rest:
+        return table  # a plain table read from end to end
+    idx = rest.split("VIRTUAL TABLE INDEX", 1)[1].split(":", 1)[1]
+    if table.startswith("vec_"):
+        # sqlite-vec's plans: 1 = full scan, 2 = rowid point lookup, 3 = KNN.
+        return table if idx.startswith("1") else None
+    # FTS5: an empty plan string reads every row; M = MATCH, = < > on rowid.
+    return table if idx == "" else None
+
+
+def _plans(store: Store, statements: list[tuple[str, Any]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    with store.db.engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        for sql, params in statements:
+            rows = raw.execute(f"EXPLAIN QUERY PLAN {sql}", params or ()).fetchall()
+            out[sql] = [str(r[3]) for r in rows]
+    return out
+
+
+def _write_paths(store: Store, round_: int) -> None:
+    for i in range(6):
+        store.capture_turn("alice", "s1", f"I moved to Lisbon in May {round_}.{i}", f"Noted {i}")
+        store.capture_turn("bob", "s1", f"I like green tea number {round_}.{i}", "ok")
+    store.capture("alice", "s2", [{"role": "user", "content": "I am vegetarian", "id": "m-1"}])
+    store.capture("alice", "s2", [{"role": "user", "content": "I am vegetarian", "id": "m-1"}])
+    store.reindex()
+    store.end_session("alice", "s1")
+    store.run_pipeline("alice")
+    mid = store.write_memory("bob", "add", f"bob drinks green tea, cup {round_}")
+    store.reindex()
+    assert mid is not None
+    store.forget_memory("bob", mid)
+    store.catch_up()
+    store.reindex()
+
+
+def test_write_paths_never_scan_vector_fts_or_event_tables(store: Store) -> None:
+    # Data first, so the planner sees real tables (and vec0 tables exist).
+    _write_paths(store, 1)
+    with _recorded(store) as seen:
+        _write_paths(store, 2)
+    assert len(seen) > 50
+    kinds = {s.split()[0].upper() for s, _ in seen}
+    assert {"INSERT", "DELETE", "SELECT", "UPDATE"} <= kinds
+    assert any(re.search(r'DELETE FROM "vec_l0_', s) for s, _ in seen)
+    bad = {
+        sql: plan
+        for sql, plan in _plans(store, seen).items()
+        if any(full_scans(step) for step in plan)
+    }
+    assert bad == {}, "full scans on a write path:\n" + "\n".join(
+        f"{sql}\n  -> {plan}" for sql, plan in bad.items()
+    )
+
+
+def test_the_classifier_tells_scans_from_lookups() -> None:
+    assert full_scans("SCAN vec_l0_0123abcd VIRTUAL TABLE INDEX 0:1") == "vec_l0_0123abcd"
+    assert full_scans("SCAN vec_l0_0123abcd VIRTUAL TABLE INDEX 1:2!___") is None
+    assert full_scans("SCAN vec_l1_0123abcd VIRTUAL TABLE INDEX 0:3{___}___]Aa_") is None
+    assert full_scans("SCAN l0_fts VIRTUAL TABLE INDEX 0:") == "l0_fts"
+    assert full_scans("SCAN l0_fts VIRTUAL TABLE INDEX 0:M2") is None
+    assert full_scans("SCAN l1_fts VIRTUAL TABLE INDEX 0:=") is None
+    assert full_scans("SCAN events") == "events"
+    assert full_scans("SEARCH events USING INTEGER PRIMARY KEY (rowid>?)") is None
+    assert full_scans("SCAN l0_messages") is None  # not a guarded table
