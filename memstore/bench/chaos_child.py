@@ -38,7 +38,9 @@ def capture(db: Path, acks: TextIO, user: str, n: int, burst: int) -> None:
         for i in range(0, n, burst):
             msgs = []
             for j in range(i, min(i + burst, n)):
-                msgs.append({"role": "user", "content": f"{user} turn {j} likes tea", "id": f"{user}-{j}"})
+                msgs.append(
+                    {"role": "user", "content": f"{user} turn {j} likes tea", "id": f"{user}-{j}"}
+                )
             store.capture(user, f"s{i % 3}", msgs)
             for m in msgs:
                 _ack(acks, m["id"])
@@ -52,7 +54,9 @@ def timed_capture(db: Path, acks: TextIO, user: str, n: int) -> None:
             mid = f"{user}-{j}"
             t0 = time.perf_counter()
             try:
-                store.capture(user, "s1", [{"role": "user", "content": f"{user} turn {j}", "id": mid}])
+                store.capture(
+                    user, "s1", [{"role": "user", "content": f"{user} turn {j}", "id": mid}]
+                )
             except Exception as exc:  # counted by the parent, never hidden
                 _ack(acks, f"error {type(exc).__name__}")
                 continue

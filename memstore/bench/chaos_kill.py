@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import text
 
 from memstore.bench.chaos_child import SECRET, child_settings
+from memstore.derive.events import L1Extracted
 from memstore.erasure_compaction import is_pending_at
 from memstore.store import Store
 
@@ -89,8 +90,13 @@ def kill_capture(trials: int, work: Path, snapshot: Snapshot, rng: random.Random
             store.rebuild()
             mismatch += before != snapshot(store)
         acked += len(got)
-    return {"trials": trials, "acknowledged": acked, "lost": lost, "duplicates": dup,
-            "projection_mismatches": mismatch}  # fmt: skip
+    return {
+        "trials": trials,
+        "acknowledged": acked,
+        "lost": lost,
+        "duplicates": dup,
+        "projection_mismatches": mismatch,
+    }
 
 
 def kill_rebuild(
@@ -99,8 +105,10 @@ def kill_rebuild(
     db, acks = work / "rebuild.db", work / "rebuild.acks"
     with _open(db) as store:
         for i in range(0, turns, 50):
-            msgs = [{"role": "user", "content": f"turn {j} about tea", "id": f"m{j}"}
-                    for j in range(i, i + 50)]  # fmt: skip
+            msgs = [
+                {"role": "user", "content": f"turn {j} about tea", "id": f"m{j}"}
+                for j in range(i, i + 50)
+            ]
             store.capture(f"u{i % 7}", "s1", msgs)
         store.rebuild()
         events, reference = store.event_count(), snapshot(store)
@@ -113,16 +121,18 @@ def kill_rebuild(
         with _open(db) as store:
             changed += store.event_count() != events
             mismatch += snapshot(store) != reference
-    return {"trials": trials, "killed_mid_work": landed, "events": events,
-            "log_changed": changed, "projection_mismatches": mismatch}  # fmt: skip
+    return {
+        "trials": trials,
+        "killed_mid_work": landed,
+        "events": events,
+        "log_changed": changed,
+        "projection_mismatches": mismatch,
+    }
 
 
 def file_has(db: Path, needle: str) -> bool:
     raw = needle.encode()
-    for p in (db, Path(f"{db}-wal")):
-        if p.exists() and raw in p.read_bytes():
-            return True
-    return False
+    return any(p.exists() and raw in p.read_bytes() for p in (db, Path(f"{db}-wal")))
 
 
 def _erasure_db(db: Path, copies: int) -> None:
@@ -130,8 +140,10 @@ def _erasure_db(db: Path, copies: int) -> None:
         p.unlink(missing_ok=True)
     with _open(db) as store:
         for i in range(0, copies, 50):
-            msgs = [{"role": "user", "content": f"my code is {SECRET} ({j})", "id": f"v{j}"}
-                    for j in range(i, i + 50)]  # fmt: skip
+            msgs = [
+                {"role": "user", "content": f"my code is {SECRET} ({j})", "id": f"v{j}"}
+                for j in range(i, i + 50)
+            ]
             store.capture("victim", "s1", msgs)
             store.capture("keeper", "s1", [{"role": "user", "content": f"keeper {i}"}])
         store.reindex()
@@ -164,27 +176,42 @@ def kill_erase(trials: int, work: Path, rng: random.Random, copies: int = 400) -
             leaks += file_has(db, SECRET)
         else:
             partial += left != copies  # an erasure that did not commit changes nothing
-    return {"trials": trials, "erasure_committed": committed, "marker_pending_at_kill": pending,
-            "secret_left_after_reopen": leaks, "half_erased": partial,
-            "keeper_lost": keeper_lost, "erase_seconds": round(span, 3)}  # fmt: skip
+    return {
+        "trials": trials,
+        "erasure_committed": committed,
+        "marker_pending_at_kill": pending,
+        "secret_left_after_reopen": leaks,
+        "half_erased": partial,
+        "keeper_lost": keeper_lost,
+        "erase_seconds": round(span, 3),
+    }
+
+
+def _extractions(store: Store, user: str) -> list[L1Extracted]:
+    events = store.read_events(user_id=user, types=[L1Extracted.TYPE])
+    return [e.payload for e in events if isinstance(e.payload, L1Extracted)]
 
 
 def uncovered(store: Store, user: str) -> int:
     """Messages at or before a session's L1 cursor that no extraction covered."""
     covered: dict[tuple[str, int], set[str]] = {}
-    for e in store.read_events(user_id=user, types=["l1.extracted"]):
-        key = (e.payload.session_id, e.payload.generation)
-        covered.setdefault(key, set()).update(e.payload.message_ids)
+    for p in _extractions(store, user):
+        covered.setdefault((p.session_id, p.generation), set()).update(p.message_ids)
     missing = 0
     with store.db.read() as conn:
         cursors = conn.execute(
-            text("SELECT session_id, generation, cursor_position FROM l1_cursors"
-                 " WHERE user_id = :u"), {"u": user}  # fmt: skip
+            text(
+                "SELECT session_id, generation, cursor_position FROM l1_cursors WHERE user_id = :u"
+            ),
+            {"u": user},
         ).all()
         for session, gen, cursor in cursors:
             rows = conn.execute(
-                text("SELECT message_id FROM l0_messages WHERE user_id = :u AND session_id = :s"
-                     " AND position <= :c"), {"u": user, "s": session, "c": cursor}  # fmt: skip
+                text(
+                    "SELECT message_id FROM l0_messages WHERE user_id = :u AND session_id = :s"
+                    " AND position <= :c"
+                ),
+                {"u": user, "s": session, "c": cursor},
             ).all()
             missing += sum(r[0] not in covered.get((session, gen), set()) for r in rows)
     return int(missing)
@@ -195,16 +222,18 @@ def drain_l1(store: Store, user: str) -> int:
     from memstore.derive import api
 
     with store.db.read() as conn:
-        sessions = [r[0] for r in conn.execute(
-            text("SELECT DISTINCT session_id FROM l0_messages WHERE user_id = :u"), {"u": user}
-        ).all()]  # fmt: skip
+        sessions = [
+            r[0]
+            for r in conn.execute(
+                text("SELECT DISTINCT session_id FROM l0_messages WHERE user_id = :u"), {"u": user}
+            ).all()
+        ]
         total = conn.execute(
             text("SELECT count(*) FROM l0_messages WHERE user_id = :u"), {"u": user}
         ).scalar_one()
     for s in sessions:
         api.run_l1(store, user, s)
-    covered = {m for e in store.read_events(user_id=user, types=["l1.extracted"])
-               for m in e.payload.message_ids}  # fmt: skip
+    covered = {m for p in _extractions(store, user) for m in p.message_ids}
     return int(total) - len(covered & set(stored_ids(store, user)))
 
 
@@ -223,5 +252,10 @@ def kill_extract(trials: int, work: Path, rng: random.Random) -> dict[str, Any]:
             lost += len(set(got) - set(stored_ids(store, user)))
             skipped += uncovered(store, user)
             left += drain_l1(store, user)
-    return {"trials": trials, "acknowledged": acked, "lost": lost,
-            "cursor_past_unextracted": skipped, "unextracted_after_recovery": left}  # fmt: skip
+    return {
+        "trials": trials,
+        "acknowledged": acked,
+        "lost": lost,
+        "cursor_past_unextracted": skipped,
+        "unextracted_after_recovery": left,
+    }

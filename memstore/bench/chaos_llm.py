@@ -18,11 +18,21 @@ from memstore.store import Store
 # The scripted model (tests/derive_support.py) extracts a fact from each of these.
 SAYINGS = ["Hi, my name is Alice.", "I live in Berlin.", "I am vegetarian.", "I like running."]
 WRONG_SHAPE = '{"memories": [{"fact": "The user is called Alice.", "kind": "persona"}]}'
-UNKNOWN_IDS = ('{"memories": [{"content": "The user likes tea.", "type": "persona",'
-               ' "priority": 50, "scene_name": "Food", "source_message_ids": ["no-such-id"]}]}')  # fmt: skip
+UNKNOWN_IDS = (
+    '{"memories": [{"content": "The user likes tea.", "type": "persona",'
+    ' "priority": 50, "scene_name": "Food", "source_message_ids": ["no-such-id"]}]}'
+)
 
-FAULTS = ["500", "hang", "malformed", "wrong_shape", "unknown_ids", "truncated", "disconnect",
-          "huge"]  # fmt: skip
+FAULTS = [
+    "500",
+    "hang",
+    "malformed",
+    "wrong_shape",
+    "unknown_ids",
+    "truncated",
+    "disconnect",
+    "huge",
+]
 MAX_ANSWER = 64 * 1024
 
 
@@ -73,19 +83,33 @@ def llm_faults(work: Path, rounds: int = 3) -> dict[str, Any]:
     rows: dict[str, dict[str, int]] = {}
     with FakeOpenAI(chat=script) as fake:
         settings = Settings(
-            embedder="hashing", scheduler=False, background_indexer=False,
-            llm_base_url=fake.base_url, llm_model="fake-model", llm_max_retries=1,
-            llm_timeout_s=0.5, llm_max_answer_bytes=MAX_ANSWER,
-        )  # fmt: skip
+            embedder="hashing",
+            scheduler=False,
+            background_indexer=False,
+            llm_base_url=fake.base_url,
+            llm_model="fake-model",
+            llm_max_retries=1,
+            llm_timeout_s=0.5,
+            llm_max_answer_bytes=MAX_ANSWER,
+        )
         with Store.open(work / "llm.db", settings=settings) as store:
             for kind in FAULTS:
-                row = rows.setdefault(kind, {"runs": 0, "failed": 0, "cursor_past_unextracted": 0,
-                                             "lost_after_retry": 0, "raw_exceptions": 0})  # fmt: skip
+                row = rows.setdefault(
+                    kind,
+                    {
+                        "runs": 0,
+                        "failed": 0,
+                        "cursor_past_unextracted": 0,
+                        "lost_after_retry": 0,
+                        "raw_exceptions": 0,
+                    },
+                )
                 for r in range(rounds):
                     user, session = f"{kind}-{r}", "s1"
                     for i, text in enumerate(SAYINGS):
-                        store.capture(user, session, [{"role": "user", "content": text,
-                                                       "id": f"{user}-{i}"}])  # fmt: skip
+                        store.capture(
+                            user, session, [{"role": "user", "content": text, "id": f"{user}-{i}"}]
+                        )
                     _inject(fake, script, kind)
                     row["runs"] += 1
                     try:
@@ -99,21 +123,35 @@ def llm_faults(work: Path, rounds: int = 3) -> dict[str, Any]:
     return rows
 
 
-def _probes(store: Store, reader: str, other_mem: str | None) -> list[tuple[str, Callable[[], Any]]]:
+def _probes(
+    store: Store, reader: str, other_mem: str | None
+) -> list[tuple[str, Callable[[], Any]]]:
     q = "aardvark marmalade"
     out: list[tuple[str, Callable[[], Any]]] = [
-        *[(f"search_conversations {s}", lambda s=s: store.search_conversations(
-            q, user_id=reader, strategy=s, limit=50)) for s in ("keyword", "vector", "hybrid")],
-        *[(f"search_memories {s}", lambda s=s: store.search_memories(
-            q, user_id=reader, strategy=s, limit=50)) for s in ("keyword", "vector", "hybrid")],
+        *[
+            (
+                f"search_conversations {s}",
+                lambda s=s: store.search_conversations(q, user_id=reader, strategy=s, limit=50),
+            )
+            for s in ("keyword", "vector", "hybrid")
+        ],
+        *[
+            (
+                f"search_memories {s}",
+                lambda s=s: store.search_memories(q, user_id=reader, strategy=s, limit=50),
+            )
+            for s in ("keyword", "vector", "hybrid")
+        ],
         ("recall", lambda: store.recall(q, user_id=reader).text),
         ("list_memories", lambda: store.list_memories(reader, include_retired=True)),
         ("list_scenes", lambda: store.list_scenes(reader)),
         ("persona", lambda: store.get_persona(reader)),
         ("events", lambda: [e.payload for e in store.read_events(user_id=reader)]),
-    ]  # fmt: skip
+    ]
     if other_mem is not None:
-        out.append(("history of the other's memory", lambda: store.memory_history(reader, other_mem)))
+        out.append(
+            ("history of the other's memory", lambda: store.memory_history(reader, other_mem))
+        )
     return out
 
 
@@ -125,8 +163,9 @@ def isolation(work: Path, pairs: int = 4) -> dict[str, Any]:
     """User B reads with A's words on every read path and must never see A's content."""
     from memstore.derive import api
 
-    settings = Settings(embedder="hashing", scheduler=False, background_indexer=False,
-                        persona_every=1)  # fmt: skip
+    settings = Settings(
+        embedder="hashing", scheduler=False, background_indexer=False, persona_every=1
+    )
     probes = leaks = 0
     paths: set[str] = set()
     with Store.open(work / "iso.db", settings=settings) as store:
@@ -151,6 +190,7 @@ def isolation(work: Path, pairs: int = 4) -> dict[str, Any]:
                     continue  # refused: nothing seen
                 leaks += "secretword" in seen or "Quito" in seen
             # The owner's own reads do find it: the probes can see a leak.
-            assert "secretword" in _render(store.search_conversations(
-                secret, user_id=a, strategy="keyword"))  # fmt: skip
+            assert "secretword" in _render(
+                store.search_conversations(secret, user_id=a, strategy="keyword")
+            )
     return {"pairs": pairs, "read_paths": len(paths), "probes": probes, "leaks": leaks}

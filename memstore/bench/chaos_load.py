@@ -30,7 +30,10 @@ def _check(store: Store, users: list[str], acked: list[str]) -> dict[str, int]:
     for u in users:
         ids += stored_ids(store, u)
     counts = Counter(ids)
-    return {"lost": len(set(acked) - set(counts)), "duplicates": sum(c - 1 for c in counts.values())}
+    return {
+        "lost": len(set(acked) - set(counts)),
+        "duplicates": sum(c - 1 for c in counts.values()),
+    }
 
 
 def _capture_threads(
@@ -46,8 +49,11 @@ def _capture_threads(
             if stop is not None and stop.is_set():
                 return
             mid = f"{tag}{k}-{j}"
-            msg = {"role": "user", "content": f"I like topic {j % 50} and I am thread {k}",
-                   "id": mid}  # fmt: skip
+            msg = {
+                "role": "user",
+                "content": f"I like topic {j % 50} and I am thread {k}",
+                "id": mid,
+            }
             t0 = time.perf_counter()
             try:
                 store.capture(f"{tag}{k}", f"s{j % 3}", [msg])
@@ -88,9 +94,14 @@ def threads_and_processes(
         ths, acked, lat, errors = _capture_threads(store, threads, per)
         for th in ths:
             th.join()
-        out["threads"] = {"writers": threads, "captures": threads * per, "errors": len(errors),
-                          **_check(store, [f"t{k}" for k in range(threads)], acked),
-                          "p50_ms": _ms(lat, 50), "p99_ms": _ms(lat, 99)}  # fmt: skip
+        out["threads"] = {
+            "writers": threads,
+            "captures": threads * per,
+            "errors": len(errors),
+            **_check(store, [f"t{k}" for k in range(threads)], acked),
+            "p50_ms": _ms(lat, 50),
+            "p99_ms": _ms(lat, 99),
+        }
     acks = [work / f"writer{i}.acks" for i in range(procs)]
     children = [spawn("timed_capture", db, a, f"p{i}", per) for i, a in enumerate(acks)]
     for child in children:
@@ -98,10 +109,14 @@ def threads_and_processes(
         kill(child)
     p_acked, p_lat, p_err = _proc_results(acks)
     with Store.open(db, settings=child_settings()) as store:
-        out["processes"] = {"writers": procs, "captures": procs * per,
-                            "errors": len(p_err) + sum(c.returncode != 0 for c in children),
-                            **_check(store, [f"p{i}" for i in range(procs)], p_acked),
-                            "p50_ms": _ms(p_lat, 50), "p99_ms": _ms(p_lat, 99)}  # fmt: skip
+        out["processes"] = {
+            "writers": procs,
+            "captures": procs * per,
+            "errors": len(p_err) + sum(c.returncode != 0 for c in children),
+            **_check(store, [f"p{i}" for i in range(procs)], p_acked),
+            "p50_ms": _ms(p_lat, 50),
+            "p99_ms": _ms(p_lat, 99),
+        }
     return out
 
 
@@ -110,6 +125,7 @@ class WriteTimer:
 
     def __init__(self, store: Store) -> None:
         self.holds: list[float] = []
+        self.waits: list[float] = []  # from asking for the write lock to holding it
         self.longest = 0.0
         self.longest_at = ""
         self._lock = threading.Lock()
@@ -117,8 +133,10 @@ class WriteTimer:
 
         @contextlib.contextmanager
         def timed() -> Iterator[Any]:
+            asked = time.perf_counter()
             with original() as conn:
                 t0 = time.perf_counter()
+                self.waits.append(t0 - asked)
                 try:
                     yield conn
                 finally:
@@ -132,9 +150,16 @@ class WriteTimer:
             if held <= self.longest:
                 return
             self.longest = held
-        frames = [f for f in traceback.extract_stack()[:-3] if "/memstore/" in f.filename
-                  and "/bench/" not in f.filename and "contextlib" not in f.filename]  # fmt: skip
-        where = " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in frames[-3:][::-1])
+        frames = [
+            f
+            for f in traceback.extract_stack()[:-3]
+            if "/memstore/" in f.filename
+            and "/bench/" not in f.filename
+            and "contextlib" not in f.filename
+        ]
+        where = " <- ".join(
+            f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in frames[-3:][::-1]
+        )
         with self._lock:
             if held == self.longest:
                 self.longest_at = where
@@ -191,14 +216,25 @@ def mixed_load(
         checked = _check(store, users, acked + p_acked)
         holds = timer.holds
         return {
-            "seconds": seconds, "threads": threads, "processes": procs,
-            "captures": len(acked) + len(p_acked), "errors": len(errors) + len(p_err),
+            "seconds": seconds,
+            "threads": threads,
+            "processes": procs,
+            "captures": len(acked) + len(p_acked),
+            "errors": len(errors) + len(p_err),
             **checked,
-            "thread_p50_ms": _ms(lat, 50), "thread_p99_ms": _ms(lat, 99),
-            "process_p50_ms": _ms(p_lat, 50), "process_p99_ms": _ms(p_lat, 99),
-            "search_p50_ms": _ms(searches, 50), "search_p99_ms": _ms(searches, 99),
-            "pipeline_runs": len(runs), "pipeline_longest_s": round(max(runs, default=0.0), 2),
-            "write_transactions": len(holds), "write_p99_ms": _ms(holds, 99),
+            "thread_p50_ms": _ms(lat, 50),
+            "thread_p99_ms": _ms(lat, 99),
+            "process_p50_ms": _ms(p_lat, 50),
+            "process_p99_ms": _ms(p_lat, 99),
+            "search_p50_ms": _ms(searches, 50),
+            "search_p99_ms": _ms(searches, 99),
+            "pipeline_runs": len(runs),
+            "pipeline_longest_s": round(max(runs, default=0.0), 2),
+            "write_transactions": len(holds),
+            "write_p99_ms": _ms(holds, 99),
             "write_longest_ms": round(timer.longest * 1000, 1),
-            "write_longest_at": timer.longest_at, "other_failures": failures[:5],
-        }  # fmt: skip
+            "write_longest_at": timer.longest_at,
+            "write_wait_p99_ms": _ms(timer.waits, 99),
+            "write_wait_longest_ms": round(max(timer.waits, default=0.0) * 1000, 1),
+            "other_failures": failures[:5],
+        }
