@@ -580,5 +580,36 @@ def bench_rules(
 # -- end of memstore bench rules -----------------------------------------------------
 
 
+@bench_group.command("chaos")
+@click.option("--trials", type=int, default=30, show_default=True, help="SIGKILLs per experiment.")
+@click.option("--mixed-seconds", type=float, default=90.0, show_default=True,
+              help="Length of the mixed-load run.")  # fmt: skip
+@_json_opt
+@_workdir_opt
+def bench_chaos(
+    trials: int, mixed_seconds: float, json_path: Path | None, workdir: Path | None
+) -> None:
+    """Try to break the store and count what was lost: SIGKILL during capture,
+    rebuild, erasure and extraction; concurrent writers; LLM faults through the
+    fake server; user isolation on every read path; a mixed load with the
+    pipeline (capture p99, longest write transaction). Runs from a source
+    checkout (it uses tests/fakeopenai.py). Figures: RELIABILITY.md.
+
+    \b
+    Example:
+      memstore bench chaos
+      memstore bench chaos --trials 5 --mixed-seconds 20
+    """
+    from memstore.bench.chaos import ChaosPlan, format_chaos, run_chaos
+
+    if trials < 1 or mixed_seconds <= 0:
+        raise click.BadParameter("--trials and --mixed-seconds must be positive")
+    plan = ChaosPlan(kill_trials=trials, erase_trials=max(1, trials * 2 // 3),
+                     mixed_seconds=mixed_seconds)  # fmt: skip
+    res = run_chaos(plan, workdir=workdir, log=_log)
+    click.echo(format_chaos(res))
+    _save(res, "chaos", json_path)
+
+
 if __name__ == "__main__":  # until memstore.cli imports this module: python -m memstore.cli.bench
     cli()

@@ -12,6 +12,7 @@ from memstore.cli.app import cli, db_option, echo_json, json_option, open_store
 from memstore.cli.table import print_table
 from memstore.derive import api
 from memstore.store import Store
+from memstore.validate import check_id, opt_id
 
 
 def _open(db: Path | None, *, must_exist: bool = True) -> Store:
@@ -19,10 +20,16 @@ def _open(db: Path | None, *, must_exist: bool = True) -> Store:
     return open_store(db, must_exist=must_exist)
 
 
+def _checked_user(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    # These commands call memstore.derive.api directly, past Store's own checks:
+    # a lone surrogate (a non-UTF-8 argv byte) used to reach SQLite as a traceback.
+    return check_id("user_id", value)
+
+
 def user_option(f: Any) -> Any:
     return click.option(
         "--user", "user", required=True, envvar="MEMSTORE_USER", show_envvar=True,
-        help="User id.",
+        help="User id.", callback=_checked_user,
     )(f)  # fmt: skip
 
 
@@ -96,7 +103,7 @@ def memories_history(db: Path | None, as_json: bool, user: str, memory_id: str) 
       memstore memories history --user alice 3f2a9c...
     """
     with _open(db) as store:
-        rows = api.memory_history(store, user, memory_id)
+        rows = store.memory_history(user, memory_id)
     if as_json:
         echo_json(rows)
         return
@@ -120,7 +127,7 @@ def memories_forget(db: Path | None, user: str, memory_id: str, reason: str) -> 
       memstore memories forget --user alice 3f2a9c...
     """
     with _open(db) as store:
-        api.forget_memory(store, user, memory_id, reason)
+        store.forget_memory(user, memory_id, reason)
     click.echo(f"forgot {memory_id}")
 
 
@@ -280,7 +287,8 @@ def recall_cmd(
 
 @cli.command("rederive")
 @db_option
-@click.option("--user", "user", default=None, help="Only this user (default: every user).")
+@click.option("--user", "user", default=None, help="Only this user (default: every user).",
+              callback=lambda _c, _p, u: opt_id("user_id", u))  # fmt: skip
 @click.option("--from", "from_layer", type=click.Choice(["l1", "l2", "l3"]), default="l1",
               show_default=True, help="Lowest layer to derive again.")  # fmt: skip
 @click.option("--activate", type=int, default=None,

@@ -11,6 +11,12 @@ from memstore.cli.app import cli, db_option, echo_json, existing_db, json_option
 from memstore.config import Settings
 from memstore.pipeline import PipelineService
 from memstore.store import Store
+from memstore.validate import opt_id
+
+
+def _opt_user(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    # The pipeline service takes ids as given; check them here, as Store does.
+    return opt_id("user_id", value)
 
 
 def _open(db: Path | None) -> tuple[Store, PipelineService, bool]:
@@ -36,7 +42,7 @@ def pipeline_group() -> None:
 @pipeline_group.command("status")
 @db_option
 @json_option
-@click.option("--user", "user_id", default=None, help="Only this user.")
+@click.option("--user", "user_id", default=None, help="Only this user.", callback=_opt_user)
 def pipeline_status(db: Path | None, as_json: bool, user_id: str | None) -> None:
     """Show per user and session: pending rounds, threshold, queued work, timers, failures.
 
@@ -82,7 +88,7 @@ def pipeline_status(db: Path | None, as_json: bool, user_id: str | None) -> None
 @pipeline_group.command("run")
 @db_option
 @json_option
-@click.option("--user", "user_id", default=None, help="Only this user.")
+@click.option("--user", "user_id", default=None, help="Only this user.", callback=_opt_user)
 def pipeline_run(db: Path | None, as_json: bool, user_id: str | None) -> None:
     """Run due derivation now: L1 for pending sessions, then L2, then L3 when due.
 
