@@ -486,6 +486,17 @@ class Store:
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
         return list(api.list_scenes(self, user_id, generation=generation))
 
+    def get_scene(
+        self, user_id: str, name: str, *, generation: int | None = None
+    ) -> dict[str, Any] | None:
+        """One of the user's scenes by name (case-insensitive when no exact match),
+        with ``created_at``/``updated_at``; None when the user has no such scene."""
+        from memstore.derive import api
+
+        self._check_open()
+        user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
+        return api.get_scene(self, user_id, v.check_query("name", name), generation=generation)
+
     def get_persona(self, user_id: str, *, generation: int | None = None) -> str | None:
         from memstore.derive import api
 

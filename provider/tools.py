@@ -1,4 +1,4 @@
-"""The provider's three tools: schemas, argument checks, and JSON answers.
+"""The provider's four tools: schemas, argument checks, and JSON answers.
 
 Every answer is a JSON string, including errors: Hermes sends it verbatim to
 the model as the tool message, and a model recovers from
@@ -19,7 +19,8 @@ from memstore.store import Store
 MEMORY_SEARCH = "memstore_memory_search"
 CONVERSATION_SEARCH = "memstore_conversation_search"
 MEMORY_FORGET = "memstore_memory_forget"
-TOOL_NAMES = (MEMORY_SEARCH, CONVERSATION_SEARCH, MEMORY_FORGET)
+SCENE_READ = "memstore_scene_read"
+TOOL_NAMES = (MEMORY_SEARCH, CONVERSATION_SEARCH, MEMORY_FORGET, SCENE_READ)
 
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 20
@@ -90,6 +91,25 @@ SCHEMAS: tuple[dict[str, Any], ...] = (
                 "memory_id": {"type": "string", "description": "The id from a memory search."},
             },
             "required": ["memory_id"],
+        },
+    },
+    {
+        "name": SCENE_READ,
+        "description": (
+            "Read one scene block in full: a scene groups the user's memories about one part "
+            "of their life or work (the scene navigation in <memory-context> lists them by "
+            "name with a one-line summary). Returns the name, summary, body, heat and when "
+            "it was last updated. Use it when a scene's summary suggests it holds what you need."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "scene_name": {
+                    "type": "string",
+                    "description": "The scene's name, as the scene navigation shows it.",
+                },
+            },
+            "required": ["scene_name"],
         },
     },
 )
@@ -173,6 +193,8 @@ def handle(
             return _memory_search(store, args, user_id)
         if tool_name == CONVERSATION_SEARCH:
             return _conversation_search(store, args, user_id, session_id)
+        if tool_name == SCENE_READ:
+            return _scene_read(store, args, user_id)
         return _forget(store, args, user_id, read_only)
     except ToolArgumentError as exc:
         return error(str(exc))
@@ -205,6 +227,28 @@ def _conversation_search(
     return json.dumps({"results": results, "count": len(results)}, ensure_ascii=False)
 
 
+def _scene_read(store: Store, args: Mapping[str, Any], user_id: str) -> str:
+    name = _text_arg(args, "scene_name", required=True) or ""
+    scene = store.get_scene(user_id, name)
+    if scene is None:
+        available = [s["name"] for s in store.list_scenes(user_id)]
+        message = (
+            f"no scene named {name!r}"
+            if available
+            else f"no scene named {name!r}: no scenes have been derived for this user yet"
+        )
+        return json.dumps({"error": message, "available": available}, ensure_ascii=False)
+    block = {
+        "name": scene["name"],
+        "summary": scene["summary"],
+        "body": scene["body"],
+        "heat": scene["heat"],
+        "updated_at": scene["updated_at"],
+        "memory_count": len(scene["memory_ids"]),
+    }
+    return json.dumps({"scene": block}, ensure_ascii=False)
+
+
 def _forget(store: Store, args: Mapping[str, Any], user_id: str, read_only: bool) -> str:
     memory_id = _text_arg(args, "memory_id", required=True) or ""
     if read_only:
@@ -219,6 +263,7 @@ __all__ = [
     "CONVERSATION_SEARCH",
     "MEMORY_FORGET",
     "MEMORY_SEARCH",
+    "SCENE_READ",
     "SCHEMAS",
     "TOOL_NAMES",
     "ToolArgumentError",

@@ -18,7 +18,12 @@ from tests.hermes_support import config, hermes_home_fixture, memory_texts, prov
 pytestmark = pytest.mark.hermes
 
 MemstoreProvider = provider_module().MemstoreProvider
-TOOLS = {"memstore_memory_search", "memstore_conversation_search", "memstore_memory_forget"}
+TOOLS = {
+    "memstore_memory_search",
+    "memstore_conversation_search",
+    "memstore_memory_forget",
+    "memstore_scene_read",
+}
 
 FACTS = "My name is Ada. I love green tea. Please always answer in French."
 

@@ -42,6 +42,8 @@ BAD_CALLS: list[tuple[str, Callable[[Store], object]]] = [
     ("generation x", lambda s: s.list_memories("u", generation="x")),  # type: ignore[arg-type]
     ("generation x scenes", lambda s: s.list_scenes("u", generation="x")),  # type: ignore[arg-type]
     ("generation x persona", lambda s: s.get_persona("u", generation="x")),  # type: ignore[arg-type]
+    ("scene name None", lambda s: s.get_scene("u", None)),  # type: ignore[arg-type]
+    ("generation x scene", lambda s: s.get_scene("u", "Work", generation="x")),  # type: ignore[arg-type]
     ("write empty user", lambda s: s.write_memory("", "add", "likes tea")),
     ("write int user", lambda s: s.write_memory(42, "add", "likes tea")),  # type: ignore[arg-type]
     ("write None content", lambda s: s.write_memory("u", "add", None)),  # type: ignore[arg-type]
@@ -107,7 +109,7 @@ EXPECTED = {
     "event_count", "forget_memory", "forget_user", "get_persona", "info", "list_memories",
     "list_scenes", "memory_history", "pipeline_status", "projection_status", "read_events",
     "read_stream", "rebuild", "recall", "rederive", "reindex", "run_pipeline",
-    "search_conversations", "search_memories", "tail", "write_memory",
+    "search_conversations", "search_memories", "tail", "write_memory", "get_scene",
 }  # fmt: skip
 
 

@@ -32,6 +32,7 @@ from memstore.derive.state import (
     memory,
     persona,
     resolve_generation,
+    scene_named,
     scenes,
 )
 from memstore.errors import InvalidInputError, NotFoundError
@@ -68,6 +69,13 @@ def list_scenes(
 ) -> list[dict[str, Any]]:
     with store.db.read() as conn:
         return scenes(conn, user_id, resolve_generation(conn, user_id, generation))
+
+
+def get_scene(
+    store: Store, user_id: str, name: str, *, generation: int | None = None
+) -> dict[str, Any] | None:
+    with store.db.read() as conn:
+        return scene_named(conn, user_id, resolve_generation(conn, user_id, generation), name)
 
 
 def get_persona(store: Store, user_id: str, *, generation: int | None = None) -> str | None:

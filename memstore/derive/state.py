@@ -344,6 +344,31 @@ def scenes(conn: Connection, user_id: str, generation: int) -> list[dict[str, An
     return out
 
 
+def scene_named(
+    conn: Connection, user_id: str, generation: int, name: str
+) -> dict[str, Any] | None:
+    """One of the user's scenes by its name, with the times of the events that
+    created and last changed it (None once those events were compacted away).
+
+    The exact name wins; otherwise a case-insensitive match, because a model
+    retyping a name from the navigation does not always keep its case."""
+    s = l2_scenes.c
+    created = select(events.c.occurred_at).where(events.c.position == s.created_position)
+    updated = select(events.c.occurred_at).where(events.c.position == s.updated_position)
+    q = select(
+        l2_scenes,
+        created.scalar_subquery().label("created_at"),
+        updated.scalar_subquery().label("updated_at"),
+    ).where(s.user_id == user_id, s.generation == generation)
+    for match in (s.name == name, func.lower(s.name) == name.lower()):
+        r = conn.execute(q.where(match).order_by(s.heat.desc(), s.scene_id).limit(1)).first()
+        if r is not None:
+            d = dict(r._mapping)
+            d["memory_ids"] = json.loads(d["memory_ids"])
+            return d
+    return None
+
+
 def scene_state(conn: Connection, user_id: str, generation: int) -> dict[str, Any] | None:
     r = conn.execute(
         select(l2_state).where(l2_state.c.user_id == user_id, l2_state.c.generation == generation)
