@@ -112,6 +112,12 @@ def import_(
         who = f" --user {user}" if user else ""
         click.echo(f"next: `memstore pipeline run{who}` derives memories from them now")
     if report.problems:
+        # One closing error line, as every other failing command prints.
+        click.echo(
+            f"Error: {len(report.problems)} line(s) or file(s) skipped; "
+            "fix them and run the import again (it is idempotent)",
+            err=True,
+        )
         sys.exit(1)
 
 
