@@ -89,6 +89,7 @@ def test_per_request_instances_share_the_store_and_its_model(
     first = MemstoreProvider(config(store_linger_s=60))
     first.initialize("api-1", hermes_home=str(hermes_home), platform="api_server")
     store = first.store
+    user = first.user_id  # api_server without a session key: one memory per session
     first.sync_turn("Hi, my name is Alice.", "Noted.", session_id="api-1")
     del first
     gc.collect()  # its lease went back; the store lingers
@@ -97,17 +98,18 @@ def test_per_request_instances_share_the_store_and_its_model(
     second = MemstoreProvider(config(store_linger_s=60))
     second.initialize("api-1", hermes_home=str(hermes_home), platform="api_server")
     assert second.store is store
+    assert second.user_id == user
     second.sync_turn("I live in Berlin.", "Noted.", session_id="api-1")
     del second
     gc.collect()
     # The session ends later, on a pipeline thread, with no provider instance alive.
-    assert store.end_session("default", "api-1", timeout_s=30)
+    assert store.end_session(user, "api-1", timeout_s=30)
     events = store.read_events(types=[L1Extracted.TYPE])
     assert events and {(e.payload.deriver, e.payload.model) for e in events} == {  # type: ignore[attr-defined]
         ("hermes", MODEL)
     }
     assert scripted.calls.count("extract") >= 1
-    contents = {m["content"] for m in store.list_memories("default")}
+    contents = {m["content"] for m in store.list_memories(user)}
     assert {"The user's name is Alice.", "The user lives in Berlin."} <= contents
     shared_stores().close_all()
 
