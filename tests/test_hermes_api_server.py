@@ -24,6 +24,7 @@ pytest.importorskip("gateway.platforms.api_server")
 pytest.importorskip("aiohttp")
 
 from memstore.bench.hermes_server import ApiServer, Reply, prepare_home
+from tests.derive_support import KINDS, ScriptedLLM, _between, _json_lines
 from tests.fakeopenai import FakeOpenAI
 from tests.hermes_support import installed
 
@@ -48,9 +49,30 @@ def _text(content: Any) -> str:
     return str(content or "")
 
 
+def _extract_every_user_line(user: str) -> str:
+    # Hermes' model also derives memstore's memories (no memstore LLM is set):
+    # each user message becomes one memory, in the prompt's own JSON shape.
+    msgs = _json_lines(_between(user, "NEW MESSAGES", "Ids you may cite"))
+    found = [
+        {"content": m["text"], "type": "persona", "priority": 50, "scene_name": "life",
+         "source_message_ids": [m["id"]]}
+        for m in msgs
+        if m["role"] == "user" and "live" in m["text"]
+    ]  # fmt: skip
+    return json.dumps({"memories": found})
+
+
+_DERIVER = ScriptedLLM()
+_DERIVER.override["extract"] = _extract_every_user_line
+
+
 def fake_model(request: dict[str, Any]) -> str | dict[str, Any]:
-    """Answers "Noted."; "Search your memory for X" calls memstore's search tool."""
+    """Answers "Noted."; "Search your memory for X" calls memstore's search tool;
+    memstore's derivation prompts get scripted JSON answers."""
     messages = request.get("messages") or []
+    system = _text(messages[0].get("content")) if messages else ""
+    if any(version in system for version in KINDS):
+        return _DERIVER(request)
     last = messages[-1] if messages else {}
     if last.get("role") == "tool":
         return "Found: " + _text(last.get("content"))[:500]
@@ -82,9 +104,15 @@ class Harness:
         return reply
 
     def requests_of(self, caller: str) -> list[dict[str, Any]]:
-        """Every model request made while serving ``caller`` (by the tag in it)."""
+        """Every model request made while serving ``caller`` (by the tag in it).
+
+        memstore's own derivation requests are left out: they are not what the
+        agent is shown, and their prompt's worked examples name a city."""
         out = []
         for r in self.model.chat_requests():
+            first = (r.get("messages") or [{}])[0]
+            if any(version in _text(first.get("content")) for version in KINDS):
+                continue
             users = [
                 _text(m.get("content")) for m in r.get("messages") or [] if m["role"] == "user"
             ]
