@@ -24,7 +24,7 @@ from memstore.derive.events import (
 )
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.l0.events import MessagesCaptured, l0_stream
-from memstore.pipeline import PipelineService, PipelineStateProjection, scheduler
+from memstore.pipeline import PipelineService, PipelineStateProjection
 from memstore.pipeline.state import get_session
 from memstore.projections.stats import StatsProjection
 from memstore.store import Store
@@ -236,10 +236,8 @@ def env(tmp_path: Path, clock: FakeClock) -> Iterator[tuple[Store, PipelineServi
     store = open_store(tmp_path / "m.db", clock)
     der = FakeDeriver()
     svc = PipelineService(store, deriver=der)
-    scheduler.register(store.path, svc)
     try:
         yield store, svc, der
     finally:
-        scheduler.unregister(store.path, svc)
         svc.stop()
         store.close()
