@@ -23,7 +23,8 @@ subclass given to the scheduler through the public ``executors=`` option,
 implementing the class's abstract ``_do_submit_job`` and reporting back
 through ``_run_job_success`` — the extension contract APScheduler documents
 for custom executors ("Extending APScheduler"), and the only underscore
-names used here (``tests/test_pipeline_apscheduler.py`` checks that).
+names of APScheduler's used in ``memstore.pipeline``
+(``tests/test_pipeline_apscheduler.py`` checks that).
 So two stores open in one process have two schedulers, each firing into
 its own service; nothing is registered process-wide.
 

@@ -15,8 +15,10 @@ Capture path (one transaction, then a cheap hook):
    none is armed at or before the deadline. A timer armed for an earlier
    capture of the session fires, sees the moved deadline and re-arms, so a
    session costs one job-store write per idle period, not one per capture
-   (measured in the branch report of issue 9 part 5). A crash between 1
-   and 2 loses nothing: ``reconcile`` re-arms timers from the state.
+   (2000 captures of 20 sessions: 20 writes, against 3980 when every
+   capture re-armed its timer; ``tests/test_pipeline_apscheduler.py`` keeps
+   it so). A crash between 1 and 2 loses nothing: ``reconcile`` re-arms
+   timers from the state.
 
 Work runs by ``drain``: claim (BEGIN IMMEDIATE) → run with the lock held and
 renewed → complete, or fail (retry after ``retry_delay_s``, dropped after
