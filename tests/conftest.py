@@ -38,7 +38,7 @@ def hermetic_home(
 @pytest.fixture
 def settings() -> Settings:
     # Tests never read the developer's config file or environment.
-    return Settings(embedder="hashing", scheduler=False, background_indexer=False)
+    return Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
 
 
 @pytest.fixture

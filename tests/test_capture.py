@@ -93,7 +93,7 @@ def test_bad_bytes_surrogates_and_nul_are_cleaned(store: Store) -> None:
 
 
 def test_huge_messages_are_truncated_with_a_marker(db_path: Path) -> None:
-    settings = Settings(
+    settings = Settings().replace(
         embedder="hashing", scheduler=False, background_indexer=False, max_message_bytes=1024
     )
     with Store.open(db_path, settings=settings) as s:

@@ -86,7 +86,7 @@ def _one_session(fake: FakeOpenAI, reopen: list[Store]) -> Store:
     agent.close()
     shared_stores().close_all()
     # What the session left in the file, read without Hermes or an LLM.
-    store = Store.open(db, settings=Settings(embedder="hashing", scheduler=False))
+    store = Store.open(db, settings=Settings().replace(embedder="hashing", scheduler=False))
     reopen.append(store)
     return store
 

@@ -109,7 +109,7 @@ def test_out_of_range_timestamps_are_refused(store: Store, ts: object) -> None:
 
 def test_in_memory_database_is_a_clear_error() -> None:
     with pytest.raises(InvalidInputError, match="in-memory"):
-        Store.open(":memory:", settings=Settings(embedder="none"))
+        Store.open(":memory:", settings=Settings().replace(embedder="none"))
 
 
 def test_positions_never_repeat_after_erasing_the_newest_events(store: Store) -> None:

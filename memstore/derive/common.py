@@ -66,7 +66,7 @@ def llm_client(store: Store) -> LLMClient | None:
     backend a host registered for this store (``memstore.llm.use_host_backend``,
     e.g. Hermes' own model); else None.
     """
-    if store.settings.llm_configured:
+    if store.settings.llm.configured:
         with _clients_lock:
             client = _clients.get(store)
             if client is None:
