@@ -121,7 +121,7 @@ def test_two_session_conversation_through_an_upstream_style_client(tmp_path: Pat
 
 
 def _start(db: Path, *args: str, **env_extra: str) -> tuple[subprocess.Popen[str], str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTORE_", "TDAI_"))}
+    env = dict(os.environ)
     env.update(MEMSTORE_EMBEDDER="hashing", MEMSTORE_CONFIG=str(db) + ".none.toml", **env_extra)
     proc = subprocess.Popen(
         [sys.executable, "-m", "memstore", "serve", "--db", str(db), "--port", "0", *args],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -200,9 +199,6 @@ def test_cli_import_upstream_with_progress_and_summary(cli_env: Path, tmp_path: 
 def test_upstream_llm_environment_is_honoured_when_memstore_s_is_unset(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    for k in list(os.environ):
-        if k.startswith(("MEMSTORE_", "TDAI_")):
-            monkeypatch.delenv(k)
     monkeypatch.setenv("MEMSTORE_CONFIG", str(tmp_path / "none.toml"))
     monkeypatch.setenv("TDAI_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("TDAI_LLM_API_KEY", "tdai-key")

@@ -10,6 +10,7 @@ and ``memstore doctor`` must name the deriver and model that did it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -193,13 +194,7 @@ def _doctor(db: Path) -> dict[str, Any]:
         capture_output=True,
         text=True,
         check=False,
-        env={**_clean_env(), "MEMSTORE_EMBEDDER": "hashing"},
+        env={**os.environ, "MEMSTORE_EMBEDDER": "hashing"},
     )
     report: dict[str, Any] = json.loads(out.stdout)
     return report
-
-
-def _clean_env() -> dict[str, str]:
-    import os
-
-    return {k: v for k, v in os.environ.items() if not k.startswith("MEMSTORE_LLM")}

@@ -41,7 +41,7 @@ def readme_first_snippet() -> str:
 def test_the_readme_snippet_prints_nothing_on_stderr(tmp_path: Path) -> None:
     code = readme_first_snippet()
     assert "Store.open" in code and "capture_turn" in code
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTORE_")}
+    env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT)
     for run in range(5):
         cwd = tmp_path / f"run{run}"
@@ -262,7 +262,7 @@ print("done")
 
 @pytest.mark.slow
 def test_heavy_capture_with_timers_and_indexer_is_quiet(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTORE_")}
+    env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT)
     res = subprocess.run(
         [sys.executable, "-c", HEAVY, str(tmp_path / "m.db")],
