@@ -154,11 +154,11 @@ def _probe(tag: str, *, target: Any = None) -> None:
 
 
 def _scheduler_store(path: Path) -> Store:
-    s = Settings(
+    s = Settings().replace(
         embedder="hashing",
         scheduler=True,
         background_indexer=False,
-        extra={"pipeline_lease_ttl_s": 0.6},
+        pipeline_lease_ttl_s=0.6,
     )
     return Store.open(path, settings=s)
 

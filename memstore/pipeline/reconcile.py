@@ -32,14 +32,14 @@ if TYPE_CHECKING:
 
 def gave_up(st: SessionState, settings: Settings) -> bool:
     """The session failed ``max_retries`` times and nothing was captured since."""
-    if st.failures < max(settings.max_retries, 1) or st.last_failure_at is None:
+    if st.failures < max(settings.pipeline.max_retries, 1) or st.last_failure_at is None:
         return False
     return from_iso(st.last_failure_at) >= from_iso(st.last_activity_at)
 
 
 def idle_due(st: SessionState, settings: Settings) -> datetime:
     """When the session counts as idle (its last activity + ``l1_idle_s``)."""
-    return from_iso(st.last_activity_at) + timedelta(seconds=settings.l1_idle_s)
+    return from_iso(st.last_activity_at) + timedelta(seconds=settings.pipeline.l1_idle_s)
 
 
 def arm_sessions(svc: PipelineService, sessions: Collection[tuple[str, str]]) -> int:

@@ -88,13 +88,12 @@ class PipelineService:
         lock_ttl_s: float | None = None,
         reconcile_every_s: float = 60.0,
     ) -> None:
-        extra = store.settings.extra
         self.store = store
         self.settings = store.settings
-        self.lease_ttl_s = float(lease_ttl_s or extra.get("pipeline_lease_ttl_s", 15.0))
+        self.lease_ttl_s = lease_ttl_s or store.settings.pipeline.lease_ttl_s
         # Short: a run renews its lock every ttl/3, and a dead owner on another
         # host blocks its sessions for at most this long (same host: at once).
-        self.lock_ttl_s = float(lock_ttl_s or extra.get("pipeline_lock_ttl_s", 60.0))
+        self.lock_ttl_s = lock_ttl_s or store.settings.pipeline.lock_ttl_s
         self.reconcile_every_s = reconcile_every_s
         self.owner = owners.new_instance(uuid.uuid4().hex[:8])
         self.deriver: Deriver = deriver or ModuleDeriver()
@@ -103,7 +102,7 @@ class PipelineService:
         # How long close() lets running work finish before abandoning it (on
         # daemon threads, so exit never hangs; an abandoned run is released,
         # not failed, and claimed again after the next open).
-        self.close_timeout_s = float(extra.get("pipeline_close_timeout_s", 10.0))
+        self.close_timeout_s = store.settings.pipeline.close_timeout_s
         self._stopping = threading.Event()
         # Timer jobs fire into this service (the scheduler's executor hands
         # it to them): nothing process-wide finds it.
@@ -333,12 +332,14 @@ class PipelineService:
     def l2_not_before(self, us: UserState) -> datetime | None:
         if us.last_l2_at is None:
             return None
-        return from_iso(us.last_l2_at) + timedelta(seconds=self.settings.l2_min_interval_s)
+        return from_iso(us.last_l2_at) + timedelta(seconds=self.settings.pipeline.l2_min_interval_s)
 
     def _arm_l2_periodic(self, us: UserState, now: datetime) -> None:
-        window = timedelta(seconds=self.settings.l2_active_window_s)
+        window = timedelta(seconds=self.settings.pipeline.l2_active_window_s)
         if us.last_activity_at is not None and from_iso(us.last_activity_at) >= now - window:
-            self.arm_l2(us.user_id, now + timedelta(seconds=self.settings.l2_max_interval_s))
+            self.arm_l2(
+                us.user_id, now + timedelta(seconds=self.settings.pipeline.l2_max_interval_s)
+            )
 
     # -- running work --------------------------------------------------------------
 
@@ -409,8 +410,8 @@ class PipelineService:
                     owner,
                     error=out.error or "failed",
                     now=self.clock(),
-                    retry_delay_s=self.settings.retry_delay_s,
-                    max_retries=self.settings.max_retries,
+                    retry_delay_s=self.settings.pipeline.retry_delay_s,
+                    max_retries=self.settings.pipeline.max_retries,
                 )
         if out.ok:
             self._after_success(item, out)
@@ -422,7 +423,7 @@ class PipelineService:
                 item.stage,
                 item.user_id,
                 item.session_id,
-                self.settings.max_retries,
+                self.settings.pipeline.max_retries,
             )
         return out
 
@@ -433,7 +434,7 @@ class PipelineService:
         if us is None:
             return
         if item.stage == "l1":
-            due = now + timedelta(seconds=self.settings.l2_delay_s)
+            due = now + timedelta(seconds=self.settings.pipeline.l2_delay_s)
             not_before = self.l2_not_before(us)
             self.arm_l2(item.user_id, max(due, not_before) if not_before else due)
         elif item.stage == "l2":
