@@ -173,7 +173,7 @@ class FakeDeriver:
 
 
 def open_store(path: Path, clock: Any = None, **settings: Any) -> Store:
-    s = Settings(embedder="hashing", scheduler=False, **settings)
+    s = Settings().replace(embedder="hashing", scheduler=False, **settings)
     kwargs: dict[str, Any] = {} if clock is None else {"clock": clock}
     # The pipeline reads cursors, failures and generations from the derivation
     # projections, so they are registered too (the L0 projection is not needed).

@@ -225,7 +225,7 @@ def _run(store: Store, plan: list[tuple[Any, ...]]) -> None:
             pass  # refused (nothing to erase, no such session...): the log is unchanged
 
 
-SETTINGS = Settings(embedder="hashing", scheduler=False, background_indexer=False)
+SETTINGS = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
 
 
 @pytest.fixture(scope="module")

@@ -93,7 +93,7 @@ def test_a_dependent_sees_its_dependency_as_of_each_event(tmp_path: Path) -> Non
     sees the counter's state as of each event, never a later one."""
     SEEN.clear()
     COUNTS.clear()
-    settings = Settings(embedder="none", scheduler=False, background_indexer=False)
+    settings = Settings().replace(embedder="none", scheduler=False, background_indexer=False)
     with Store.open(tmp_path / "m.db", settings=settings, projections=[Reader(), Counter()]) as s:
         s.append(
             [

@@ -43,9 +43,9 @@ def _known(conn: Connection, events: Sequence[StoredEvent]) -> set[tuple[str, st
         found.update(
             (str(u), str(s), str(m))
             for u, s, m in conn.exec_driver_sql(
-                f"WITH k(u, s, m) AS (VALUES {values}) SELECT l.user_id, l.session_id, l.message_id "
-                "FROM k JOIN l0_messages l ON l.user_id = k.u AND l.session_id = k.s "
-                "AND l.message_id = k.m",
+                f"WITH k(u, s, m) AS (VALUES {values}) "
+                "SELECT l.user_id, l.session_id, l.message_id FROM k JOIN l0_messages l "
+                "ON l.user_id = k.u AND l.session_id = k.s AND l.message_id = k.m",
                 tuple(x for key in chunk for x in key),
             )
         )
