@@ -99,3 +99,24 @@ def test_erasure_drops_memory_copies_and_keeps_other_vectors(two_users: Store) -
     assert s.search_conversations("cat", user_id="big", strategy="vector") == []
     s.reindex()
     assert calls == []
+
+
+def test_a_late_vector_below_the_cursor_reloads_the_copy(store: Store) -> None:
+    from memstore.vectors import quarantine
+    from tests.pipeline_support import FakeClock
+    from tests.test_reliability_indexer import Flaky, _indexer
+
+    assert store.embedder is not None
+    clock = FakeClock()
+    store.capture_turn("big", "s1", "REJECT the lighthouse keeper's logbook", "ok")
+    _fill(store, "big", 6)
+    flaky = Flaky(store.embedder)
+    _indexer(store, flaky, clock).run_until_idle()
+    store.search_engine.hot = HotPartitions(min_rows=5)
+    texts = [t for t, _ in _vector(store, "lighthouse keeper logbook", "big")]
+    assert "REJECT the lighthouse keeper's logbook" not in texts  # quarantined, no vector
+    clock.advance(quarantine.FIRST_RETRY_S + 1)
+    flaky.healed = True
+    _indexer(store, flaky, clock).run_until_idle()  # written below the cursor
+    hits = _vector(store, "lighthouse keeper logbook", "big")
+    assert hits[0][0] == "REJECT the lighthouse keeper's logbook"

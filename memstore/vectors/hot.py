@@ -110,9 +110,9 @@ def _sessions(conn: Connection, user_id: str, ids: np.ndarray[Any, Any]) -> np.n
 class HotPartitions:
     """Process-local, thread-safe cache of large L0 partitions (see module doc)."""
 
-    def __init__(self, min_rows: int = MIN_ROWS, max_bytes: int = MAX_BYTES) -> None:
-        self.min_rows = min_rows
-        self.max_bytes = max_bytes
+    def __init__(self, min_rows: int | None = None, max_bytes: int | None = None) -> None:
+        self.min_rows = MIN_ROWS if min_rows is None else min_rows
+        self.max_bytes = MAX_BYTES if max_bytes is None else max_bytes
         self._parts: OrderedDict[tuple[str, str], _Part] = OrderedDict()
         # (space, user) -> (rows counted, at cursor, epoch): a partition grows by
         # at most (cursor - counted_at) rows, so small users are rarely recounted.
