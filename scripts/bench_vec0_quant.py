@@ -1,5 +1,7 @@
 """vec0 element types on one large partition: float, int8, bit (+ float
-re-scoring), next to numpy over the same vectors (issue 14, finding 4).
+re-scoring), and memstore's in-memory partition copy (``HotPartitions``,
+through a SQLAlchemy connection as the engine uses it), next to numpy over
+the same vectors, in one process (issue 14, finding 4).
 
 Usage: PYTHONPATH=. .venv/bin/python scripts/bench_vec0_quant.py [N] [db path]
 Vectors are synthetic (rank-64 signal + noise, unit length), so the recall
@@ -18,6 +20,9 @@ import numpy as np
 import sqlite_vec
 
 from memstore.db.driver import sqlite_module
+from memstore.db.engine import Database
+from memstore.vectors.hot import HotPartitions
+from memstore.vectors.spaces import Space
 
 D, K, OVER = 384, 20, 10
 TABLES = {
@@ -53,6 +58,9 @@ def main() -> None:
                 f"VALUES (?, 'u', 's', {fn})",
                 [(j + 1, data[j].tobytes()) for j in range(n)],
             )
+        # The columns of l0_messages the in-memory copy reads (size, sessions).
+        db.execute("CREATE TABLE l0_messages(id INTEGER PRIMARY KEY, user_id, session_id)")
+        db.executemany("INSERT INTO l0_messages VALUES (?, 'u', 's')", [(j + 1,) for j in range(n)])
         db.commit()
     qs = x[rng.integers(0, n, 60)] + 0.3 * rng.standard_normal((60, D)).astype(np.float32)
     qs /= np.linalg.norm(qs, axis=1, keepdims=True)
@@ -72,14 +80,30 @@ def main() -> None:
         ids = np.array(knn("vb", "vec_bit(?)", np.packbits(q > 0).tobytes(), K * OVER)) - 1
         return list(ids[np.argsort(-(x[ids] @ q))[:K]] + 1)
 
+    store_db = Database(path)
+    space = Space("l0:bench", "l0", "bench", D, "vf", n, True, 0)
+    hot = HotPartitions()
+    with store_db.read() as conn:
+        t0 = time.perf_counter()
+        hot.search(conn, space, "u", qs[0], K)
+        load_s = time.perf_counter() - t0
+
+    def in_memory(q: Any) -> list[int]:
+        with store_db.read() as conn:
+            got = hot.search(conn, space, "u", q, K)
+        assert got is not None
+        return [i for i, _ in got]
+
     truth = [numpy_(q) for q in qs]
     cases: dict[str, Callable[[Any], list[int]]] = {
         "numpy float32 (reference)": numpy_,
         "vec0 float": lambda q: knn("vf", "?", q.tobytes(), K),
+        "memstore in-memory copy": in_memory,
         "vec0 int8": int8,
         f"vec0 bit, top {K * OVER} re-scored": bit_rescored,
     }
     print("load", Path("/proc/loadavg").read_text().strip(), "rows", n)
+    print(f"in-memory copy: first search (loads the partition) {load_s:.2f} s")
     for name, fn in cases.items():
         ms, got = [], []
         for q in qs:
