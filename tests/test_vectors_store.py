@@ -77,7 +77,9 @@ def test_migration_0013_keeps_vectors_and_drops_the_second_copy(
             rewrites = conn.exec_driver_sql("SELECT rewrites FROM vector_spaces").scalars().all()
             assert rewrites and set(rewrites) == {0}
     ddls = _vec_ddl(db_path)
-    assert ddls and all("chunk_size=128" in ddl for ddl in ddls)
+    assert any("vec_l0" in d and "chunk_size=128" in d for d in ddls)
+    assert any("vec_l1" in d and "chunk_size=32" in d for d in ddls)
+    assert not any("chunk_size=256" in d for d in ddls)
 
 
 def test_an_index_behind_keeps_the_cache_and_uses_it_once(

@@ -33,7 +33,10 @@ KINDS = tuple(_KIND_COLUMNS)
 # of a large partition (64 was 40% slower than 256 at 50k rows), but those are
 # searched in memory now (memstore.vectors.hot), so vec0 serves partitions
 # under hot.MIN_ROWS rows, where 128 costs a few chunks more per query.
-CHUNK_SIZE = 128
+# Users hold far fewer memories than messages (bench vectors, 100 users x 100
+# messages: a few memories each, one 128-slot chunk apiece, 1.96 KB per
+# message of L1 vector chunks), so L1 chunks are smaller still.
+CHUNK_SIZE = {"l0": 128, "l1": 32}
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class Space:
 def ddl(table: str, kind: str, dims: int) -> str:
     return (
         f'CREATE VIRTUAL TABLE IF NOT EXISTS "{table}" USING vec0({_KIND_COLUMNS[kind]}, '
-        f"embedding float[{dims}] distance_metric=cosine, chunk_size={CHUNK_SIZE})"
+        f"embedding float[{dims}] distance_metric=cosine, chunk_size={CHUNK_SIZE[kind]})"
     )
 
 

@@ -6,8 +6,9 @@ them over. This revision
 
 - adds ``vector_spaces.rewrites`` (in-memory copies of large partitions reload
   when a vector is written below the space's cursor);
-- copies every vec0 table into one with 128-slot chunks (256-slot chunks were
-  39% full at 100 users x 100 messages), without embedding anything again;
+- copies every vec0 table into one with smaller chunks (128 slots for
+  messages, 32 for memories; 256-slot chunks were 39% full at 100 users x
+  100 messages), without embedding anything again;
 - deletes the cached embeddings when every space has caught up (each of them
   is then also in vec0); otherwise the indexer uses and deletes them as it
   catches up. Vectors of the recall null sentences are embedded again once.
@@ -74,13 +75,13 @@ def _caught_up(conn: sa.Connection) -> bool:
     return True
 
 
-def _rechunk(chunk: int, suffix: str) -> None:
+def _rechunk(chunks: dict[str, int], suffix: str) -> None:
     conn = op.get_bind()
     rows = conn.execute(sa.text("SELECT name, kind, dims, table_name FROM vector_spaces")).all()
     for name, kind, dims, table in rows:
         base = table.split("__")[0]
         new = f"{base}__{suffix}"
-        _copy(conn, table, new, kind, int(dims), chunk)
+        _copy(conn, table, new, kind, int(dims), chunks[kind])
         conn.execute(
             sa.text("UPDATE vector_spaces SET table_name = :t WHERE name = :n"),
             {"t": new, "n": name},
@@ -93,7 +94,7 @@ def upgrade() -> None:
         "vector_spaces",
         sa.Column("rewrites", sa.Integer(), nullable=False, server_default="0"),
     )
-    _rechunk(128, "c128")
+    _rechunk({"l0": 128, "l1": 32}, "c128")
     conn = op.get_bind()
     if _caught_up(conn):
         conn.execute(sa.text("DELETE FROM embedding_cache"))
@@ -102,6 +103,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     # Vectors stay in vec0 (256-slot chunks again); older code refills the
     # embedding cache as it embeds new text.
-    _rechunk(256, "c256")
+    _rechunk({"l0": 256, "l1": 256}, "c256")
     with op.batch_alter_table("vector_spaces") as batch:
         batch.drop_column("rewrites")
