@@ -134,3 +134,29 @@ def test_an_index_behind_keeps_the_cache_and_uses_it_once(
                 f'SELECT embedding FROM "{table}" WHERE rowid = ?', (ids[1],)
             ).scalar_one()
         assert np.allclose(np.frombuffer(got, dtype=np.float32), 0.5)
+
+
+def test_a_vector_filed_under_another_user_never_shows_their_row(store: Store) -> None:
+    # Defence in depth: were a vector ever left under the wrong partition
+    # (ids renumbered under it), search still returns only the asker's rows.
+    store.capture_turn("alice", "s1", "alice keeps her diary in a red notebook", "ok")
+    store.reindex()
+    with store.db.write() as conn:
+        (table,) = conn.exec_driver_sql(
+            "SELECT table_name FROM vector_spaces WHERE kind = 'l0'"
+        ).one()
+        rid, vec = conn.exec_driver_sql(
+            f'SELECT rowid, embedding FROM "{table}" WHERE rowid = '
+            "(SELECT min(id) FROM l0_messages WHERE user_id = 'alice')"
+        ).one()
+        conn.exec_driver_sql(f'DELETE FROM "{table}" WHERE rowid = ?', (rid,))
+        conn.exec_driver_sql(
+            f'INSERT INTO "{table}"(rowid, user_id, session_id, embedding) '
+            "VALUES (?, 'mallory', 's1', ?)",
+            (rid, vec),
+        )
+    for strategy in ("vector", "hybrid"):
+        hits = store.search_conversations(
+            "red notebook diary", user_id="mallory", strategy=strategy
+        )
+        assert hits == []
