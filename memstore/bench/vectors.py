@@ -63,7 +63,7 @@ def _time(fn: Any, qs: list[str]) -> dict[str, float]:
 
 def run(size: int, users: int, path: Path, nq: int = 200) -> dict[str, Any]:
     res: dict[str, Any] = {"size": size, "users": users, "load_before": _loadavg()}
-    settings = Settings(embedder="hashing", background_indexer=False)
+    settings = Settings().replace(embedder="hashing", background_indexer=False)
     pool = text_pool(min(size, 50_000))
     with Store.open(path, settings=settings) as store:
         for user, session, msgs in _messages(size, users, pool):
