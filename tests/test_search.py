@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from memstore import Settings
 from memstore.search import clamp_limit
 from memstore.store import Store
+from memstore.vectors import spaces
 
 STRATEGIES = ("keyword", "vector", "hybrid")
 
@@ -202,7 +203,10 @@ def test_wrong_dimension_vectors_are_rejected(filled: Store) -> None:
 def test_vector_search_falls_back_to_keyword_while_a_reset_space_refills(store: Store) -> None:
     store.capture_turn("u", "s", "the zebra crossing", "ok")
     store.reindex()
-    store.rebuild()
+    # A rebuild keeps vectors now (vec0 is their stored copy); a reset space
+    # (what a new embedding model starts as) is still empty until refilled.
+    with store.db.write() as conn:
+        spaces.reset_kind(conn, "l0")
     hits = store.search_conversations("zebra", user_id="u", strategy="vector")
     assert hits and hits[0].keyword_rank == 1 and hits[0].vector_rank is None
     store.reindex()
