@@ -144,6 +144,9 @@ vector_spaces = Table(
     # Bumped whenever the space is emptied (rebuild, erasure): an indexer batch
     # read before a reset must not write its vectors after it.
     Column("epoch", Integer, nullable=False),
+    # Bumped when a vector is written below ``cursor`` (a quarantined row
+    # embedded later): in-memory copies of large partitions reload then.
+    Column("rewrites", Integer, nullable=False, server_default="0"),
     Column("created_at", Text, nullable=False),
 )
 

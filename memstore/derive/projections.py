@@ -37,7 +37,6 @@ from memstore.embeddings import content_hash
 from memstore.events.log import StoredEvent
 from memstore.projections.base import Projection
 from memstore.text import document_columns, stem_text
-from memstore.vectors import spaces
 
 COPY_LAYERS = ("l2", "l3")  # from_layer values that copy L1 from the base generation
 DIRECT_ORIGINS = ("user_stated", "host")  # memories no extraction produced
@@ -108,8 +107,8 @@ class L1Projection(Projection):
     def clear(self, conn: Connection) -> None:
         conn.execute(text("DELETE FROM l1_fts"))
         super().clear(conn)
-        # Row ids are reassigned on replay; the indexer refills vectors from the cache.
-        spaces.reset_kind(conn, "l1")
+        # Vectors stay (ids follow log order); vector_index re-embeds any row
+        # whose text differs, and search checks each hit's owner and status.
 
     # -- decisions -------------------------------------------------------------
 

@@ -13,7 +13,6 @@ from memstore.events.log import StoredEvent
 from memstore.l0.events import MessagesCaptured
 from memstore.projections.base import Projection
 from memstore.text import document_columns, is_low_information, stem_text
-from memstore.vectors import spaces
 
 _FTS_INSERT = "INSERT INTO l0_fts(rowid, text, cjk, stem) VALUES (?, ?, ?, ?)"
 _INSERT = (
@@ -105,6 +104,6 @@ class L0Projection(Projection):
     def clear(self, conn: Connection) -> None:
         conn.execute(text("DELETE FROM l0_fts"))
         conn.execute(delete(l0_messages))
-        # Row ids are reassigned on replay, so vectors keyed by them are stale;
-        # the indexer refills them from the embedding cache without re-embedding.
-        spaces.reset_kind(conn, "l0")
+        # Vectors stay: replay assigns ids in log order, so each id names the
+        # same message again and vector search works right after a rebuild
+        # (erasure, which renumbers, moves them: spaces.carry_over).
