@@ -39,7 +39,8 @@ def test_durability_from_the_environment(
 
 
 def test_unknown_durability_is_refused(db_path: Path) -> None:
-    settings = Settings().replace(embedder="none", scheduler=False, durability="paranoid")
+    # Refused where it is set, before any file is touched.
     with pytest.raises(ConfigError, match="durability"):
+        settings = Settings().replace(embedder="none", scheduler=False, durability="paranoid")
         Store.open(db_path, settings=settings)
     assert not db_path.exists() or db_path.stat().st_size == 0
