@@ -189,7 +189,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
 
         try:
             budget = int(store.settings.recall_budget_chars * STABLE_SHARE)
-            stable = stable_part(store, self._user_id, budget).text
+            stable = stable_part(store.derivation, self._user_id, budget).text
         except MemstoreError as exc:
             log.warning("memstore: reading the stable context failed: %s", exc)
             return SYSTEM_PROMPT

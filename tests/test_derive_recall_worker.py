@@ -34,7 +34,7 @@ def test_an_unexpected_search_error_answers_without_memories_at_once(
         raise ZeroDivisionError("a bug in the embedder")
 
     monkeypatch.setattr(rstore, "search_memories", broken)
-    r = api.recall(rstore, "hiking", user_id="u", timeout_s=20)
+    r = api.recall(rstore.derivation, "hiking", user_id="u", timeout_s=20)
     assert not r.timed_out  # the error came back; the caller did not wait out the deadline
     assert r.memories == [] and "<user-persona>" in r.text
     assert any("ZeroDivisionError" in rec.getMessage() for rec in caplog.records)
@@ -57,7 +57,7 @@ def test_hung_searches_do_not_pile_up_threads(
     before = _recall_threads()
     try:
         for _ in range(getattr(recall, "MAX_RECALL_WORKERS", 4) * 3):
-            r = api.recall(rstore, "hiking", user_id="u", timeout_s=0)
+            r = api.recall(rstore.derivation, "hiking", user_id="u", timeout_s=0)
             assert r.timed_out and "<user-persona>" in r.text
         assert _recall_threads() - before <= getattr(recall, "MAX_RECALL_WORKERS", 4)
     finally:

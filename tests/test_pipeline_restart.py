@@ -39,7 +39,7 @@ def test_timer_pending_at_close_fires_after_reopen(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     settings = {"l1_idle_s": 1.0, "warmup": (3,)}
     store = open_store(path, **settings)
-    svc = PipelineService(store, deriver=FakeDeriver(), lease_ttl_s=2.0)
+    svc = PipelineService(store.derivation, deriver=FakeDeriver(), lease_ttl_s=2.0)
     svc.start()
     try:
         assert wait_for(lambda: svc.is_scheduler)
@@ -55,7 +55,7 @@ def test_timer_pending_at_close_fires_after_reopen(tmp_path: Path) -> None:
         assert extracted(store) == 0
         with store.db.read() as conn:  # the timer itself survived, in the file
             assert idle_job_id("u", "s") in timer_times(conn)
-        svc = PipelineService(store, deriver=FakeDeriver(), lease_ttl_s=2.0)
+        svc = PipelineService(store.derivation, deriver=FakeDeriver(), lease_ttl_s=2.0)
         svc.start()
         try:
             assert wait_for(lambda: extracted(store) == 1)
@@ -73,7 +73,7 @@ sys.path.insert(0, {repo!r})
 from memstore.pipeline import PipelineService
 from tests.pipeline_support import FakeDeriver, open_store
 store = open_store(Path(sys.argv[1]))
-svc = PipelineService(store, deriver=FakeDeriver(), lease_ttl_s=1.0)
+svc = PipelineService(store.derivation, deriver=FakeDeriver(), lease_ttl_s=1.0)
 svc.start()
 print("started", flush=True)
 while True:

@@ -190,5 +190,5 @@ def test_recall_records_are_exported() -> None:
 
 
 def test_standing_instructions_survive_an_empty_query(cstore: Store) -> None:
-    r = api.recall(cstore, "   ", user_id="u")
+    r = api.recall(cstore.derivation, "   ", user_id="u")
     assert "British English" in r.stable and r.per_turn == ""

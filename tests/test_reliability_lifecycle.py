@@ -69,7 +69,7 @@ class _SlowDeriver(FakeDeriver):
         self.finished = threading.Event()
         self.hold_s = hold_s
 
-    def run_l1(self, store: Store, user_id: str, session_id: str, **kw: Any) -> Any:
+    def run_l1(self, store: Any, user_id: str, session_id: str, **kw: Any) -> Any:
         self.started.set()
         try:
             time.sleep(self.hold_s)
@@ -86,7 +86,7 @@ def test_close_during_a_run_records_no_failure(
     path = tmp_path / "m.db"
     store = open_store(path, warmup=(5,), extra={"pipeline_close_timeout_s": 0.3})
     deriver = _SlowDeriver(hold_s=1.5)
-    svc = PipelineService(store, deriver=deriver)
+    svc = PipelineService(store.derivation, deriver=deriver)
     store.pipeline = svc
     capture(store, svc, "u", "s", rounds=2)
     with store.db.write() as conn:

@@ -78,7 +78,7 @@ def seed_memories(store: Store, n: int, user_id: str = USER) -> float:
                 "degraded_from": None,
             }
             events.append(MemoryWritten(gen, "host", decision))
-        append_checked(store, user_id, events)
+        append_checked(store.derivation, user_id, events)
     store.reindex()
     return time.perf_counter() - started
 

@@ -135,7 +135,7 @@ def _fill_memories(store: Store, size: int, users: int, pool: Sequence[str]) -> 
                 for j in range(min(L1_BATCH, per_user - i))
             ]
             n += len(batch)
-            append_checked(store, user, batch)
+            append_checked(store.derivation, user, batch)
     return time.perf_counter() - t0
 
 

@@ -6,7 +6,7 @@ generation unless ``generation=`` names another one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from sqlalchemy import Connection, func, select
 
@@ -37,9 +37,10 @@ from memstore.derive.state import (
 )
 from memstore.errors import InvalidInputError, NotFoundError
 from memstore.llm.prompts import MAX_MEMORY_CHARS, MEMORY_TYPES, clip
+from memstore.records import Memory, MemoryChange, Scene
 
 if TYPE_CHECKING:
-    from memstore.store import Store
+    from memstore.derive.context import DeriveContext
 
 ORIGINS = ("user_stated", "host")
 HISTORY_TYPES = [
@@ -52,43 +53,48 @@ HISTORY_TYPES = [
 
 
 def list_memories(
-    store: Store,
+    store: DeriveContext,
     user_id: str,
     *,
     type: str | None = None,
     generation: int | None = None,
     include_retired: bool = False,
-) -> list[dict[str, Any]]:
+) -> list[Memory]:
     with store.db.read() as conn:
         gen = resolve_generation(conn, user_id, generation)
-        return memories(conn, user_id, gen, type=type, include_retired=include_retired)
+        rows = memories(conn, user_id, gen, type=type, include_retired=include_retired)
+    return cast(list[Memory], rows)  # l1_memories' columns: tests/test_public_types.py
 
 
 def list_scenes(
-    store: Store, user_id: str, *, generation: int | None = None
-) -> list[dict[str, Any]]:
+    store: DeriveContext, user_id: str, *, generation: int | None = None
+) -> list[Scene]:
     with store.db.read() as conn:
-        return scenes(conn, user_id, resolve_generation(conn, user_id, generation))
+        rows = scenes(conn, user_id, resolve_generation(conn, user_id, generation))
+    return cast(list[Scene], rows)  # l2_scenes' columns: tests/test_public_types.py
 
 
 def get_scene(
-    store: Store, user_id: str, name: str, *, generation: int | None = None
-) -> dict[str, Any] | None:
+    store: DeriveContext, user_id: str, name: str, *, generation: int | None = None
+) -> Scene | None:
     with store.db.read() as conn:
-        return scene_named(conn, user_id, resolve_generation(conn, user_id, generation), name)
+        row = scene_named(conn, user_id, resolve_generation(conn, user_id, generation), name)
+    return cast(Scene | None, row)
 
 
-def get_persona(store: Store, user_id: str, *, generation: int | None = None) -> str | None:
+def get_persona(store: DeriveContext, user_id: str, *, generation: int | None = None) -> str | None:
     with store.db.read() as conn:
         row = persona(conn, user_id, resolve_generation(conn, user_id, generation))
     return str(row["persona"]) if row else None
 
 
-def scene_navigation(store: Store, user_id: str, *, generation: int | None = None) -> str:
+def scene_navigation(store: DeriveContext, user_id: str, *, generation: int | None = None) -> str:
     return navigation_text(list_scenes(store, user_id, generation=generation))
 
 
-def forget_memory(store: Store, user_id: str, memory_id: str, reason: str = "user_request") -> None:
+def forget_memory(
+    store: DeriveContext, user_id: str, memory_id: str, reason: str = "user_request"
+) -> None:
     """Retire a live memory of the user's active generation (it leaves search,
     recall and scenes' live lists); history stays.
 
@@ -135,7 +141,7 @@ def live_copies(conn: Connection, user_id: str, memory_id: str, generation: int)
     return sorted(str(r[0]) for r in rows)
 
 
-def _find(store: Store, user_id: str, text: str, generation: int) -> dict[str, Any] | None:
+def _find(store: DeriveContext, user_id: str, text: str, generation: int) -> dict[str, Any] | None:
     """The live memory a host means by ``text``: same text, else the most similar."""
     with store.db.read() as conn:
         live = memories(conn, user_id, generation)
@@ -150,7 +156,7 @@ def _find(store: Store, user_id: str, text: str, generation: int) -> dict[str, A
 
 
 def write_memory(
-    store: Store,
+    store: DeriveContext,
     user_id: str,
     action: Literal["add", "replace", "remove"],
     content: str,
@@ -218,7 +224,7 @@ def write_memory(
     return str(target["memory_id"]) if target is not None else str(decision["new_id"])
 
 
-def memory_history(store: Store, user_id: str, memory_id: str) -> list[dict[str, Any]]:
+def memory_history(store: DeriveContext, user_id: str, memory_id: str) -> list[MemoryChange]:
     """The events that created, changed, retired or placed one of ``user_id``'s
     memories, oldest first. Another user's memory id is not found."""
     with store.db.read() as conn:
@@ -227,7 +233,7 @@ def memory_history(store: Store, user_id: str, memory_id: str) -> list[dict[str,
             raise NotFoundError(f"user {user_id!r} has no memory {memory_id!r}")
         events = store.log.read(conn, types=HISTORY_TYPES, user_id=user_id)
     base_id, _, copied_gen = memory_id.rpartition("@")
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = []  # built up key by key; the shape is MemoryChange
     for ev in events:
         p = ev.payload
         entry: dict[str, Any] = {
@@ -276,7 +282,7 @@ def memory_history(store: Store, user_id: str, memory_id: str) -> list[dict[str,
                             "scene": op.get("name"),
                         }
                     )
-    return out
+    return cast(list[MemoryChange], out)
 
 
 __all__ = [

@@ -58,7 +58,7 @@ from memstore.text import build_match
 from memstore.timeutil import parse_when, to_iso
 
 if TYPE_CHECKING:
-    from memstore.store import Store
+    from memstore.derive.context import DeriveContext
 
 log = logging.getLogger("memstore.derive")
 
@@ -128,7 +128,7 @@ class _Overlay:
 
 
 def related_memories(
-    store: Store, user_id: str, generation: int, query: str, limit: int = RELATED_LIMIT
+    store: DeriveContext, user_id: str, generation: int, query: str, limit: int = RELATED_LIMIT
 ) -> list[ExistingMemory]:
     """The user's live memories of ``generation`` closest to ``query``.
 
@@ -172,7 +172,7 @@ def _same_slot(
 
 def _extract(
     client: LLMClient | None,
-    store: Store,
+    store: DeriveContext,
     group: Sequence[L0Message],
     background: Sequence[L0Message],
 ) -> tuple[list[ExtractedMemory], str, dict[str, int] | None]:
@@ -289,7 +289,7 @@ def _forgotten_skip(cand: ExtractedMemory, f: Forgotten) -> DedupDecision:
 
 def _decisions(
     client: LLMClient | None,
-    store: Store,
+    store: DeriveContext,
     user_id: str,
     generation: int,
     candidates: Sequence[ExtractedMemory],
@@ -329,7 +329,7 @@ def _decisions(
 
 
 def run_l1(
-    store: Store, user_id: str, session_id: str, *, generation: int | None = None
+    store: DeriveContext, user_id: str, session_id: str, *, generation: int | None = None
 ) -> RunOutcome:
     """Extract and dedup everything captured in the session after its cursor.
 

@@ -36,7 +36,7 @@ from memstore.llm.prompts import (
 )
 
 if TYPE_CHECKING:
-    from memstore.store import Store
+    from memstore.derive.context import DeriveContext
 
 log = logging.getLogger("memstore.derive")
 
@@ -106,14 +106,14 @@ def _llm_ops(
     return ops, res.value.persona_refresh, list(res.value.notes), res.model
 
 
-def run_l2(store: Store, user_id: str) -> RunOutcome:
+def run_l2(store: DeriveContext, user_id: str) -> RunOutcome:
     """Place the user's new and changed memories into scenes (active generation)."""
     with store.db.read() as conn:
         gen = active_generation(conn, user_id)
     return run_l2_generation(store, user_id, gen)
 
 
-def run_l2_generation(store: Store, user_id: str, generation: int) -> RunOutcome:
+def run_l2_generation(store: DeriveContext, user_id: str, generation: int) -> RunOutcome:
     from memstore.derive.l3 import persona_due
 
     run_id = new_id()

@@ -33,7 +33,7 @@ from memstore.llm.prompts import (
 )
 
 if TYPE_CHECKING:
-    from memstore.store import Store
+    from memstore.derive.context import DeriveContext
 
 log = logging.getLogger("memstore.derive")
 
@@ -54,17 +54,17 @@ def persona_trigger(conn: Connection, user_id: str, generation: int, every: int)
     return None
 
 
-def persona_due(store: Store, user_id: str, *, generation: int | None = None) -> bool:
+def persona_due(store: DeriveContext, user_id: str, *, generation: int | None = None) -> bool:
     with store.db.read() as conn:
         gen = resolve_generation(conn, user_id, generation)
         return persona_trigger(conn, user_id, gen, store.settings.persona_every) is not None
 
 
-def run_l3(store: Store, user_id: str) -> RunOutcome:
+def run_l3(store: DeriveContext, user_id: str) -> RunOutcome:
     return run_l3_generation(store, user_id, None)
 
 
-def run_l3_generation(store: Store, user_id: str, generation: int | None) -> RunOutcome:
+def run_l3_generation(store: DeriveContext, user_id: str, generation: int | None) -> RunOutcome:
     """Rewrite the persona now (whether or not it is due: callers decide when)."""
     run_id = new_id()
     with store.db.read() as conn:

@@ -16,16 +16,35 @@ capture (or a manual ``run_pipeline``) brings it back.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
 
 from memstore.config import Settings
 from memstore.pipeline import queue
 from memstore.pipeline.scheduler import idle_job_id, l2_job_id
-from memstore.pipeline.state import SessionState, list_sessions, list_users
+from memstore.pipeline.state import SessionState, UserState, list_sessions, list_users
 from memstore.timeutil import from_iso, timedelta
 
 if TYPE_CHECKING:
-    from memstore.pipeline.service import PipelineService
+    from memstore.derive.context import DeriveContext
+    from memstore.pipeline.scheduler import Timers
+
+
+class Arming(Protocol):
+    """What reconcile needs of the pipeline service (a protocol, so that this
+    module, which the service imports, does not import it back)."""
+
+    store: DeriveContext
+    settings: Settings
+    timers: Timers
+
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+    def arm_idle(self, user: str, session: str, due: datetime) -> None: ...
+    def arm_drain(self, when: datetime) -> None: ...
+    def arm_l2(self, user: str, when: datetime, *, if_earlier: bool = True) -> None: ...
+    def l2_not_before(self, us: UserState) -> datetime | None: ...
 
 
 def gave_up(st: SessionState, settings: Settings) -> bool:
@@ -35,7 +54,7 @@ def gave_up(st: SessionState, settings: Settings) -> bool:
     return from_iso(st.last_failure_at) >= from_iso(st.last_activity_at)
 
 
-def reconcile(svc: PipelineService) -> dict[str, int]:
+def reconcile(svc: Arming) -> dict[str, int]:
     now = svc.clock()
     armed = enqueued = 0
     with svc.store.db.write() as conn:

@@ -171,7 +171,7 @@ def _import_records(
             message_ids=new_l0.get(session, []),
             decisions=ds,
         )
-        append_checked(store, user_id, [event])
+        append_checked(store.derivation, user_id, [event])
     return by_scene
 
 
@@ -227,7 +227,7 @@ def _import_scenes(
             operations=ops,
             notes=[f"imported from {data.root}"],
         )
-        append_checked(store, user_id, [event])
+        append_checked(store.derivation, user_id, [event])
 
 
 def _import_persona(
@@ -252,7 +252,7 @@ def _import_persona(
         trigger="import",
         scene_ids=scene_ids,
     )
-    append_checked(store, user_id, [event])
+    append_checked(store.derivation, user_id, [event])
     report.add("persona imported")
 
 
