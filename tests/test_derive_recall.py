@@ -70,13 +70,13 @@ def test_timeout_returns_persona_and_navigation(
     rstore: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     release = threading.Event()
-    real = rstore.search_memories
+    real = rstore.derivation.search_memories
 
     def slow(*args: Any, **kwargs: Any) -> Any:
         release.wait(10)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(rstore, "search_memories", slow)
+    monkeypatch.setattr(rstore.derivation, "search_memories", slow)
     try:
         r = api.recall(rstore.derivation, "hiking", user_id="u", timeout_s=0.05)
     finally:

@@ -33,7 +33,7 @@ def test_an_unexpected_search_error_answers_without_memories_at_once(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise ZeroDivisionError("a bug in the embedder")
 
-    monkeypatch.setattr(rstore, "search_memories", broken)
+    monkeypatch.setattr(rstore.derivation, "search_memories", broken)
     r = api.recall(rstore.derivation, "hiking", user_id="u", timeout_s=20)
     assert not r.timed_out  # the error came back; the caller did not wait out the deadline
     assert r.memories == [] and "<user-persona>" in r.text
@@ -53,7 +53,7 @@ def test_hung_searches_do_not_pile_up_threads(
         release.wait(timeout=60)
         return []
 
-    monkeypatch.setattr(rstore, "search_memories", hung)
+    monkeypatch.setattr(rstore.derivation, "search_memories", hung)
     before = _recall_threads()
     try:
         for _ in range(getattr(recall, "MAX_RECALL_WORKERS", 4) * 3):
