@@ -29,7 +29,10 @@ from memstore.events.log import EventLog, NewEvent, StoredEvent
 from memstore.projections.base import Projection, Projections
 from memstore.timeutil import Clock, system_clock
 
-InTransaction = Callable[[Connection, list[StoredEvent]], object]  # results ignored
+# An in-transaction hook may return a callable: it runs after the commit
+# (how a hook hands what it decided in the transaction to its after-commit
+# work without thread-locals). Any other result is ignored.
+InTransaction = Callable[[Connection, list[StoredEvent]], object]
 OnCommit = Callable[[list[StoredEvent]], None]
 OnErase = Callable[[Connection, str], object]
 
@@ -141,6 +144,7 @@ class Kernel:
         """
         hooks = hooks if hooks is not None else self.hooks
         lock = self.exclusive() if exclusive else contextlib.nullcontext()
+        deferred: list[Callable[[], object]] = []
         with lock, self.db.write() as conn:
             built = build(conn)
             batch = built if isinstance(built, Batch) else Batch(built)
@@ -149,9 +153,13 @@ class Kernel:
             stored = self.log.append(conn, batch.events, after=batch.after)
             self.projections.apply_inline(conn, stored)
             for hook in hooks.in_transaction:
-                hook(conn, stored)
+                after = hook(conn, stored)
+                if callable(after):
+                    deferred.append(after)
             if batch.then is not None:
                 batch.then(conn, stored)
+        for run in deferred:
+            run()
         for done in hooks.on_commit:
             done(stored)
         return stored
