@@ -1,6 +1,7 @@
 """The functions the Store, the scheduler and the CLI call.
 
-Everything here takes the ``Store`` first; reads show the user's active
+Everything here takes the ``DeriveContext`` first (``store.derivation``: the
+kernel plus search, never the Store itself); reads show the user's active
 generation unless ``generation=`` names another one.
 """
 

@@ -14,7 +14,7 @@ Job ids (user and session ids are percent-quoted so ``:`` cannot collide):
 Jobs are module-level functions taking ``(db_path, ...)`` strings: APScheduler
 pickles them into the table. When one fires it finds the process's open
 store for that path through a process-wide registry — ``register`` is
-called by ``PipelineService.start`` (the service holds its ``Store``) and
+called by ``PipelineService.start`` (the service holds its ``DeriveContext``) and
 ``unregister`` by ``stop``; a job firing with no open store logs and does
 nothing (the reconciler re-arms from the projection on the next open).
 

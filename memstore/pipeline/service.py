@@ -3,12 +3,13 @@
 
 Capture path (one transaction, then a cheap hook):
 
-1. ``Store.capture`` appends ``l0.captured`` and applies inline projections
-   (``PipelineStateProjection`` counts the rounds) — then calls
-   ``on_captured(conn, stored)`` in the same transaction: at the warm-up
+1. ``Store.capture`` appends ``l0.captured`` through the kernel, which
+   applies inline projections (``PipelineStateProjection`` counts the
+   rounds) — then calls the hook ``on_captured(conn, stored)`` (registered
+   by ``memstore/assembly.py``) in the same transaction: at the warm-up
    threshold it enqueues L1 work, else it notes that the session's idle
    timer must be (re)armed at ``recorded_at + l1_idle_s``.
-2. After commit, ``after_commit(stored)`` hands the timer writes to a
+2. After commit, the kernel calls ``after_commit(stored)``, which hands the timer writes to a
    single background thread (APScheduler's job-store write takes the SQLite
    write lock; the capture must not wait for it, nor hold ``db.write()``
    while it happens). A crash between 1 and 2 loses nothing: the state is
