@@ -18,13 +18,18 @@ from typing import NotRequired, TypedDict
 
 class Message(TypedDict, total=False):
     """One message handed to ``Store.capture``: ``role`` and ``content`` are
-    required; ``timestamp`` (ISO 8601 text, datetime or epoch seconds) and a
-    stable ``id`` (so a re-sent message is not stored twice) are optional."""
+    required (``text`` is accepted for ``content``); ``timestamp`` (ISO 8601
+    text, datetime or epoch seconds; ``occurred_at`` is accepted for it), a
+    stable ``id`` (so a re-sent message is not stored twice) and the
+    speaker's ``name`` are optional."""
 
     role: str
-    content: str
+    content: str | bytes
+    text: str
     timestamp: str | datetime | float | int | None
+    occurred_at: str | datetime | float | int | None
     id: str | None
+    name: str | None
 
 
 class Memory(TypedDict):
