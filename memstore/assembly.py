@@ -68,14 +68,9 @@ class Parts:
             self.background.start()
 
     def stop_background(self) -> None:
-        """Let running work finish (bounded): the pipeline, then the indexer."""
-        try:
-            if self.pipeline is not None:
-                self.pipeline.stop()
-        finally:
-            if self.background is not None:
-                self.background.stop()
-                self.background = None
+        if self.background is not None:
+            self.background.stop()
+            self.background = None
 
 
 __all__ = ["Parts"]

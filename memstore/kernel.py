@@ -25,6 +25,7 @@ from sqlalchemy import Connection, event
 from memstore.config import Settings
 from memstore.db.engine import Database
 from memstore.erasure_compaction import Compactor
+from memstore.errors import StorageError
 from memstore.events.log import EventLog, NewEvent, StoredEvent
 from memstore.projections.base import Projection, Projections
 from memstore.timeutil import Clock, system_clock
@@ -84,6 +85,7 @@ class Kernel:
         # Held by whole-store rewrites (rebuild, erasure) so that background
         # writers of derived rows (the vector indexer) do not interleave.
         self.exclusive: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
+        self.closed = False
 
     def _on_rollback(self, _conn: Any) -> None:
         self.log.forget_cache()
@@ -91,6 +93,15 @@ class Kernel:
     @property
     def path(self) -> Path:
         return self.db.path
+
+    def close(self) -> None:
+        """Refuse appends and reads from now on (work still running in a
+        background thread fails with "store is closed" instead of writing)."""
+        self.closed = True
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise StorageError("store is closed")
 
     # -- hooks -------------------------------------------------------------------
 
@@ -142,6 +153,7 @@ class Kernel:
         test driving its own pipeline service); ``exclusive`` holds the
         kernel's exclusive lock (whole-store rewrites).
         """
+        self.check_open()
         hooks = hooks if hooks is not None else self.hooks
         lock = self.exclusive() if exclusive else contextlib.nullcontext()
         deferred: list[Callable[[], object]] = []
@@ -169,6 +181,7 @@ class Kernel:
     def head(self) -> int:
         """The log's last position (what a derivation run records when it
         starts, so that its appends can tell whether the user was erased)."""
+        self.check_open()
         with self.db.read() as conn:
             return self.log.last_position(conn)
 

@@ -135,9 +135,12 @@ class Store:
         # Background work finishes (bounded) before the store refuses calls:
         # a run cut off by "store is closed" would count as a failed attempt.
         try:
+            if self.pipeline is not None:
+                self.pipeline.stop()
             self.parts.stop_background()
         finally:
             self._closed = True
+            self.kernel.close()
             try:
                 self.compactor.on_close()
             finally:

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import Connection, text
 
 from memstore.config import Settings
+from memstore.errors import StorageError
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.kernel import Batch, Hooks, Kernel
 from memstore.projections.stats import StatsProjection
@@ -100,3 +101,11 @@ def test_explicit_hooks_replace_the_registered_ones(kernel: Kernel) -> None:
     kernel.add_hooks(on_commit=lambda _s: calls.append("registered"))
     kernel.append([_noted()], hooks=Hooks(on_commit=[lambda _s: calls.append("mine")]))
     assert calls == ["mine"]
+
+
+def test_a_closed_kernel_refuses_appends_and_reads(kernel: Kernel) -> None:
+    kernel.close()
+    with pytest.raises(StorageError, match="store is closed"):
+        kernel.append([_noted()])
+    with pytest.raises(StorageError, match="store is closed"):
+        kernel.head()

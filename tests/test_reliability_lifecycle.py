@@ -73,7 +73,7 @@ class _SlowDeriver(FakeDeriver):
         self.started.set()
         try:
             time.sleep(self.hold_s)
-            store.read_events(limit=1)  # "store is closed" once close() went on
+            store.kernel.head()  # "store is closed" once close() went on
             return RunOutcome("l1", True, uuid.uuid4().hex)
         finally:
             self.finished.set()
