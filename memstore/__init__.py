@@ -13,13 +13,13 @@ from memstore.records import *  # noqa: F403  (TypedDicts: cheap to import)
 from memstore.records import __all__ as _records_all
 
 if TYPE_CHECKING:
-    from memstore.derive.common import RunOutcome
-    from memstore.derive.recall import Recall, RecalledMemory, RecalledMessage
+    from memstore.derive.runs import RunOutcome
     from memstore.erasure import ErasureReport
     from memstore.events.log import NewEvent, StoredEvent
     from memstore.l0.capture import CaptureResult
     from memstore.pipeline.runner import Outcome
     from memstore.projections.base import ProjectionStatus
+    from memstore.recall.compose import Recall, RecalledMemory, RecalledMessage
     from memstore.search import Hit
     from memstore.store import Store
 
@@ -30,12 +30,12 @@ __version__ = "0.1.0"
 _LAZY = {
     "Store": "memstore.store",
     "CaptureResult": "memstore.l0.capture",
-    "Recall": "memstore.derive.recall",
-    "RecalledMemory": "memstore.derive.recall",
-    "RecalledMessage": "memstore.derive.recall",
+    "Recall": "memstore.recall.compose",
+    "RecalledMemory": "memstore.recall.compose",
+    "RecalledMessage": "memstore.recall.compose",
     "Hit": "memstore.search",
     "ErasureReport": "memstore.erasure",
-    "RunOutcome": "memstore.derive.common",
+    "RunOutcome": "memstore.derive.runs",
     "Outcome": "memstore.pipeline.runner",
     "NewEvent": "memstore.events.log",
     "StoredEvent": "memstore.events.log",

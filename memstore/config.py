@@ -98,7 +98,7 @@ class Settings:
 
     # recall
     recall_limit: int = 5
-    # The relevance gate (memstore/derive/recall_rank.py); calibrated on LoCoMo
+    # The relevance gate (memstore/recall/rank.py); calibrated on LoCoMo
     # dev against off-topic questions (BENCHMARKS.md, "Recall").
     recall_threshold: float = 0.9
     recall_timeout_s: float = 5.0

@@ -24,14 +24,13 @@ from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 
+from memstore import recall as recall_api
 from memstore import validate as v
 from memstore.assembly import Parts
 from memstore.config import Settings, default_db_path
 from memstore.db import migrate
 from memstore.db.engine import Database
 from memstore.derive import api, derive_projections
-from memstore.derive.recall import Recall
-from memstore.derive.recall_rank import warm_up
 from memstore.erasure import ErasureReport, erase_user
 from memstore.errors import InvalidInputError, StorageError
 from memstore.events.log import NewEvent, StoredEvent
@@ -40,6 +39,8 @@ from memstore.l0.projection import L0Projection
 from memstore.pipeline import Outcome, PipelineService, PipelineStateProjection
 from memstore.projections.base import Projection, ProjectionStatus
 from memstore.projections.stats import StatsProjection
+from memstore.recall.compose import Recall
+from memstore.recall.rank import warm_up
 from memstore.records import (
     EmbeddingStatus,
     EndSessionReport,
@@ -355,7 +356,7 @@ class Store:
         off-topic query gets none. ``.text`` is both. ``.memories`` and
         ``.messages`` are typed records of what was injected."""
         self._check_open()
-        return api.recall(
+        return recall_api.recall(
             self.derivation,
             v.check_query("query", query),
             user_id=v.check_id("user_id", user_id),

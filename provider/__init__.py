@@ -185,7 +185,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         store = self.store
         if store is None:
             return SYSTEM_PROMPT
-        from memstore.derive.recall import STABLE_SHARE, stable_part
+        from memstore.recall.compose import STABLE_SHARE, stable_part
 
         try:
             budget = int(store.settings.recall_budget_chars * STABLE_SHARE)
@@ -206,7 +206,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
     def _recall(
         self, store: Store, query: str, session: str, budget: int | None, *, per_turn: bool = False
     ) -> str:
-        from memstore.derive.api import recall
+        from memstore.recall import recall
 
         timeout = store.settings.recall_timeout_s
         try:

@@ -13,7 +13,10 @@ import pytest
 from sqlalchemy import text
 
 from memstore import Settings
-from memstore.derive import api, l1, rules_l23
+from memstore.derive import api
+from memstore.derive.memories import extract as l1
+from memstore.derive.persona import rules as persona_rules
+from memstore.derive.scenes import rules as scene_rules
 from memstore.errors import NotFoundError
 from memstore.store import Store
 from tests.derive_support import open_store, say
@@ -83,7 +86,7 @@ def test_l2_run_in_flight_during_erasure_appends_nothing(
     estore: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     api.run_l1(estore.derivation, USER, "s")
-    monkeypatch.setattr(rules_l23, "scene_ops", _erase_during(estore, rules_l23.scene_ops))
+    monkeypatch.setattr(scene_rules, "scene_ops", _erase_during(estore, scene_rules.scene_ops))
     out = api.run_l2(estore.derivation, USER)
     assert out.events_appended == 0
     _nothing_of_the_user_left(estore)
@@ -94,7 +97,9 @@ def test_l3_run_in_flight_during_erasure_appends_nothing(
 ) -> None:
     api.run_l1(estore.derivation, USER, "s")
     api.run_l2(estore.derivation, USER)
-    monkeypatch.setattr(rules_l23, "persona_text", _erase_during(estore, rules_l23.persona_text))
+    monkeypatch.setattr(
+        persona_rules, "persona_text", _erase_during(estore, persona_rules.persona_text)
+    )
     out = api.run_l3(estore.derivation, USER)
     assert out.events_appended == 0
     _nothing_of_the_user_left(estore)

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from memstore import Settings
+from memstore import recall as recall_api
 from memstore.derive import api
 from memstore.derive.events import L1Extracted, PersonaUpdated, RunFailed, ScenesUpdated
-from memstore.derive.state import l1_cursor
+from memstore.derive.queries import l1_cursor
 from memstore.store import Store
 from tests.derive_support import ScriptedLLM, open_store, say, snapshot
 from tests.fakeopenai import FakeOpenAI
@@ -88,7 +89,7 @@ def test_multi_session_conversation_gives_memories_scenes_persona_and_recall(
     assert ev.deriver == "llm" and ev.model == "fake-model"  # type: ignore[attr-defined]
 
     lstore.reindex()
-    r = api.recall(lstore.derivation, "Where does Alice live now?", user_id="alice")
+    r = recall_api.recall(lstore.derivation, "Where does Alice live now?", user_id="alice")
     assert "<user-persona>" in r.text and "<scene-navigation>" in r.text
     assert "Munich" in r.text and "About Alice" in r.navigation
     assert any("Munich" in m.content for m in r.memories)

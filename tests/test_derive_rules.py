@@ -11,8 +11,8 @@ import pytest
 from memstore import Settings
 from memstore.derive import api
 from memstore.derive.events import L1Extracted
-from memstore.derive.rules import clauses, decide, extract
-from memstore.derive.state import L0Message
+from memstore.derive.memories.rules import clauses, decide, extract
+from memstore.derive.queries import L0Message
 from memstore.store import Store
 from tests.derive_support import open_store, say, snapshot
 
@@ -202,7 +202,7 @@ def test_write_forget_and_history(rstore: Store) -> None:
 
 
 def test_chinese_clause_without_repeated_subject() -> None:
-    from memstore.derive.rules import clauses
+    from memstore.derive.memories.rules import clauses
 
     assert clauses("我喜欢喝乌龙茶，不喜欢咖啡。") == ["我喜欢喝乌龙茶", "我不喜欢咖啡"]
     assert clauses("他喜欢茶，不喜欢咖啡") == ["他喜欢茶", "不喜欢咖啡"]
@@ -282,7 +282,7 @@ def test_what_is_not_the_users_fact_is_left_alone() -> None:
 
 
 def test_third_person_keeps_the_verb_in_agreement() -> None:
-    from memstore.derive.rules_text import third_person
+    from memstore.derive.memories.rules_text import third_person
 
     assert third_person("I keep tropical fish") == "the user keeps tropical fish"
     assert third_person("I usually go to bed at 11") == "the user usually goes to bed at 11"
@@ -327,7 +327,7 @@ def test_corpus_loader_rejects_bad_lines(tmp_path: Path) -> None:
 
 def test_scoring_counts_wrong_type_and_missing_key_as_errors() -> None:
     from memstore.bench.rules_corpus import CorpusItem, score
-    from memstore.llm.prompts import ExtractedMemory
+    from memstore.derive.prompts import ExtractedMemory
 
     def mem(type_: str, content: str) -> ExtractedMemory:
         return ExtractedMemory(content, type_, 50, "s", ("m",))  # type: ignore[arg-type]

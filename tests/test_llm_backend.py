@@ -11,10 +11,10 @@ import pytest
 
 from memstore import Settings
 from memstore.derive import api
-from memstore.derive.common import describe_derivation, last_derivation, llm_description
 from memstore.derive.events import L1Extracted
+from memstore.derive.prompts import validate_extract
+from memstore.derive.runs import describe_derivation, last_derivation, llm_description
 from memstore.llm import ChatAnswer, ChatBackend, LLMClient, host_backend, use_host_backend
-from memstore.llm.prompts import validate_extract
 from tests.derive_support import ScriptedLLM, open_store, say
 from tests.fakeopenai import FakeOpenAI
 

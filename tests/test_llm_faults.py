@@ -12,8 +12,8 @@ import pytest
 from memstore import Settings
 from memstore.derive import api
 from memstore.derive.events import L1Extracted, PersonaUpdated, RunFailed, ScenesUpdated
-from memstore.derive.l2 import cursor_of
-from memstore.derive.state import l1_cursor
+from memstore.derive.queries import l1_cursor
+from memstore.derive.scenes.build import cursor_of
 from memstore.errors import LLMError
 from memstore.llm import LLMClient
 from memstore.store import Store

@@ -11,7 +11,7 @@ import pytest
 
 from memstore import Settings
 from memstore.derive import api, generations
-from memstore.derive.common import RunOutcome
+from memstore.derive.runs import RunOutcome
 from memstore.errors import PipelineError
 from memstore.pipeline.state import get_session
 from memstore.store import Store

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from memstore import Settings
-from memstore.derive.common import RunOutcome
 from memstore.derive.events import RunFailed
+from memstore.derive.runs import RunOutcome
 from memstore.pipeline import PipelineService, queue, scheduler
 from memstore.pipeline.scheduler import DRAIN_JOB_ID
 from memstore.store import Store

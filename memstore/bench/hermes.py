@@ -49,9 +49,9 @@ def _hermes() -> tuple[Any, Any]:
 
 def seed_memories(store: Store, n: int, user_id: str = USER) -> float:
     """Append ``n`` distinct memories for ``user_id``; returns seconds taken."""
-    from memstore.derive.common import append_checked, new_id
     from memstore.derive.events import MemoryWritten
-    from memstore.derive.state import active_generation
+    from memstore.derive.queries import active_generation
+    from memstore.derive.runs import append_checked, new_id
 
     texts = text_pool(n, seed=23)
     with store.db.read() as conn:

@@ -43,8 +43,8 @@ from tqdm import tqdm
 
 from memstore.bench.locomo_data import Conversation, load_locomo
 from memstore.bench.metrics import mean, percentile
-from memstore.derive import recall as rc
-from memstore.derive.recall_rank import collect
+from memstore.recall import compose as rc
+from memstore.recall.rank import collect
 from memstore.store import Store
 
 CALIBRATION = (

@@ -68,7 +68,7 @@ def doctor_report(db: Path) -> tuple[dict[str, Any], list[str]]:
 def _doctor_llm(db: Path, report: dict[str, Any], problems: list[str]) -> None:
     """Who derives with this configuration, and who did last (from the log)."""
     from memstore.config import Settings
-    from memstore.derive.common import describe_derivation, last_derivation
+    from memstore.derive.runs import describe_derivation, last_derivation
 
     try:
         settings = Settings.load()

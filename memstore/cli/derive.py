@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from memstore import recall as recall_api
 from memstore.cli.app import cli, db_option, echo_json, json_option, open_store
 from memstore.cli.table import print_table
 from memstore.derive import api
@@ -244,7 +245,7 @@ def persona_show(db: Path | None, as_json: bool, user: str, generation: int | No
     """
     with _open(db) as store:
         text = api.get_persona(store.derivation, user, generation=generation)
-        nav = api.scene_navigation(store.derivation, user, generation=generation)
+        nav = recall_api.scene_navigation(store.derivation, user, generation=generation)
     if as_json:
         echo_json({"persona": text, "navigation": nav})
         return
@@ -270,7 +271,7 @@ def recall_cmd(
       memstore recall --user alice "where should we eat tonight?"
     """
     with _open(db) as store:
-        r = api.recall(
+        r = recall_api.recall(
             store.derivation, query, user_id=user, session_id=session, budget_chars=budget
         )
     if as_json:

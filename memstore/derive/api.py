@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from sqlalchemy import Connection, func, select
 
 from memstore.db.schema import l1_memories
-from memstore.derive import rules
-from memstore.derive.common import RunOutcome, append_checked, new_id
 from memstore.derive.events import (
     GenerationStarted,
     L1Extracted,
@@ -23,11 +21,11 @@ from memstore.derive.events import (
     ScenesUpdated,
 )
 from memstore.derive.generations import activate_generation, list_generations, rederive
-from memstore.derive.l1 import run_l1
-from memstore.derive.l2 import run_l2
-from memstore.derive.l3 import persona_due, run_l3
-from memstore.derive.recall import Recall, navigation_text, recall
-from memstore.derive.state import (
+from memstore.derive.memories import rules
+from memstore.derive.memories.extract import run_l1
+from memstore.derive.persona.write import persona_due, run_l3
+from memstore.derive.prompts import MAX_MEMORY_CHARS, MEMORY_TYPES, clip
+from memstore.derive.queries import (
     active_generation,
     memories,
     memory,
@@ -36,8 +34,9 @@ from memstore.derive.state import (
     scene_named,
     scenes,
 )
+from memstore.derive.runs import RunOutcome, append_checked, new_id
+from memstore.derive.scenes.build import run_l2
 from memstore.errors import InvalidInputError, NotFoundError
-from memstore.llm.prompts import MAX_MEMORY_CHARS, MEMORY_TYPES, clip
 from memstore.records import Memory, MemoryChange, Scene
 
 if TYPE_CHECKING:
@@ -87,10 +86,6 @@ def get_persona(store: DeriveContext, user_id: str, *, generation: int | None = 
     with store.db.read() as conn:
         row = persona(conn, user_id, resolve_generation(conn, user_id, generation))
     return str(row["persona"]) if row else None
-
-
-def scene_navigation(store: DeriveContext, user_id: str, *, generation: int | None = None) -> str:
-    return navigation_text(list_scenes(store, user_id, generation=generation))
 
 
 def forget_memory(
@@ -288,7 +283,6 @@ def memory_history(store: DeriveContext, user_id: str, memory_id: str) -> list[M
 
 __all__ = [
     "PersonaUpdated",
-    "Recall",
     "RunOutcome",
     "activate_generation",
     "forget_memory",
@@ -298,11 +292,9 @@ __all__ = [
     "list_scenes",
     "memory_history",
     "persona_due",
-    "recall",
     "rederive",
     "run_l1",
     "run_l2",
     "run_l3",
-    "scene_navigation",
     "write_memory",
 ]

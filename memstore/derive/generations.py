@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memstore.derive.common import append_checked, new_id
 from memstore.derive.events import GenerationActivated, GenerationStarted
-from memstore.derive.l1 import run_l1
-from memstore.derive.l2 import run_l2_generation
-from memstore.derive.l3 import run_l3_generation
-from memstore.derive.state import (
+from memstore.derive.memories.extract import run_l1
+from memstore.derive.persona.write import run_l3_generation
+from memstore.derive.queries import (
     DEFAULT_GENERATION,
     active_generation,
     generations,
@@ -23,6 +21,8 @@ from memstore.derive.state import (
     sessions_of,
     users_with_messages,
 )
+from memstore.derive.runs import append_checked, new_id
+from memstore.derive.scenes.build import run_l2_generation
 from memstore.errors import InvalidInputError, NotFoundError, PipelineError
 
 if TYPE_CHECKING:

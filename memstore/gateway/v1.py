@@ -114,7 +114,7 @@ def forget_memory(
 @router.get("/users/{user_id}/persona")
 def persona(store: StoreDep, user_id: str) -> dict[str, Any]:
     """The L3 persona (null before one was derived) and the scene navigation."""
-    from memstore.derive.api import scene_navigation
+    from memstore.recall import scene_navigation
 
     return {
         "user_id": user_id,

@@ -18,8 +18,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memstore.db.engine import Database
-from memstore.derive.common import RunOutcome, append_checked
 from memstore.derive.events import RunFailed
+from memstore.derive.runs import RunOutcome, append_checked
 from memstore.errors import MemstoreError
 from memstore.pipeline import queue
 from memstore.timeutil import Clock
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 class Outcome(Protocol):
-    """What a stage run reports (``memstore.derive.common.RunOutcome`` fits)."""
+    """What a stage run reports (``memstore.derive.runs.RunOutcome`` fits)."""
 
     @property
     def stage(self) -> str: ...

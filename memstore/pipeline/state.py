@@ -50,7 +50,7 @@ from memstore.derive.events import (
     RunFailed,
     ScenesUpdated,
 )
-from memstore.derive.state import DEFAULT_GENERATION
+from memstore.derive.queries import DEFAULT_GENERATION
 from memstore.events.log import StoredEvent
 from memstore.l0.events import MessagesCaptured, SessionEnded
 from memstore.projections.base import Projection

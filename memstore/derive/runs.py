@@ -20,7 +20,7 @@ from memstore.derive.events import (
     ScenesUpdated,
     derive_stream,
 )
-from memstore.derive.state import erased_since, failures
+from memstore.derive.queries import erased_since, failures
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.events.types import Event
 from memstore.llm.client import LLMClient

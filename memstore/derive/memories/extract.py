@@ -17,16 +17,21 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
-from memstore.derive import rules
-from memstore.derive.common import (
-    RunOutcome,
-    append_checked,
-    llm_client,
-    new_id,
-    record_failure,
-)
 from memstore.derive.events import L1Extracted
-from memstore.derive.state import (
+from memstore.derive.memories import rules
+from memstore.derive.prompts import (
+    DEDUP_PROMPT_VERSION,
+    EXTRACT_PROMPT_VERSION,
+    DedupDecision,
+    ExistingMemory,
+    ExtractedMemory,
+    PromptMessage,
+    build_dedup_prompt,
+    build_extract_prompt,
+    validate_dedup,
+    validate_extract,
+)
+from memstore.derive.queries import (
     Forgotten,
     L0Message,
     active_generation,
@@ -40,20 +45,9 @@ from memstore.derive.state import (
     pending_messages,
     resolve_generation,
 )
+from memstore.derive.runs import RunOutcome, append_checked, llm_client, new_id, record_failure
 from memstore.errors import EmbeddingError, LLMError
 from memstore.llm.client import LLMClient
-from memstore.llm.prompts import (
-    DEDUP_PROMPT_VERSION,
-    EXTRACT_PROMPT_VERSION,
-    DedupDecision,
-    ExistingMemory,
-    ExtractedMemory,
-    PromptMessage,
-    build_dedup_prompt,
-    build_extract_prompt,
-    validate_dedup,
-    validate_extract,
-)
 from memstore.text import build_match
 from memstore.timeutil import parse_when, to_iso
 

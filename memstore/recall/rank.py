@@ -40,10 +40,10 @@ from sqlalchemy import Connection, select, text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memstore.db.schema import embedding_cache
-from memstore.derive.recall_text import WORD_RE, term_matches
-from memstore.derive.state import memories_by_id
+from memstore.derive.queries import memories_by_id
 from memstore.embeddings import check_vectors, content_hash, from_blob, to_blob
 from memstore.errors import MemstoreError
+from memstore.recall.text import WORD_RE, term_matches
 from memstore.text import query_terms
 from memstore.vectors import spaces
 

@@ -12,11 +12,16 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
-from memstore.derive import rules_l23
-from memstore.derive.common import RunOutcome, append_checked, llm_client, new_id, record_failure
 from memstore.derive.events import PersonaUpdated
-from memstore.derive.rules import RULES_VERSION
-from memstore.derive.state import (
+from memstore.derive.memories.rules import RULES_VERSION
+from memstore.derive.persona import rules as persona_rules
+from memstore.derive.prompts import (
+    PERSONA_PROMPT_VERSION,
+    SceneView,
+    build_persona_prompt,
+    validate_persona,
+)
+from memstore.derive.queries import (
     count_created_since,
     memories,
     persona,
@@ -24,13 +29,9 @@ from memstore.derive.state import (
     scene_state,
     scenes,
 )
+from memstore.derive.runs import RunOutcome, append_checked, llm_client, new_id, record_failure
+from memstore.derive.scenes import rules as scene_rules
 from memstore.errors import LLMError
-from memstore.llm.prompts import (
-    PERSONA_PROMPT_VERSION,
-    SceneView,
-    build_persona_prompt,
-    validate_persona,
-)
 
 if TYPE_CHECKING:
     from memstore.derive.context import DeriveContext
@@ -81,10 +82,10 @@ def run_l3_generation(store: DeriveContext, user_id: str, generation: int | None
     client = llm_client(store)
     try:
         if client is None:
-            text = rules_l23.persona_text(mems)
+            text = persona_rules.persona_text(mems)
             model, version = "rules", RULES_VERSION
         else:
-            top = sorted(mems, key=rules_l23.rank)[:TOP_MEMORIES]
+            top = sorted(mems, key=scene_rules.rank)[:TOP_MEMORIES]
             system, user = build_persona_prompt(
                 previous["persona"] if previous else "",
                 [

@@ -25,21 +25,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memstore.derive.context import RECALL_WORKER_SLOTS
-from memstore.derive.recall_rank import Candidate, collect, neighbour
-from memstore.derive.recall_text import (
-    block,
-    block_overhead,
-    clip_around,
-    fit_lines,
-    join_blocks,
-    safe,
-)
-from memstore.derive.state import (
-    active_generation,
-    persona,
-    scenes,
-    standing_instructions,
-)
+from memstore.derive.queries import active_generation, persona, scenes, standing_instructions
+from memstore.recall.rank import Candidate, collect, neighbour
+from memstore.recall.text import block, block_overhead, clip_around, fit_lines, join_blocks, safe
 from memstore.text import truncate_chars
 
 if TYPE_CHECKING:
