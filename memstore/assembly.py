@@ -40,7 +40,9 @@ class Parts:
         self.search_engine = SearchEngine(db, self.embedder, settings)
         self.indexer: Indexer | None = None
         if self.embedder is not None:
-            indexer = Indexer(db, self.embedder, clock, context_vectors=settings.context_vectors)
+            indexer = Indexer(
+                db, self.embedder, clock, context_vectors=settings.embedding.context_vectors
+            )
             self.indexer = indexer
             # Rebuild and erasure rewrite the vector tables: no indexing meanwhile.
             self.kernel.exclusive = lambda: indexer.lock

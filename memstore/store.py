@@ -112,7 +112,9 @@ class Store:
         settings = settings or Settings.load()
         target = Path(path).expanduser() if path is not None else default_db_path()
         db = Database(
-            target, busy_timeout_ms=settings.busy_timeout_ms, durability=settings.durability
+            target,
+            busy_timeout_ms=settings.storage.busy_timeout_ms,
+            durability=settings.storage.durability,
         )
         try:
             owners = migrate.projection_tables(default_projections())
@@ -121,9 +123,9 @@ class Store:
             with db.write() as conn:
                 store.projections.bring_current(conn)
             store.compactor.on_open()
-            if settings.background_indexer:
+            if settings.pipeline.background_indexer:
                 store.start_background()
-            if settings.scheduler and store.pipeline is not None:
+            if settings.pipeline.scheduler and store.pipeline is not None:
                 store.pipeline.start()
         except BaseException:
             db.close()
@@ -229,7 +231,7 @@ class Store:
             session_id,
             messages,
             agent_id=agent_id,
-            max_bytes=self.settings.max_message_bytes,
+            max_bytes=self.settings.storage.max_message_bytes,
         )
 
     def capture_turn(

@@ -188,7 +188,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         from memstore.recall.compose import STABLE_SHARE, stable_part
 
         try:
-            budget = int(store.settings.recall_budget_chars * STABLE_SHARE)
+            budget = int(store.settings.recall.budget_chars * STABLE_SHARE)
             stable = stable_part(store.derivation, self._user_id, budget).text
         except MemstoreError as exc:
             log.warning("memstore: reading the stable context failed: %s", exc)
@@ -208,10 +208,10 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
     ) -> str:
         from memstore.recall import recall
 
-        timeout = store.settings.recall_timeout_s
+        timeout = store.settings.recall.timeout_s
         try:
             found = recall(
-                store,
+                store.derivation,
                 query,
                 user_id=self._user_id,
                 session_id=session or None,
@@ -343,7 +343,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         old = (metadata or {}).get("old_text")
         try:
             write_memory(
-                store,
+                store.derivation,
                 self._user_id,
                 verb,
                 text_of(content),

@@ -23,7 +23,7 @@ def _owners() -> dict[str, str]:
 
 
 def _settings() -> Settings:
-    return Settings(embedder="hashing", scheduler=False, background_indexer=False)
+    return Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
 
 
 def _fill(db_path: Path) -> int:

@@ -59,7 +59,7 @@ class DeriveContext:
         backend a host registered for this store (``memstore.llm.use_host_backend``,
         e.g. Hermes' own model); else None.
         """
-        if self.settings.llm_configured:
+        if self.settings.llm.configured:
             with self._llm_lock:
                 if self._llm is None:
                     self._llm = LLMClient(self.settings)
