@@ -20,7 +20,7 @@ from tests.helpers_events import Noted
 
 @pytest.fixture
 def kernel(tmp_path: Path) -> Iterator[Kernel]:
-    s = Settings(embedder="none", scheduler=False, background_indexer=False)
+    s = Settings().replace(embedder="none", scheduler=False, background_indexer=False)
     with Store.open(tmp_path / "k.db", settings=s, projections=[StatsProjection()]) as store:
         yield store.kernel
 

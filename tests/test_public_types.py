@@ -31,7 +31,7 @@ def _check(value: Mapping[str, Any], td: Any) -> None:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
-    s = Settings(embedder="hashing", scheduler=False, background_indexer=False)
+    s = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
     with Store.open(tmp_path / "m.db", settings=s) as st:
         st.capture_turn("u", "s", "My name is Alice. I love hiking in the Alps.", "Nice!")
         st.capture_turn("u", "s", "I live in Berlin. Please keep answers short.", "OK")
@@ -74,7 +74,7 @@ def test_embedding_status_and_info(store: Store, tmp_path: Path) -> None:
     _check(status, records.EmbeddingStatus)
     _check(status["l0"], records.VectorSpaceStatus)
     _check(store.info(), records.StoreInfo)
-    with Store.open(tmp_path / "none.db", settings=Settings(embedder="none")) as bare:
+    with Store.open(tmp_path / "none.db", settings=Settings().replace(embedder="none")) as bare:
         _check(bare.embedding_status(), records.EmbeddingStatus)
 
 
