@@ -149,7 +149,7 @@ class PipelineSettings:
 @dataclass(frozen=True)
 class RecallSettings:
     limit: int = field(default=5, metadata=_flat("recall_limit"))
-    # The relevance gate (memstore/derive/recall_rank.py); calibrated on LoCoMo
+    # The relevance gate (memstore/recall/rank.py); calibrated on LoCoMo
     # dev against off-topic questions (BENCHMARKS.md, "Recall").
     threshold: float = field(default=0.9, metadata=_flat("recall_threshold"))
     timeout_s: float = field(default=5.0, metadata=_flat("recall_timeout_s"))

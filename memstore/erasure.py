@@ -12,7 +12,6 @@ that last step survive a crash and a reader that is in the way).
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, text
@@ -21,6 +20,7 @@ from memstore.db.schema import embedding_cache, events
 from memstore.erasure_compaction import at, mark_pending
 from memstore.errors import NotFoundError
 from memstore.events.log import NewEvent
+from memstore.kernel import Batch, Hooks, Kernel
 from memstore.l0.events import UserErased
 from memstore.vectors import spaces
 from memstore.vectors.indexer import context_hashes
@@ -74,32 +74,31 @@ def _shared_hashes(conn: Connection, hashes: set[str]) -> set[str]:
 
 
 def erase_user(
-    store: object, user_id: str, *, reason: str = "request", wait_s: float = 10.0
+    kernel: Kernel, user_id: str, *, reason: str = "request", wait_s: float = 10.0
 ) -> ErasureReport:
     """Erase ``user_id``; waits up to ``wait_s`` seconds for readers of older
     snapshots before reporting the bytes as not yet gone."""
-    from memstore.store import Store
+    removed = gone = 0
 
-    assert isinstance(store, Store)
-    lock = store.indexer.lock if store.indexer is not None else contextlib.nullcontext()
-    with lock, store.db.write() as conn:
+    def build(conn: Connection) -> Batch:
+        nonlocal removed, gone
         if (
             conn.execute(events.select().where(events.c.user_id == user_id).limit(1)).first()
             is None
         ):
             raise NotFoundError(f"user {user_id!r} has no data: nothing to erase")
         hashes = _user_hashes(conn, user_id)
-        head = store.log.last_position(conn)
-        if store.pipeline is not None:
-            store.pipeline.purge_user(conn, user_id)
+        head = kernel.log.last_position(conn)
+        for purge in kernel.erase_hooks:  # the pipeline's queue, locks and timers
+            purge(conn, user_id)
         removed = conn.execute(events.delete().where(events.c.user_id == user_id)).rowcount or 0
-        store.log.forget_cache()
+        kernel.log.forget_cache()
         # Every projection is replayed from what is left; a user's derived rows
         # cannot outlive their events. Row ids shift, so the other users'
         # vectors move to their rows' new ids in fresh vec0 tables (no bytes of
         # the erased user's vectors stay in vec0 chunks; nothing is re-embedded).
         before = {k: spaces.natural_ids(conn, k, without_user=user_id) for k in spaces.KINDS}
-        store.projections.rebuild(conn)
+        kernel.projections.rebuild(conn)
         gone = 0
         for kind, old_ids in before.items():
             new_ids = spaces.natural_ids(conn, kind, without_user=user_id)
@@ -119,20 +118,19 @@ def erase_user(
             )
         for fts in ("l0_fts", "l1_fts"):
             conn.execute(text(f"INSERT INTO {fts}({fts}) VALUES ('optimize')"))
-        stored = store.log.append(
-            conn,
-            [
-                NewEvent(
-                    "erasure",
-                    UserErased(erased_user_id=user_id, events_removed=int(removed), reason=reason),
-                )
-            ],
+        tombstone = UserErased(erased_user_id=user_id, events_removed=int(removed), reason=reason)
+        return Batch(
+            [NewEvent("erasure", tombstone)],
             after=head,
+            then=lambda c, stored: mark_pending(c, stored[0].position),
         )
-        store.projections.apply_inline(conn, stored)
-        mark_pending(conn, stored[0].position)
+
+    # In-transaction hooks only: nothing else runs between the commit and the
+    # compaction below (a crash there must leave the marker, not half a job).
+    only_txn = Hooks(in_transaction=kernel.hooks.in_transaction)
+    stored = kernel.append_if(build, hooks=only_txn, exclusive=True)
     at("committed")
-    result = store.compactor.run(wait_s)
+    result = kernel.compactor.run(wait_s)
     return ErasureReport(
         user_id, int(removed), gone, stored[0].position, result.done, result.detail
     )

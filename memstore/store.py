@@ -1,51 +1,62 @@
 """``Store``: the public face of memstore. One per database file per process.
 
-It wires the pieces together: the database, the event log, the projections
-(applied inline in every append's transaction) and, from later layers,
-capture, search and the derivation pipeline.
+A thin facade: every method checks its arguments (``memstore/validate.py``)
+and hands the call to the part that does the work; the parts never see the
+Store. ``assembly.Parts`` builds them and the hooks between them:
+
+- ``kernel.Kernel``: database, event log, projections, clock, settings, the
+  erasure compactor and the one append path (``append``, ``capture``);
+- ``search``/``vectors``: keyword, vector and hybrid search, the indexer;
+- ``derive.context.DeriveContext``: what derivation, recall and the
+  pipeline are handed (the kernel plus search and per-store state);
+- ``pipeline.PipelineService``: when L1/L2/L3 run (``run_pipeline``,
+  ``end_session``, ``pipeline_status``);
+- ``erasure.erase_user``: ``forget_user``.
+
+What the methods return is typed (``memstore.records`` and the dataclasses
+exported from ``memstore``).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import event
-
+from memstore import recall as recall_api
 from memstore import validate as v
+from memstore.assembly import Parts
 from memstore.config import Settings, default_db_path
 from memstore.db import migrate
 from memstore.db.engine import Database
-from memstore.embeddings import Embedder, make_embedder
-from memstore.erasure_compaction import Compactor
+from memstore.derive import api, derive_projections
+from memstore.erasure import ErasureReport, erase_user
 from memstore.errors import InvalidInputError, StorageError
-from memstore.events.log import EventLog, NewEvent, StoredEvent
-from memstore.l0.capture import (
-    CaptureResult,
-    capture_event,
-    known_message_ids,
-    new_messages,
-    prepare_messages,
-)
+from memstore.events.log import NewEvent, StoredEvent
+from memstore.l0.capture import CaptureResult, capture, turn_messages
 from memstore.l0.projection import L0Projection
-from memstore.pipeline import PipelineService, PipelineStateProjection
-from memstore.projections.base import Projection, Projections, ProjectionStatus
+from memstore.pipeline import Outcome, PipelineService, PipelineStateProjection
+from memstore.projections.base import Projection, ProjectionStatus
 from memstore.projections.stats import StatsProjection
-from memstore.search import Hit, SearchEngine
+from memstore.recall.compose import Recall
+from memstore.recall.rank import warm_up
+from memstore.records import (
+    EmbeddingStatus,
+    EndSessionReport,
+    Memory,
+    MemoryChange,
+    Message,
+    PipelineStatus,
+    Scene,
+    StoreInfo,
+)
+from memstore.search import Hit
 from memstore.timeutil import Clock, system_clock
-from memstore.vectors.indexer import BackgroundIndexer, Indexer
-from memstore.vectors.quarantine import counts as quarantine_counts
-
-if TYPE_CHECKING:
-    from memstore.derive.recall import Recall
+from memstore.vectors.status import embedding_status
 
 
 def default_projections() -> list[Projection]:
-    from memstore.derive import derive_projections
-
     return [StatsProjection(), L0Projection(), *derive_projections(), PipelineStateProjection()]
 
 
@@ -58,41 +69,27 @@ class Store:
         projections: Sequence[Projection] | None = None,
         clock: Clock = system_clock,
     ) -> None:
-        self.db = db
-        self.settings = settings
-        self.clock = clock
-        self.log = EventLog(clock=clock)
-        # A rolled-back append must not leave stream heads cached that were
-        # never written.
-        event.listen(db.engine, "rollback", self._on_rollback)
-        self.projections = Projections(
-            self.log, projections if projections is not None else default_projections()
+        self.parts = Parts(
+            db,
+            settings,
+            projections if projections is not None else default_projections(),
+            clock=clock,
+            owner=self,
+        )
+        p = self.parts
+        self.kernel, self.derivation, self.pipeline = p.kernel, p.derivation, p.pipeline
+        self.embedder, self.search_engine, self.indexer = p.embedder, p.search_engine, p.indexer
+        self.db, self.settings, self.clock = db, settings, clock
+        self.log, self.projections, self.compactor = (
+            p.kernel.log,
+            p.kernel.projections,
+            p.kernel.compactor,
         )
         self._closed = False
-        # Erasure compaction left pending (crash, reader in the way) is
-        # finished on open, close and the next write.
-        self.compactor = Compactor(db)
-        self.embedder: Embedder | None = make_embedder(settings)
-        self.search_engine = SearchEngine(db, self.embedder, settings)
-        self.indexer: Indexer | None = (
-            Indexer(db, self.embedder, clock, context_vectors=settings.embedding.context_vectors)
-            if self.embedder is not None
-            else None
-        )
-        self._bg_indexer: BackgroundIndexer | None = None
-        # Cheap to build: no thread exists until the first timer write.
-        self.pipeline: PipelineService | None = (
-            PipelineService(self) if "pipeline_state" in self.projections.names else None
-        )
-
-    def _on_rollback(self, _conn: Any) -> None:
-        self.log.forget_cache()
 
     def start_background(self) -> None:
         """Start the background vector indexer (Store.open does, unless disabled)."""
-        if self.indexer is not None and self._bg_indexer is None:
-            self._bg_indexer = BackgroundIndexer(self.indexer)
-            self._bg_indexer.start()
+        self.parts.start_background()
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -120,7 +117,8 @@ class Store:
             durability=settings.storage.durability,
         )
         try:
-            migrate.ensure_current(db, upgrade_schema=upgrade)
+            owners = migrate.projection_tables(default_projections())
+            migrate.ensure_current(db, upgrade_schema=upgrade, owners=owners)
             store = cls(db, settings, projections=projections, clock=clock)
             with db.write() as conn:
                 store.projections.bring_current(conn)
@@ -142,11 +140,10 @@ class Store:
         try:
             if self.pipeline is not None:
                 self.pipeline.stop()
-            if self._bg_indexer is not None:
-                self._bg_indexer.stop()
-                self._bg_indexer = None
+            self.parts.stop_background()
         finally:
             self._closed = True
+            self.kernel.close()
             try:
                 self.compactor.on_close()
             finally:
@@ -176,12 +173,7 @@ class Store:
     def append(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
         """Append events and apply inline projections, in one transaction."""
         self._check_open()
-        events = v.check_new_events(events)
-        with self.db.write() as conn:
-            stored = self.log.append(conn, events)
-            self.projections.apply_inline(conn, stored)
-        self.compactor.after_write()
-        return stored
+        return self.kernel.append(v.check_new_events(events))
 
     def read_events(
         self,
@@ -219,7 +211,7 @@ class Store:
         self,
         user_id: str,
         session_id: str,
-        messages: Sequence[Any],
+        messages: Sequence[Message] | Sequence[Mapping[str, object]],
         *,
         agent_id: str | None = None,
     ) -> CaptureResult:
@@ -233,57 +225,29 @@ class Store:
         user_id = v.check_id("user_id", user_id)
         session_id = v.check_id("session_id", session_id)
         agent_id = v.opt_id("agent_id", agent_id)
-        prepared = prepare_messages(
+        return capture(
+            self.kernel,
+            user_id,
             session_id,
             messages,
-            now=self.clock(),
+            agent_id=agent_id,
             max_bytes=self.settings.storage.max_message_bytes,
-        )
-        dropped = len(messages) - len(prepared)
-        ids = [m.id for m in prepared]
-        with self.db.write() as conn:
-            known = known_message_ids(conn, user_id, session_id, ids)
-            fresh = new_messages(prepared, known)
-            if not fresh:
-                return CaptureResult(None, [], ids, [], dropped)
-            stored = self.log.append(conn, [capture_event(user_id, session_id, agent_id, fresh)])
-            self.projections.apply_inline(conn, stored)
-            if self.pipeline is not None:
-                self.pipeline.on_captured(conn, stored)
-        if self.pipeline is not None:
-            self.pipeline.after_commit(stored)
-        if self._bg_indexer is not None:
-            self._bg_indexer.notify()
-        self.compactor.after_write()
-        return CaptureResult(
-            stored[0].position,
-            [m.id for m in fresh],
-            [i for i in ids if i in known],
-            [m.id for m in fresh if m.truncated],
-            dropped,
         )
 
     def capture_turn(
         self,
         user_id: str,
         session_id: str,
-        user_text: Any,
-        assistant_text: Any = None,
+        user_text: str,
+        assistant_text: str | None = None,
         *,
         agent_id: str | None = None,
-        timestamp: Any = None,
+        timestamp: str | datetime | float | None = None,
         turn_id: str | None = None,
     ) -> CaptureResult:
         """Capture one user/assistant exchange (either side may be empty)."""
         turn_id = v.opt_id("turn_id", turn_id)
-        msgs: list[dict[str, Any]] = [{"role": "user", "content": user_text}]
-        if assistant_text is not None:
-            msgs.append({"role": "assistant", "content": assistant_text})
-        for i, m in enumerate(msgs):
-            if timestamp is not None:
-                m["timestamp"] = timestamp
-            if turn_id:
-                m["id"] = f"{turn_id}:{i}"
+        msgs = turn_messages(user_text, assistant_text, timestamp=timestamp, turn_id=turn_id)
         return self.capture(user_id, session_id, msgs, agent_id=agent_id)
 
     # -- search ------------------------------------------------------------------
@@ -294,15 +258,19 @@ class Store:
         *,
         user_id: str,
         session_id: str | None = None,
-        limit: object = 5,
+        limit: int = 5,
         strategy: str = "hybrid",
     ) -> list[Hit]:
         """Search a user's captured messages (L0)."""
         self._check_open()
         session_id = v.opt_id("session_id", session_id)
-        limit = v.search_limit(limit)
         return self.search_engine.search(
-            "l0", query, user_id=user_id, session_id=session_id, limit=limit, strategy=strategy
+            "l0",
+            query,
+            user_id=user_id,
+            session_id=session_id,
+            limit=v.search_limit(limit),  # lenient: text from a tool call is clamped
+            strategy=strategy,
         )
 
     def search_memories(
@@ -312,17 +280,17 @@ class Store:
         user_id: str,
         type: str | None = None,
         scene: str | None = None,
-        limit: object = 5,
+        limit: int = 5,
         strategy: str = "hybrid",
     ) -> list[Hit]:
         """Search a user's active L1 memories (optionally one type or scene)."""
         self._check_open()
         scene = v.opt_text("scene", scene)
-        limit = v.search_limit(limit)
+        clamped = v.search_limit(limit)  # lenient: text from a tool call is clamped
         if type is not None and type not in ("persona", "episodic", "instruction"):
             raise InvalidInputError("type must be persona, episodic or instruction")
         return self.search_engine.search(
-            "l1", query, user_id=user_id, type=type, scene=scene, limit=limit, strategy=strategy
+            "l1", query, user_id=user_id, type=type, scene=scene, limit=clamped, strategy=strategy
         )
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
@@ -332,27 +300,11 @@ class Store:
         if self.indexer is None:
             return 0
         done = self.indexer.run_until_idle(progress=progress)
-        from memstore.derive.recall_rank import warm_up
-
-        warm_up(self)  # recall's fixed vectors, so no later recall waits for them
+        warm_up(self.derivation)  # recall's fixed vectors, so no later recall waits for them
         return done
 
-    def embedding_status(self) -> dict[str, Any]:
-        if self.indexer is None or self.embedder is None:
-            return {"embedder": "none", "vector_search": False}
-        out: dict[str, Any] = {"model_id": self.embedder.model_id}
-        with self.db.read() as conn:
-            held = quarantine_counts(conn)
-        for kind in ("l0", "l1"):
-            sp = self.indexer.space(kind)
-            out[kind] = {
-                "dims": sp.dims,
-                "ready": sp.ready,
-                "pending": self.indexer.pending(kind),
-                # Rows that could not be embedded, set aside and retried later.
-                "quarantined": held.get(sp.name, 0),
-            }
-        return out
+    def embedding_status(self) -> EmbeddingStatus:
+        return embedding_status(self.db, self.embedder, self.indexer)
 
     # -- pipeline ------------------------------------------------------------------
 
@@ -362,7 +314,9 @@ class Store:
             raise StorageError("this store was opened without the pipeline projection")
         return self.pipeline
 
-    def end_session(self, user_id: str, session_id: str, timeout_s: float = 30.0) -> dict[str, Any]:
+    def end_session(
+        self, user_id: str, session_id: str, timeout_s: float = 30.0
+    ) -> EndSessionReport:
         """Extract whatever the session has pending, then mark it ended.
 
         Bounded by ``timeout_s``; the returned report says what ran and whether
@@ -374,13 +328,13 @@ class Store:
             v.check_seconds("timeout_s", timeout_s),
         )
 
-    def run_pipeline(self, user_id: str | None = None, wait: bool = True) -> list[Any]:
+    def run_pipeline(self, user_id: str | None = None, wait: bool = True) -> list[Outcome]:
         """Run due derivation work now (L1, then L2, then L3)."""
         return self._pipeline().run_pipeline(
             v.opt_id("user_id", user_id), v.check_bool("wait", wait)
         )
 
-    def pipeline_status(self, user_id: str | None = None) -> list[dict[str, Any]]:
+    def pipeline_status(self, user_id: str | None = None) -> list[PipelineStatus]:
         return self._pipeline().status(v.opt_id("user_id", user_id))
 
     # -- derived layers (L1 memories, L2 scenes, L3 persona) ----------------------
@@ -404,10 +358,8 @@ class Store:
         off-topic query gets none. ``.text`` is both. ``.memories`` and
         ``.messages`` are typed records of what was injected."""
         self._check_open()
-        from memstore.derive import api
-
-        return api.recall(
-            self,
+        return recall_api.recall(
+            self.derivation,
             v.check_query("query", query),
             user_id=v.check_id("user_id", user_id),
             session_id=v.opt_id("session_id", session_id),
@@ -423,36 +375,36 @@ class Store:
         type: str | None = None,
         generation: int | None = None,
         include_retired: bool = False,
-    ) -> list[dict[str, Any]]:
-        from memstore.derive import api
-
+    ) -> list[Memory]:
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
         type = v.opt_choice("type", type, v.MEMORY_TYPES)
         include_retired = v.check_bool("include_retired", include_retired)
         return list(
             api.list_memories(
-                self, user_id, type=type, generation=generation, include_retired=include_retired
+                self.derivation,
+                user_id,
+                type=type,
+                generation=generation,
+                include_retired=include_retired,
             )
         )
 
-    def memory_history(self, user_id: str, memory_id: str) -> list[dict[str, Any]]:
+    def memory_history(self, user_id: str, memory_id: str) -> list[MemoryChange]:
         """The events that created and changed one of a user's memories, with
         their source messages."""
-        from memstore.derive import api
-
         self._check_open()
         return api.memory_history(
-            self, v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
+            self.derivation, v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
         )
 
     def forget_memory(self, user_id: str, memory_id: str, reason: str = "user_request") -> None:
         """Retire one memory on request (recorded as an event; history is kept)."""
-        from memstore.derive import api
-
         self._check_open()
         user_id, memory_id = v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
-        api.forget_memory(self, user_id, memory_id, reason=v.check_text("reason", reason))
+        api.forget_memory(
+            self.derivation, user_id, memory_id, reason=v.check_text("reason", reason)
+        )
 
     def write_memory(
         self,
@@ -466,15 +418,13 @@ class Store:
         origin: str = "user_stated",
     ) -> str | None:
         """Add / replace / remove a memory the user or host stated directly."""
-        from memstore.derive import api
-
         self._check_open()
         user_id = v.check_id("user_id", user_id)
         if action not in ("add", "replace", "remove"):
             raise InvalidInputError(f"action must be add, replace or remove, not {action!r}")
 
         return api.write_memory(
-            self,
+            self.derivation,
             user_id,
             action,  # type: ignore[arg-type]  # checked above
             v.check_text("content", content),
@@ -484,41 +434,35 @@ class Store:
             origin=v.check_text("origin", origin),
         )
 
-    def list_scenes(self, user_id: str, *, generation: int | None = None) -> list[Any]:
-        from memstore.derive import api
-
+    def list_scenes(self, user_id: str, *, generation: int | None = None) -> list[Scene]:
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
-        return list(api.list_scenes(self, user_id, generation=generation))
+        return list(api.list_scenes(self.derivation, user_id, generation=generation))
 
-    def get_scene(
-        self, user_id: str, name: str, *, generation: int | None = None
-    ) -> dict[str, Any] | None:
+    def get_scene(self, user_id: str, name: str, *, generation: int | None = None) -> Scene | None:
         """One of the user's scenes by name (case-insensitive when no exact match),
         with ``created_at``/``updated_at``; None when the user has no such scene."""
-        from memstore.derive import api
-
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
-        return api.get_scene(self, user_id, v.check_query("name", name), generation=generation)
+        return api.get_scene(
+            self.derivation, user_id, v.check_query("name", name), generation=generation
+        )
 
     def get_persona(self, user_id: str, *, generation: int | None = None) -> str | None:
-        from memstore.derive import api
-
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
-        return api.get_persona(self, user_id, generation=generation)
+        return api.get_persona(self.derivation, user_id, generation=generation)
 
     def rederive(self, user_id: str | None = None, from_layer: str = "l1") -> int:
         """Re-run derivation over L0 into a new generation and switch to it."""
-        from memstore.derive import api
-
         self._check_open()
-        return api.rederive(self, v.opt_id("user_id", user_id), from_layer=from_layer)
+        return api.rederive(self.derivation, v.opt_id("user_id", user_id), from_layer=from_layer)
 
     # -- erasure -------------------------------------------------------------------
 
-    def forget_user(self, user_id: str, *, reason: str = "request", wait_s: float = 10.0) -> Any:
+    def forget_user(
+        self, user_id: str, *, reason: str = "request", wait_s: float = 10.0
+    ) -> ErasureReport:
         """Erase everything of one user: events, derived rows, vectors, cached
         embeddings of their texts; leaves a content-free tombstone event.
 
@@ -529,10 +473,8 @@ class Store:
         on its next open, close or write. An unknown user raises ``NotFoundError``.
         """
         self._check_open()
-        from memstore.erasure import erase_user
-
         return erase_user(
-            self,
+            self.kernel,
             v.check_id("user_id", user_id),
             reason=v.check_text("reason", reason),
             wait_s=v.check_seconds("wait_s", wait_s),
@@ -552,8 +494,7 @@ class Store:
         self._check_open()
         names = v.check_strings("names", names)
         progress = v.opt_callable("progress", progress)
-        lock = self.indexer.lock if self.indexer is not None else contextlib.nullcontext()
-        with lock, self.db.write() as conn:
+        with self.kernel.exclusive(), self.db.write() as conn:
             return self.projections.rebuild(conn, names, progress)
 
     def catch_up(self) -> dict[str, int]:
@@ -569,7 +510,7 @@ class Store:
         with self.db.read() as conn:
             return self.log.last_position(conn)
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> StoreInfo:
         return {
             "path": str(self.path),
             "revision": migrate.current_revision(self.db),

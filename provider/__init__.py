@@ -185,11 +185,11 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         store = self.store
         if store is None:
             return SYSTEM_PROMPT
-        from memstore.derive.recall import STABLE_SHARE, stable_part
+        from memstore.recall.compose import STABLE_SHARE, stable_part
 
         try:
             budget = int(store.settings.recall.budget_chars * STABLE_SHARE)
-            stable = stable_part(store, self._user_id, budget).text
+            stable = stable_part(store.derivation, self._user_id, budget).text
         except MemstoreError as exc:
             log.warning("memstore: reading the stable context failed: %s", exc)
             return SYSTEM_PROMPT
@@ -206,12 +206,12 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
     def _recall(
         self, store: Store, query: str, session: str, budget: int | None, *, per_turn: bool = False
     ) -> str:
-        from memstore.derive.api import recall
+        from memstore.recall import recall
 
         timeout = store.settings.recall.timeout_s
         try:
             found = recall(
-                store,
+                store.derivation,
                 query,
                 user_id=self._user_id,
                 session_id=session or None,
@@ -343,7 +343,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         old = (metadata or {}).get("old_text")
         try:
             write_memory(
-                store,
+                store.derivation,
                 self._user_id,
                 verb,
                 text_of(content),

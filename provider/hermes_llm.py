@@ -29,7 +29,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from memstore.config import Settings
 from memstore.db.engine import Database
-from memstore.derive.common import describe_derivation, last_derivation
+from memstore.derive.runs import describe_derivation, last_derivation
 from memstore.errors import LLMError, MemstoreError
 from memstore.hermes_home import read_config
 from memstore.llm import ChatAnswer, host_backend, use_host_backend

@@ -255,7 +255,7 @@ def _forget(store: Store, args: Mapping[str, Any], user_id: str, read_only: bool
         return error("memory is read-only in this context (not the primary agent)")
     from memstore.derive.api import forget_memory
 
-    forget_memory(store, user_id, memory_id, reason="user_request")
+    forget_memory(store.derivation, user_id, memory_id, reason="user_request")
     return json.dumps({"forgotten": memory_id}, ensure_ascii=False)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import text
 
 from memstore import Settings
-from memstore.llm.prompts import (
+from memstore.derive.prompts import (
     DEDUP_PROMPT_VERSION,
     EXTRACT_PROMPT_VERSION,
     PERSONA_PROMPT_VERSION,

@@ -1,6 +1,6 @@
 """Shared pieces of the pipeline tests: a controllable clock, a stand-in
 deriver that appends real derivation events, and a capture that goes through
-the same transaction and hooks as ``Store.capture``."""
+the kernel's append like ``Store.capture``, hooked to the test's service."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 
 from memstore.config import Settings
 from memstore.derive import derive_projections
+from memstore.derive.context import DeriveContext
 from memstore.derive.events import (
     L1Extracted,
     PersonaUpdated,
@@ -24,6 +25,7 @@ from memstore.derive.events import (
     derive_stream,
 )
 from memstore.events.log import NewEvent, StoredEvent
+from memstore.kernel import Hooks
 from memstore.l0.events import MessagesCaptured, l0_stream
 from memstore.pipeline import PipelineService, PipelineStateProjection
 from memstore.pipeline.state import get_session
@@ -76,7 +78,7 @@ class FakeDeriver:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run_l1(
-        self, store: Store, user_id: str, session_id: str, *, generation: int | None = None
+        self, store: DeriveContext, user_id: str, session_id: str, *, generation: int | None = None
     ) -> Outcome:
         key = (user_id, session_id)
         with self._lock:
@@ -118,7 +120,7 @@ class FakeDeriver:
             with self._lock:
                 self._active.discard(key)
 
-    def run_l2(self, store: Store, user_id: str) -> Outcome:
+    def run_l2(self, store: DeriveContext, user_id: str) -> Outcome:
         self.calls.append(("l2", user_id, ""))
         run_id = uuid.uuid4().hex
         if self.fail_l2 > 0:
@@ -145,7 +147,7 @@ class FakeDeriver:
         )
         return Outcome("l2", True, run_id, persona_requested=self.persona_requested)
 
-    def run_l3(self, store: Store, user_id: str) -> Outcome:
+    def run_l3(self, store: DeriveContext, user_id: str) -> Outcome:
         self.calls.append(("l3", user_id, ""))
         run_id = uuid.uuid4().hex
         store.append(
@@ -168,7 +170,7 @@ class FakeDeriver:
         self.persona_done.add(user_id)
         return Outcome("l3", True, run_id)
 
-    def persona_due(self, store: Store, user_id: str) -> bool:
+    def persona_due(self, store: DeriveContext, user_id: str) -> bool:
         return self.persona_is_due and user_id not in self.persona_done
 
 
@@ -192,7 +194,7 @@ def capture(
     after_commit: bool = True,
 ) -> list[StoredEvent]:
     """One capture of ``rounds`` user messages (each with a reply), through the
-    same transaction shape and hooks as ``Store.capture``."""
+    kernel append as ``Store.capture``, hooked to ``svc``."""
     msgs: list[dict[str, Any]] = []
     now = to_iso(store.clock())
     for _ in range(rounds):
@@ -208,19 +210,18 @@ def capture(
                     "original_bytes": 5,
                 }
             )
-    with store.db.write() as conn:
-        stored = store.log.append(
-            conn,
-            [
-                NewEvent(
-                    l0_stream(user_id, session_id),
-                    MessagesCaptured(session_id=session_id, messages=msgs),
-                    user_id=user_id,
-                )
-            ],
-        )
-        store.projections.apply_inline(conn, stored)
-        svc.on_captured(conn, stored)
+    # The kernel's one append path, with this test's service as the only hook
+    # (in place of the store's own pipeline); its after_commit runs below.
+    stored = store.kernel.append(
+        [
+            NewEvent(
+                l0_stream(user_id, session_id),
+                MessagesCaptured(session_id=session_id, messages=msgs),
+                user_id=user_id,
+            )
+        ],
+        hooks=Hooks(in_transaction=[svc.on_captured]),
+    )
     if after_commit:
         svc.after_commit(stored)
         svc.flush()
@@ -237,7 +238,7 @@ def env(tmp_path: Path, clock: FakeClock) -> Iterator[tuple[Store, PipelineServi
     """A store with a pipeline service driven by the fake deriver and clock."""
     store = open_store(tmp_path / "m.db", clock)
     der = FakeDeriver()
-    svc = PipelineService(store, deriver=der)
+    svc = PipelineService(store.derivation, deriver=der)
     try:
         yield store, svc, der
     finally:

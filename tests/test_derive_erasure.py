@@ -13,7 +13,10 @@ import pytest
 from sqlalchemy import text
 
 from memstore import Settings
-from memstore.derive import api, l1, rules_l23
+from memstore.derive import api
+from memstore.derive.memories import extract as l1
+from memstore.derive.persona import rules as persona_rules
+from memstore.derive.scenes import rules as scene_rules
 from memstore.errors import NotFoundError
 from memstore.store import Store
 from tests.derive_support import open_store, say
@@ -48,9 +51,9 @@ def _erase_during(store: Store, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _nothing_of_the_user_left(store: Store) -> None:
     assert store.read_events(user_id=USER) == []
-    assert api.list_memories(store, USER) == []
-    assert api.list_scenes(store, USER) == []
-    assert api.get_persona(store, USER) is None
+    assert api.list_memories(store.derivation, USER) == []
+    assert api.list_scenes(store.derivation, USER) == []
+    assert api.get_persona(store.derivation, USER) is None
     with store.db.read() as conn:
         for table in ("l1_memories", "l1_cursors", "l2_scenes", "l3_persona", "derive_failures"):
             n = conn.execute(
@@ -74,7 +77,7 @@ def test_l1_run_in_flight_during_erasure_appends_nothing(
     _nothing_of_the_user_left(estore)
     # other users are untouched and keep working
     estore.run_pipeline("other")
-    assert [m["content"] for m in api.list_memories(estore, "other")] == [
+    assert [m["content"] for m in api.list_memories(estore.derivation, "other")] == [
         "The user's name is Olga."
     ]
 
@@ -82,9 +85,9 @@ def test_l1_run_in_flight_during_erasure_appends_nothing(
 def test_l2_run_in_flight_during_erasure_appends_nothing(
     estore: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    api.run_l1(estore, USER, "s")
-    monkeypatch.setattr(rules_l23, "scene_ops", _erase_during(estore, rules_l23.scene_ops))
-    out = api.run_l2(estore, USER)
+    api.run_l1(estore.derivation, USER, "s")
+    monkeypatch.setattr(scene_rules, "scene_ops", _erase_during(estore, scene_rules.scene_ops))
+    out = api.run_l2(estore.derivation, USER)
     assert out.events_appended == 0
     _nothing_of_the_user_left(estore)
 
@@ -92,10 +95,12 @@ def test_l2_run_in_flight_during_erasure_appends_nothing(
 def test_l3_run_in_flight_during_erasure_appends_nothing(
     estore: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    api.run_l1(estore, USER, "s")
-    api.run_l2(estore, USER)
-    monkeypatch.setattr(rules_l23, "persona_text", _erase_during(estore, rules_l23.persona_text))
-    out = api.run_l3(estore, USER)
+    api.run_l1(estore.derivation, USER, "s")
+    api.run_l2(estore.derivation, USER)
+    monkeypatch.setattr(
+        persona_rules, "persona_text", _erase_during(estore, persona_rules.persona_text)
+    )
+    out = api.run_l3(estore.derivation, USER)
     assert out.events_appended == 0
     _nothing_of_the_user_left(estore)
 
@@ -104,4 +109,6 @@ def test_a_user_recreated_after_erasure_is_derived_normally(estore: Store) -> No
     estore.forget_user(USER)
     say(estore, USER, "s2", "My name is Dana.")
     estore.run_pipeline(USER)
-    assert [m["content"] for m in api.list_memories(estore, USER)] == ["The user's name is Dana."]
+    assert [m["content"] for m in api.list_memories(estore.derivation, USER)] == [
+        "The user's name is Dana."
+    ]

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from memstore import Settings
-from memstore.derive import api, recall
+from memstore import recall as recall_api
+from memstore.recall import compose as recall
 from memstore.store import Store
 from tests.derive_support import open_store, say
 
@@ -33,8 +34,8 @@ def test_an_unexpected_search_error_answers_without_memories_at_once(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise ZeroDivisionError("a bug in the embedder")
 
-    monkeypatch.setattr(rstore, "search_memories", broken)
-    r = api.recall(rstore, "hiking", user_id="u", timeout_s=20)
+    monkeypatch.setattr(rstore.derivation, "search_memories", broken)
+    r = recall_api.recall(rstore.derivation, "hiking", user_id="u", timeout_s=20)
     assert not r.timed_out  # the error came back; the caller did not wait out the deadline
     assert r.memories == [] and "<user-persona>" in r.text
     assert any("ZeroDivisionError" in rec.getMessage() for rec in caplog.records)
@@ -53,11 +54,11 @@ def test_hung_searches_do_not_pile_up_threads(
         release.wait(timeout=60)
         return []
 
-    monkeypatch.setattr(rstore, "search_memories", hung)
+    monkeypatch.setattr(rstore.derivation, "search_memories", hung)
     before = _recall_threads()
     try:
         for _ in range(getattr(recall, "MAX_RECALL_WORKERS", 4) * 3):
-            r = api.recall(rstore, "hiking", user_id="u", timeout_s=0)
+            r = recall_api.recall(rstore.derivation, "hiking", user_id="u", timeout_s=0)
             assert r.timed_out and "<user-persona>" in r.text
         assert _recall_threads() - before <= getattr(recall, "MAX_RECALL_WORKERS", 4)
     finally:

@@ -11,8 +11,8 @@ import pytest
 from memstore import Settings
 from memstore.derive import api
 from memstore.derive.events import L1Extracted
-from memstore.derive.rules import clauses, decide, extract
-from memstore.derive.state import L0Message
+from memstore.derive.memories.rules import clauses, decide, extract
+from memstore.derive.queries import L0Message
 from memstore.store import Store
 from tests.derive_support import open_store, say, snapshot
 
@@ -31,7 +31,7 @@ def _msg(text: str, role: str = "user") -> L0Message:
 
 
 def _contents(store: Store, user: str = "u", **kw: object) -> list[str]:
-    return [m["content"] for m in api.list_memories(store, user, **kw)]  # type: ignore[arg-type]
+    return [m["content"] for m in api.list_memories(store.derivation, user, **kw)]  # type: ignore[arg-type]
 
 
 def test_english_statements() -> None:
@@ -99,9 +99,9 @@ def test_rules_dedup_skip_supersede_store() -> None:
 
 def test_pipeline_offline_in_english(rstore: Store) -> None:
     say(rstore, "u", "s1", "My name is Alice and I live in Berlin.", "I love coffee.")
-    first = api.run_l1(rstore, "u", "s1")
+    first = api.run_l1(rstore.derivation, "u", "s1")
     assert first.ok and first.new_memories == 3
-    assert api.run_l1(rstore, "u", "s1").events_appended == 0  # cursor: nothing new
+    assert api.run_l1(rstore.derivation, "u", "s1").events_appended == 0  # cursor: nothing new
     say(
         rstore,
         "u",
@@ -111,7 +111,7 @@ def test_pipeline_offline_in_english(rstore: Store) -> None:
         at="2023-06-10T09:00:00Z",
     )
     say(rstore, "u", "s2", "I hate coffee now, and I love tea.", at="2023-06-10T09:01:00Z")
-    assert api.run_l1(rstore, "u", "s2").ok
+    assert api.run_l1(rstore.derivation, "u", "s2").ok
     assert sorted(_contents(rstore)) == [
         "Around 2023-06-03, the user moved to Munich.",
         "The user dislikes coffee.",
@@ -124,11 +124,11 @@ def test_pipeline_offline_in_english(rstore: Store) -> None:
     ev = rstore.read_events(types=[L1Extracted.TYPE])[0].payload
     assert ev.deriver == "rules"  # type: ignore[attr-defined]
 
-    assert api.run_l2(rstore, "u").persona_requested
-    names = [s["name"] for s in api.list_scenes(rstore, "u")]
+    assert api.run_l2(rstore.derivation, "u").persona_requested
+    names = [s["name"] for s in api.list_scenes(rstore.derivation, "u")]
     assert set(names) == {"Identity", "Home", "Preferences", "Events"}
-    assert api.run_l3(rstore, "u").ok
-    persona = api.get_persona(rstore, "u") or ""
+    assert api.run_l3(rstore.derivation, "u").ok
+    persona = api.get_persona(rstore.derivation, "u") or ""
     assert persona.startswith("# Profile") and "Munich" in persona and "Berlin" not in persona
 
     before = snapshot(rstore)
@@ -139,13 +139,13 @@ def test_pipeline_offline_in_english(rstore: Store) -> None:
 def test_pipeline_offline_in_chinese(rstore: Store) -> None:
     say(rstore, "u", "s1", "我叫小明。我住在上海。我喜欢喝咖啡。")
     say(rstore, "u", "s1", "我搬到了北京。")
-    assert api.run_l1(rstore, "u", "s1").ok
+    assert api.run_l1(rstore.derivation, "u", "s1").ok
     assert sorted(_contents(rstore)) == sorted(
         ["用户的名字是小明。", "用户住在北京。", "用户喜欢喝咖啡。"]
     )
-    api.run_l2(rstore, "u")
-    api.run_l3(rstore, "u")
-    persona = api.get_persona(rstore, "u") or ""
+    api.run_l2(rstore.derivation, "u")
+    api.run_l3(rstore.derivation, "u")
+    persona = api.get_persona(rstore.derivation, "u") or ""
     assert persona.startswith("# 用户画像") and "北京" in persona
 
 
@@ -155,7 +155,7 @@ def test_batches_keep_capture_events_whole_and_give_background(
     with open_store(tmp_path / "b.db", settings.replace(l1_batch_messages=2)) as store:
         for i in range(5):
             say(store, "u", "s", f"I like topic{i}.", f"I love thing{i}.")
-        out = api.run_l1(store, "u", "s")
+        out = api.run_l1(store.derivation, "u", "s")
         assert out.events_appended == 5 and out.new_memories == 10
         cursors = [e.payload.cursor_position for e in store.read_events(types=[L1Extracted.TYPE])]  # type: ignore[attr-defined]
         assert cursors == sorted(cursors) and len(set(cursors)) == 5
@@ -164,45 +164,45 @@ def test_batches_keep_capture_events_whole_and_give_background(
 def test_scene_limit_merges_the_coldest(tmp_path: Path, settings: Settings) -> None:
     with open_store(tmp_path / "s.db", settings.replace(max_scenes=2)) as store:
         say(store, "u", "s", "My name is Bob.", "I love jazz.")
-        api.run_l1(store, "u", "s")
-        api.run_l2(store, "u")
+        api.run_l1(store.derivation, "u", "s")
+        api.run_l2(store.derivation, "u")
         say(store, "u", "s", "I live in Oslo.")
-        api.run_l1(store, "u", "s")
-        api.run_l2(store, "u")
-        scenes = api.list_scenes(store, "u")
+        api.run_l1(store.derivation, "u", "s")
+        api.run_l2(store.derivation, "u")
+        scenes = api.list_scenes(store.derivation, "u")
         assert len(scenes) == 2
         merged = [s for s in scenes if " / " in s["name"]]
         assert merged and merged[0]["heat"] == 3  # 1 + 1 + 1
 
 
 def test_write_forget_and_history(rstore: Store) -> None:
-    mid = api.write_memory(rstore, "u", "add", "Prefers window seats.")
-    assert mid and api.write_memory(rstore, "u", "add", "Prefers window seats.") == mid
+    mid = api.write_memory(rstore.derivation, "u", "add", "Prefers window seats.")
+    assert mid and api.write_memory(rstore.derivation, "u", "add", "Prefers window seats.") == mid
     same = api.write_memory(
         rstore, "u", "replace", "Prefers aisle seats.", old_content="Prefers window seats."
     )
     assert same == mid and _contents(rstore) == ["Prefers aisle seats."]
-    assert api.write_memory(rstore, "u", "remove", "Prefers aisle seats.") == mid
+    assert api.write_memory(rstore.derivation, "u", "remove", "Prefers aisle seats.") == mid
     assert _contents(rstore) == []
-    assert [h["action"] for h in api.memory_history(rstore, "u", mid)] == [
+    assert [h["action"] for h in api.memory_history(rstore.derivation, "u", mid)] == [
         "store",
         "update",
         "forget",
     ]
 
     say(rstore, "u", "s", "I love sailing.")
-    api.run_l1(rstore, "u", "s")
-    [m] = api.list_memories(rstore, "u")
-    api.forget_memory(rstore, "u", m["memory_id"])
+    api.run_l1(rstore.derivation, "u", "s")
+    [m] = api.list_memories(rstore.derivation, "u")
+    api.forget_memory(rstore.derivation, "u", m["memory_id"])
     assert _contents(rstore) == []
-    hist = api.memory_history(rstore, "u", m["memory_id"])
+    hist = api.memory_history(rstore.derivation, "u", m["memory_id"])
     assert hist[0]["source_message_ids"] and hist[-1]["action"] == "forget"
     with pytest.raises(Exception, match="no memory"):
-        api.forget_memory(rstore, "someone-else", m["memory_id"])
+        api.forget_memory(rstore.derivation, "someone-else", m["memory_id"])
 
 
 def test_chinese_clause_without_repeated_subject() -> None:
-    from memstore.derive.rules import clauses
+    from memstore.derive.memories.rules import clauses
 
     assert clauses("我喜欢喝乌龙茶，不喜欢咖啡。") == ["我喜欢喝乌龙茶", "我不喜欢咖啡"]
     assert clauses("他喜欢茶，不喜欢咖啡") == ["他喜欢茶", "不喜欢咖啡"]
@@ -282,7 +282,7 @@ def test_what_is_not_the_users_fact_is_left_alone() -> None:
 
 
 def test_third_person_keeps_the_verb_in_agreement() -> None:
-    from memstore.derive.rules_text import third_person
+    from memstore.derive.memories.rules_text import third_person
 
     assert third_person("I keep tropical fish") == "the user keeps tropical fish"
     assert third_person("I usually go to bed at 11") == "the user usually goes to bed at 11"
@@ -327,7 +327,7 @@ def test_corpus_loader_rejects_bad_lines(tmp_path: Path) -> None:
 
 def test_scoring_counts_wrong_type_and_missing_key_as_errors() -> None:
     from memstore.bench.rules_corpus import CorpusItem, score
-    from memstore.llm.prompts import ExtractedMemory
+    from memstore.derive.prompts import ExtractedMemory
 
     def mem(type_: str, content: str) -> ExtractedMemory:
         return ExtractedMemory(content, type_, 50, "s", ("m",))  # type: ignore[arg-type]

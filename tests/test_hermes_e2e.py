@@ -18,8 +18,8 @@ import pytest
 
 pytest.importorskip("run_agent")
 
-from memstore.cli.hermes import install
 from memstore.hermes_home import edit_config, section
+from memstore.hermes_install import install
 from tests.fakeopenai import FakeOpenAI
 from tests.hermes_support import hermes_home_fixture, provider_module  # noqa: F401
 

@@ -176,14 +176,20 @@ def test_two_callers_contradictory_facts_both_survive(hermes_home: Path) -> None
 
     mm, p = manager(hermes_home, "check", platform="cli")
     store = p.store
-    alice = [m["content"] for m in api.list_memories(store, users["alice"], include_retired=True)]
-    bob = [m["content"] for m in api.list_memories(store, users["bob"], include_retired=True)]
-    assert [m for m in api.list_memories(store, users["alice"])] and alice == [
-        m["content"] for m in api.list_memories(store, users["alice"])
+    alice = [
+        m["content"]
+        for m in api.list_memories(store.derivation, users["alice"], include_retired=True)
+    ]
+    bob = [
+        m["content"]
+        for m in api.list_memories(store.derivation, users["bob"], include_retired=True)
+    ]
+    assert [m for m in api.list_memories(store.derivation, users["alice"])] and alice == [
+        m["content"] for m in api.list_memories(store.derivation, users["alice"])
     ]  # nothing of Alice's was retired
     assert any("Lisbon" in m for m in alice) and not any("Reykjavik" in m for m in alice)
     assert any("Reykjavik" in m for m in bob) and not any("Lisbon" in m for m in bob)
-    assert len(bob) == len(api.list_memories(store, users["bob"]))
+    assert len(bob) == len(api.list_memories(store.derivation, users["bob"]))
     mm.shutdown_all()
 
 
@@ -201,7 +207,7 @@ def test_shared_scope_does_merge_them(hermes_home: Path) -> None:
         assert mm.flush_pending(timeout=30)
         mm.on_session_end([])
         user, store = p.user_id, p.store
-        active = [m["content"] for m in api.list_memories(store, user)]
+        active = [m["content"] for m in api.list_memories(store.derivation, user)]
         mm.shutdown_all()
     assert user == "default"
     assert any("Reykjavik" in m for m in active) and not any("Lisbon" in m for m in active)

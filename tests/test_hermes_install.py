@@ -136,7 +136,7 @@ def test_the_gateway_hook_preloads_the_provider(
 
     from plugins import memory as hermes_memory
 
-    from memstore.cli.hermes import hook_dir
+    from memstore.hermes_install import hook_dir
     from tests.hermes_support import provider_module
 
     provider_module()  # importable as the shim imports it, installed or not

@@ -17,7 +17,7 @@ pytest.importorskip("agent.memory_provider")
 
 from agent.memory_manager import MemoryManager
 
-from memstore.derive.api import scene_navigation
+from memstore.recall import scene_navigation
 from tests.hermes_support import config, hermes_home_fixture, provider_module  # noqa: F401
 
 pytestmark = pytest.mark.hermes

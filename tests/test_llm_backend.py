@@ -11,10 +11,10 @@ import pytest
 
 from memstore import Settings
 from memstore.derive import api
-from memstore.derive.common import describe_derivation, last_derivation, llm_description
 from memstore.derive.events import L1Extracted
+from memstore.derive.prompts import validate_extract
+from memstore.derive.runs import describe_derivation, last_derivation, llm_description
 from memstore.llm import ChatAnswer, ChatBackend, LLMClient, host_backend, use_host_backend
-from memstore.llm.prompts import validate_extract
 from tests.derive_support import ScriptedLLM, open_store, say
 from tests.fakeopenai import FakeOpenAI
 
@@ -46,15 +46,15 @@ def test_scripted_backend_is_a_chat_backend() -> None:
 def test_host_backend_derives_when_memstore_has_no_llm(tmp_path: Path, settings: Settings) -> None:
     backend = ScriptedBackend()
     with open_store(tmp_path / "m.db", settings) as store:
-        assert llm_description(store).startswith("rules")
+        assert llm_description(store.derivation).startswith("rules")
         use_host_backend(store, backend)
-        assert llm_description(store) == "host-model: a scripted host model"
+        assert llm_description(store.derivation) == "host-model: a scripted host model"
         say(store, "alice", "s1", "Hi, my name is Alice.")
-        assert api.run_l1(store, "alice", "s1").ok
+        assert api.run_l1(store.derivation, "alice", "s1").ok
         [event] = store.read_events(types=[L1Extracted.TYPE])
         assert event.payload.deriver == "host-model"  # type: ignore[attr-defined]
         assert event.payload.model == "scripted-1-0613"  # what the answer says it was
-        assert [m["content"] for m in api.list_memories(store, "alice")] == [
+        assert [m["content"] for m in api.list_memories(store.derivation, "alice")] == [
             "The user's name is Alice."
         ]
         with store.db.read() as conn:
@@ -72,7 +72,7 @@ def test_memstore_endpoint_wins_over_a_host_backend(tmp_path: Path, settings: Se
         with open_store(tmp_path / "m.db", s) as store:
             use_host_backend(store, backend)
             say(store, "alice", "s1", "Hi, my name is Alice.")
-            assert api.run_l1(store, "alice", "s1").ok
+            assert api.run_l1(store.derivation, "alice", "s1").ok
             [event] = store.read_events(types=[L1Extracted.TYPE])
             assert (event.payload.deriver, event.payload.model) == ("llm", "own-model")  # type: ignore[attr-defined]
     assert backend.script.calls == [] and script.calls == ["extract"]
@@ -83,7 +83,7 @@ def test_registration_is_per_store_and_dies_with_it(tmp_path: Path, settings: Se
         use_host_backend(a, ScriptedBackend())
         assert host_backend(a) is not None and host_backend(b) is None
         say(b, "bob", "s1", "Hi, my name is Alice.")
-        assert api.run_l1(b, "bob", "s1").ok
+        assert api.run_l1(b.derivation, "bob", "s1").ok
         [event] = b.read_events(types=[L1Extracted.TYPE])
         assert event.payload.deriver == "rules"  # type: ignore[attr-defined]
         use_host_backend(a, None)
@@ -143,7 +143,7 @@ def test_doctor_names_the_configured_and_the_last_deriver(
         assert report["llm"].startswith("rules:") and report["last_derivation"] == "none yet"
         use_host_backend(store, ScriptedBackend())
         say(store, "alice", "s1", "Hi, my name is Alice.")
-        assert api.run_l1(store, "alice", "s1").ok
+        assert api.run_l1(store.derivation, "alice", "s1").ok
     report, problems = doctor_report(db)
     assert problems == []
     assert report["last_derivation"].startswith("host-model, model scripted-1-0613 (l1, ")

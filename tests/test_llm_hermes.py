@@ -22,10 +22,10 @@ import pytest
 pytest.importorskip("run_agent")
 
 from memstore import Settings
-from memstore.cli.hermes import install
 from memstore.derive.events import L1Extracted
-from memstore.derive.l1 import EXTRACT_PROMPT_VERSION
+from memstore.derive.memories.extract import EXTRACT_PROMPT_VERSION
 from memstore.hermes_home import edit_config, section
+from memstore.hermes_install import install
 from memstore.hosts import shared_stores
 from memstore.store import Store
 from tests.derive_support import KINDS, ScriptedLLM

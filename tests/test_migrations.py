@@ -11,7 +11,12 @@ from memstore.db import migrate
 from memstore.db.engine import Database
 from memstore.db.schema import include_name, metadata
 from memstore.errors import MigrationError
-from memstore.store import Store
+from memstore.store import Store, default_projections
+
+
+def _owners() -> dict[str, str]:
+    """Which projection owns which table: what ``Store.open`` tells the migrations."""
+    return migrate.projection_tables(default_projections())
 
 
 def _tables(db: Database) -> set[str]:
@@ -23,7 +28,7 @@ def test_blank_to_head_creates_every_model_table(db_path: Path) -> None:
     db = Database(db_path)
     try:
         assert migrate.current_revision(db) is None
-        migrate.upgrade(db)
+        migrate.upgrade(db, owners=_owners())
         assert migrate.current_revision(db) == migrate.head_revision()
         assert set(metadata.tables) <= _tables(db)
     finally:
@@ -33,12 +38,12 @@ def test_blank_to_head_creates_every_model_table(db_path: Path) -> None:
 def test_head_to_base_to_head_round_trip(db_path: Path) -> None:
     db = Database(db_path)
     try:
-        migrate.upgrade(db)
-        migrate.downgrade(db, "base")
+        migrate.upgrade(db, owners=_owners())
+        migrate.downgrade(db, "base", owners=_owners())
         assert migrate.current_revision(db) is None
         leftover = {t for t in _tables(db) if not t.startswith("alembic")}
         assert leftover == set()
-        migrate.upgrade(db)
+        migrate.upgrade(db, owners=_owners())
         assert migrate.current_revision(db) == migrate.head_revision()
     finally:
         db.close()
@@ -47,7 +52,7 @@ def test_head_to_base_to_head_round_trip(db_path: Path) -> None:
 def test_models_match_migrations(db_path: Path) -> None:
     db = Database(db_path)
     try:
-        migrate.upgrade(db)
+        migrate.upgrade(db, owners=_owners())
         with db.read() as conn:
             ctx = MigrationContext.configure(
                 conn,

@@ -195,7 +195,7 @@ def test_claim_skips_a_session_whose_lock_is_held(
 def test_two_workers_never_extract_one_session_at_once(tmp_path: Path) -> None:
     store = open_store(tmp_path / "m.db")
     der = FakeDeriver(l1_delay_s=0.02)
-    svc = PipelineService(store, deriver=der)
+    svc = PipelineService(store.derivation, deriver=der)
     try:
         for i in range(6):
             capture(store, svc, "u", f"s{i % 3}")
@@ -250,7 +250,7 @@ def test_purge_removes_one_user_only(
 def test_failed_runs_keep_the_cursor_retry_then_wait(tmp_path: Path, clock: FakeClock) -> None:
     store = open_store(tmp_path / "m.db", clock, retry_delay_s=30, max_retries=3)
     der = FakeDeriver(fail_l1=10)
-    svc = PipelineService(store, deriver=der)
+    svc = PipelineService(store.derivation, deriver=der)
     try:
         capture(store, svc, "u", "s")
         outs = svc.drain()

@@ -11,7 +11,7 @@ import pytest
 
 from memstore import Settings
 from memstore.derive import api, generations
-from memstore.derive.common import RunOutcome
+from memstore.derive.runs import RunOutcome
 from memstore.errors import PipelineError
 from memstore.pipeline.state import get_session
 from memstore.store import Store
@@ -36,7 +36,7 @@ def _pending(store: Store, user: str = "u", session: str = "s") -> int:
 
 
 def _contents(store: Store) -> list[str]:
-    return sorted(m["content"] for m in api.list_memories(store, "u"))
+    return sorted(m["content"] for m in api.list_memories(store.derivation, "u"))
 
 
 def _rebuild_matches(store: Store) -> None:
@@ -56,7 +56,7 @@ def test_a_failed_rederive_keeps_the_live_pipelines_pending_messages(
 
     monkeypatch.setattr(generations, "run_l2_generation", broken_l2)
     with pytest.raises(PipelineError):
-        api.rederive(gstore, "u")
+        api.rederive(gstore.derivation, "u")
     assert _pending(gstore) == 2  # the half-built generation took nothing
     monkeypatch.undo()
 
@@ -70,7 +70,7 @@ def test_activation_switches_session_cursors_and_recomputes_pending(gstore: Stor
     say(gstore, "u", "s", "My name is Dana.")
     gstore.run_pipeline("u")
     assert _pending(gstore) == 0
-    new = api.rederive(gstore, "u")
+    new = api.rederive(gstore.derivation, "u")
     assert _pending(gstore) == 0  # the new generation covered the same messages
 
     say(gstore, "u", "s", "I love hiking.")
@@ -79,7 +79,7 @@ def test_activation_switches_session_cursors_and_recomputes_pending(gstore: Stor
     assert _contents(gstore) == ["The user likes hiking.", "The user's name is Dana."]
 
     # Roll back: generation 0 never saw the hiking message, so it is pending again.
-    api.activate_generation(gstore, "u", 0)
+    api.activate_generation(gstore.derivation, "u", 0)
     assert _pending(gstore) == 1
     assert _contents(gstore) == ["The user's name is Dana."]
     _rebuild_matches(gstore)
@@ -88,7 +88,7 @@ def test_activation_switches_session_cursors_and_recomputes_pending(gstore: Stor
     assert _contents(gstore) == ["The user likes hiking.", "The user's name is Dana."]
 
     # And forward again: the new generation is complete, nothing is pending.
-    api.activate_generation(gstore, "u", new)
+    api.activate_generation(gstore.derivation, "u", new)
     assert _pending(gstore) == 0
     _rebuild_matches(gstore)
 
@@ -96,7 +96,7 @@ def test_activation_switches_session_cursors_and_recomputes_pending(gstore: Stor
 def test_rederive_from_l2_keeps_the_l1_cursors(gstore: Store) -> None:
     say(gstore, "u", "s", "My name is Dana.")
     gstore.run_pipeline("u")
-    api.rederive(gstore, "u", from_layer="l2")
+    api.rederive(gstore.derivation, "u", from_layer="l2")
     assert _pending(gstore) == 0
     with gstore.db.read() as conn:
         st = get_session(conn, "u", "s")

@@ -43,7 +43,7 @@ def test_timer_pending_at_close_fires_after_reopen(tmp_path: Path) -> None:
     # Not started: this process's scheduler stays paused, so the timer cannot
     # fire before the close however slow the machine is (any process may arm
     # timers; only the lease holder runs them).
-    svc = PipelineService(store, deriver=FakeDeriver(), lease_ttl_s=2.0)
+    svc = PipelineService(store.derivation, deriver=FakeDeriver(), lease_ttl_s=2.0)
     try:
         capture(store, svc, "u", "s")  # 1 round < 3: idle timer armed for +1 s
         assert svc.timers.get(idle_job_id("u", "s")) is not None
@@ -57,7 +57,7 @@ def test_timer_pending_at_close_fires_after_reopen(tmp_path: Path) -> None:
         assert extracted(store) == 0
         with store.db.read() as conn:  # the timer itself survived, in the file
             assert idle_job_id("u", "s") in timer_times(conn)
-        svc = PipelineService(store, deriver=FakeDeriver(), lease_ttl_s=2.0)
+        svc = PipelineService(store.derivation, deriver=FakeDeriver(), lease_ttl_s=2.0)
         svc.start()
         try:
             assert wait_for(lambda: extracted(store) == 1)
@@ -75,7 +75,7 @@ sys.path.insert(0, {repo!r})
 from memstore.pipeline import PipelineService
 from tests.pipeline_support import FakeDeriver, open_store
 store = open_store(Path(sys.argv[1]))
-svc = PipelineService(store, deriver=FakeDeriver(), lease_ttl_s=1.0)
+svc = PipelineService(store.derivation, deriver=FakeDeriver(), lease_ttl_s=1.0)
 svc.start()
 print("started", flush=True)
 while True:

@@ -22,7 +22,7 @@ def test_reconcile_leaves_a_session_that_exhausted_its_retries(tmp_path: Path) -
     clock = FakeClock()
     store = open_store(tmp_path / "m.db", clock, max_retries=2, retry_delay_s=0)
     der = FakeDeriver(fail_l1=1000)
-    svc = PipelineService(store, deriver=der)
+    svc = PipelineService(store.derivation, deriver=der)
     try:
         capture(store, svc, "u", "s")  # first capture: at the warm-up threshold
         capture(store, svc, "u", "other")

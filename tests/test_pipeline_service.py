@@ -77,7 +77,7 @@ def test_end_session_extracts_cancels_timer_and_records_end(
 def test_end_session_reports_a_timeout(tmp_path: Path) -> None:
     store = open_store(tmp_path / "m.db")
     der = FakeDeriver(l1_delay_s=0.5)
-    svc = PipelineService(store, deriver=der)
+    svc = PipelineService(store.derivation, deriver=der)
     try:
         capture(store, svc, "u", "s", after_commit=False)
         with store.db.write() as conn:

@@ -14,8 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memstore.errors import LLMOutputError
-from memstore.llm.prompts import (
+from memstore.derive.prompts import (
     DEDUP_PROMPT_VERSION,
     EXTRACT_PROMPT_VERSION,
     PERSONA_PROMPT_VERSION,
@@ -36,6 +35,7 @@ from memstore.llm.prompts import (
     validate_persona,
     validate_scenes,
 )
+from memstore.errors import LLMOutputError
 
 NEW = [
     PromptMessage("m-3", "user", 'I live in Lyon and "never" eat meat.', "2025-05-02T10:00:00Z"),

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from memstore import Recall, RecalledMemory, RecalledMessage, Settings, Store
-from memstore.derive import api
-from memstore.derive.recall_text import ELLIPSIS, clip_around, safe_cut
+from memstore import recall as recall_api
+from memstore.recall.text import ELLIPSIS, clip_around, safe_cut
 from memstore.text import strip_injected
 
 PAST = [
@@ -190,5 +190,5 @@ def test_recall_records_are_exported() -> None:
 
 
 def test_standing_instructions_survive_an_empty_query(cstore: Store) -> None:
-    r = api.recall(cstore, "   ", user_id="u")
+    r = recall_api.recall(cstore.derivation, "   ", user_id="u")
     assert "British English" in r.stable and r.per_turn == ""

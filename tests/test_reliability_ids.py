@@ -15,9 +15,14 @@ from memstore.db.engine import Database
 from memstore.derive.events import derive_stream
 from memstore.errors import InvalidIdError, InvalidInputError
 from memstore.l0.events import l0_stream
-from memstore.store import Store
+from memstore.store import Store, default_projections
 
 ALIASES = ["alice ", " alice", "a\x00lice", "alice\n", "ali\x1bce", "\ud800x", "\udc00x", "a\x7fb"]
+
+
+def _owners() -> dict[str, str]:
+    """Which projection owns which table: what ``Store.open`` tells the migrations."""
+    return migrate.projection_tables(default_projections())
 
 
 @pytest.mark.parametrize("bad", ALIASES)
@@ -95,7 +100,7 @@ def test_migration_splits_streams_that_old_names_merged(db_path: Path, settings:
         store.write_memory("a/b", "add", "The user is a/b.")
     db = Database(db_path)
     try:
-        migrate.downgrade(db, _revision_before_0010())
+        migrate.downgrade(db, _revision_before_0010(), owners=_owners())
         # What the old code wrote: one stream for both users, seqs interleaved.
         with db.write() as conn:
             conn.execute(

@@ -20,8 +20,8 @@ import pytest
 
 from memstore import Settings
 from memstore.db.engine import Database
-from memstore.derive.common import RunOutcome
 from memstore.derive.events import RunFailed
+from memstore.derive.runs import RunOutcome
 from memstore.pipeline import PipelineService, queue, scheduler
 from memstore.pipeline.scheduler import DRAIN_JOB_ID
 from memstore.store import Store
@@ -71,11 +71,11 @@ class _SlowDeriver(FakeDeriver):
         self.finished = threading.Event()
         self.hold_s = hold_s
 
-    def run_l1(self, store: Store, user_id: str, session_id: str, **kw: Any) -> Any:
+    def run_l1(self, store: Any, user_id: str, session_id: str, **kw: Any) -> Any:
         self.started.set()
         try:
             time.sleep(self.hold_s)
-            store.read_events(limit=1)  # "store is closed" once close() went on
+            store.kernel.head()  # "store is closed" once close() went on
             return RunOutcome("l1", True, uuid.uuid4().hex)
         finally:
             self.finished.set()
@@ -88,7 +88,7 @@ def test_close_during_a_run_records_no_failure(
     path = tmp_path / "m.db"
     store = open_store(path, warmup=(5,), pipeline_close_timeout_s=0.3)
     deriver = _SlowDeriver(hold_s=1.5)
-    svc = PipelineService(store, deriver=deriver)
+    svc = PipelineService(store.derivation, deriver=deriver)
     store.pipeline = svc
     capture(store, svc, "u", "s", rounds=2)
     with store.db.write() as conn:

@@ -14,7 +14,12 @@ from memstore.cli import cli, main
 from memstore.db import migrate
 from memstore.db.engine import Database
 from memstore.errors import MigrationError
-from memstore.store import Store
+from memstore.store import Store, default_projections
+
+
+def _owners() -> dict[str, str]:
+    """Which projection owns which table: what ``Store.open`` tells the migrations."""
+    return migrate.projection_tables(default_projections())
 
 
 def _settings() -> Settings:
@@ -44,7 +49,7 @@ def test_downgrade_to_base_refuses_to_drop_the_log(db_path: Path) -> None:
     db = Database(db_path)
     try:
         with pytest.raises(MigrationError, match=r"events \(\d+ rows\).*--yes"):
-            migrate.downgrade(db, "base")
+            migrate.downgrade(db, "base", owners=_owners())
         assert migrate.current_revision(db) == migrate.head_revision()  # nothing changed
     finally:
         db.close()
@@ -80,8 +85,10 @@ def test_down_and_up_again_rebuilds_what_was_dropped(db_path: Path, revision: st
     assert before_msgs and before_mem
     db = Database(db_path)
     try:
-        migrate.downgrade(db, revision)  # only rebuildable tables: no confirmation
-        stale = migrate.upgrade(db)
+        migrate.downgrade(
+            db, revision, owners=_owners()
+        )  # only rebuildable tables: no confirmation
+        stale = migrate.upgrade(db, owners=_owners())
         assert stale  # the dropped projections lost their checkpoints
     finally:
         db.close()
@@ -105,8 +112,8 @@ def test_status_is_honest_between_migration_and_open(db_path: Path) -> None:
     _fill(db_path)
     db = Database(db_path)
     try:
-        migrate.downgrade(db, "0001")
-        migrate.upgrade(db)
+        migrate.downgrade(db, "0001", owners=_owners())
+        migrate.upgrade(db, owners=_owners())
         with db.read() as conn:
             names = {r[0] for r in conn.exec_driver_sql("SELECT name FROM projection_checkpoints")}
     finally:

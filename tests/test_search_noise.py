@@ -18,7 +18,7 @@ from memstore import Settings
 from memstore.db import migrate
 from memstore.db.engine import Database
 from memstore.search import Hit
-from memstore.store import Store
+from memstore.store import Store, default_projections
 
 STRATEGIES = ("keyword", "vector", "hybrid")
 
@@ -47,6 +47,11 @@ EVERYDAY = [
     ("what music instrument do I play", "I'm learning to play the cello, lessons are on Tuesdays."),
     ("咖啡", "我每天早上都喝咖啡"),
 ]
+
+
+def _owners() -> dict[str, str]:
+    """Which projection owns which table: what ``Store.open`` tells the migrations."""
+    return migrate.projection_tables(default_projections())
 
 
 def _open(path: Path, embedder: str) -> Store:
@@ -194,13 +199,13 @@ def test_migration_backfills_roots_and_low_info(db_path: Path, settings: Setting
         s.write_memory("u", "add", "Allergic to shellfish")
     db = Database(db_path)
     try:
-        migrate.downgrade(db, "0007")
+        migrate.downgrade(db, "0007", owners=_owners())
         with db.read() as conn:
             cols = [r[1] for r in conn.exec_driver_sql("PRAGMA table_info(l0_messages)")]
             assert "low_info" not in cols
             fts = [r[1] for r in conn.exec_driver_sql("PRAGMA table_info(l0_fts)")]
             assert fts == ["text", "cjk"]
-        migrate.upgrade(db)
+        migrate.upgrade(db, owners=_owners())
         with db.read() as conn:
             rows = conn.exec_driver_sql("SELECT text, low_info FROM l0_messages").all()
             assert sorted(rows) == [("I am allergic to peanuts.", 0), ("Noted.", 1)]

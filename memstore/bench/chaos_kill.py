@@ -232,7 +232,7 @@ def drain_l1(store: Store, user: str) -> int:
             text("SELECT count(*) FROM l0_messages WHERE user_id = :u"), {"u": user}
         ).scalar_one()
     for s in sessions:
-        api.run_l1(store, user, s)
+        api.run_l1(store.derivation, user, s)
     covered = {m for p in _extractions(store, user) for m in p.message_ids}
     return int(total) - len(covered & set(stored_ids(store, user)))
 

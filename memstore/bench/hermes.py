@@ -49,9 +49,9 @@ def _hermes() -> tuple[Any, Any]:
 
 def seed_memories(store: Store, n: int, user_id: str = USER) -> float:
     """Append ``n`` distinct memories for ``user_id``; returns seconds taken."""
-    from memstore.derive.common import append_checked, new_id
     from memstore.derive.events import MemoryWritten
-    from memstore.derive.state import active_generation
+    from memstore.derive.queries import active_generation
+    from memstore.derive.runs import append_checked, new_id
 
     texts = text_pool(n, seed=23)
     with store.db.read() as conn:
@@ -78,7 +78,7 @@ def seed_memories(store: Store, n: int, user_id: str = USER) -> float:
                 "degraded_from": None,
             }
             events.append(MemoryWritten(gen, "host", decision))
-        append_checked(store, user_id, events)
+        append_checked(store.derivation, user_id, events)
     store.reindex()
     return time.perf_counter() - started
 

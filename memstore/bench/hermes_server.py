@@ -63,7 +63,7 @@ def prepare_home(
 
     The api_server answers 429 beyond ``max_concurrent_runs`` runs in flight
     (Hermes' default is 10)."""
-    from memstore.cli.hermes import install
+    from memstore.hermes_install import install
 
     home.mkdir(parents=True, exist_ok=True)
     if memstore:

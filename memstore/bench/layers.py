@@ -33,7 +33,7 @@ will be judged against it, on the same questions.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +51,7 @@ _METRICS = (*(f"{m}@{k}" for k in LAYER_KS for m in ("hit", "evidence_recall")),
 _RECALL_METRICS = ("hit", "evidence_recall", "memories")
 
 
-def sources(memory: dict[str, Any]) -> list[str]:
+def sources(memory: Mapping[str, Any]) -> list[str]:
     """A memory's source message ids as a list (the projection may hand back JSON text)."""
     raw = memory.get("source_message_ids") or []
     if isinstance(raw, str):
@@ -154,7 +154,7 @@ class LayerScores:
 
 def capture_as_b(conv: Conversation, store: Store) -> None:
     """The conversation again, with speaker B in the user role, under ``<id>~b``."""
-    from memstore.bench.locomo import turn_text
+    from memstore.bench.locomo_index import turn_text
 
     by_session: dict[int, list[dict[str, Any]]] = {}
     for t in conv.turns:

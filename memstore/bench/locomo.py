@@ -16,11 +16,9 @@ the query embedded by the same embedder).
 
 from __future__ import annotations
 
-import re
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,142 +26,23 @@ import numpy as np
 from tqdm import tqdm
 
 from memstore.bench.locomo_chatlike import is_filler_id, make_chatlike
-from memstore.bench.locomo_data import Conversation, Question, load_locomo, summarize_evidence
-from memstore.bench.metrics import hit_at_k, mean, ndcg_at_k, percentile, recall_at_k
-from memstore.config import Settings
-from memstore.embeddings import Embedder, from_blob
+from memstore.bench.locomo_data import load_locomo, summarize_evidence
+from memstore.bench.locomo_index import (
+    CATEGORIES,
+    CATEGORY_NAMES,
+    STRATEGIES,
+    ConvIndex,
+    QueryCache,
+    Scores,
+    ingest,
+    locomo_settings,
+    read_index,
+    scored_questions,
+    tokenize,
+    top_ids,
+)
+from memstore.bench.metrics import mean, percentile
 from memstore.store import Store
-
-KS = (1, 5, 10, 20)
-CATEGORIES = (1, 2, 3, 4)
-CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-STRATEGIES = ("keyword", "vector", "hybrid")
-METRIC_KEYS = (*(f"{m}@{k}" for k in KS for m in ("recall", "hit")), "ndcg@10")
-_TOKEN = re.compile(r"\w+")
-
-FloatMat = np.ndarray[Any, np.dtype[np.float32]]
-
-
-def tokenize(text: str) -> list[str]:
-    """The BM25 baseline's tokenizer: lower-case word characters, nothing else."""
-    return _TOKEN.findall(text.lower())
-
-
-def turn_text(speaker: str, text: str) -> str:
-    return f"{speaker}: {text}"
-
-
-def score_ranking(retrieved: Sequence[str], relevant: Sequence[str]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for k in KS:
-        out[f"recall@{k}"] = recall_at_k(retrieved, relevant, k)
-        out[f"hit@{k}"] = hit_at_k(retrieved, relevant, k)
-    out["ndcg@10"] = ndcg_at_k(retrieved, relevant, 10)
-    return out
-
-
-@dataclass
-class Scores:
-    """Per-question metric dicts of one system, kept with the question's category."""
-
-    rows: list[tuple[int, dict[str, float]]] = field(default_factory=list)
-
-    def add(self, category: int, retrieved: Sequence[str], relevant: Sequence[str]) -> None:
-        self.rows.append((category, score_ranking(retrieved, relevant)))
-
-    def summary(self) -> dict[str, Any]:
-        def agg(rows: list[dict[str, float]]) -> dict[str, float]:
-            # An empty category gets NaN, never 0: "no questions" is not "none found".
-            return {k: mean(r[k] for r in rows) for k in METRIC_KEYS} | {"n": float(len(rows))}
-
-        return {
-            "overall": agg([m for _, m in self.rows]),
-            "per_category": {
-                str(c): agg([m for cat, m in self.rows if cat == c]) for c in CATEGORIES
-            },
-        }
-
-
-@dataclass
-class ConvIndex:
-    """One ingested conversation: its turns in order, their vectors, its store."""
-
-    conv: Conversation
-    store: Store
-    ids: list[str]
-    texts: list[str]
-    sessions: list[int]
-    vecs: FloatMat
-    rowid_to_idx: dict[int, int]
-
-
-def locomo_settings(embedder: str) -> Settings:
-    return Settings().replace(embedder=embedder, background_indexer=False, scheduler=False)
-
-
-def ingest(conv: Conversation, store: Store) -> None:
-    by_session: dict[int, list[dict[str, Any]]] = {}
-    for t in conv.turns:
-        by_session.setdefault(t.session_index, []).append(
-            {
-                "role": "user" if t.speaker == conv.speaker_a else "assistant",
-                "content": turn_text(t.speaker, t.text),
-                # OpenAI's participant name: lets the engine's speaker boost work.
-                "name": t.speaker,
-                "timestamp": t.occurred_at,
-                "id": t.dia_id,
-            }
-        )
-    for n, msgs in sorted(by_session.items()):
-        store.capture(conv.sample_id, f"session_{n}", msgs)
-
-
-def read_index(conv: Conversation, store: Store, embedder: Embedder) -> ConvIndex:
-    """Turn texts and vectors in conversation order, read back from the store."""
-    with store.db.read() as conn:
-        rows = conn.exec_driver_sql(
-            "SELECT m.id, m.message_id, m.text, m.session_id, c.vector FROM l0_messages m "
-            "LEFT JOIN embedding_cache c ON c.content_hash = m.content_hash AND c.model_id = ? "
-            "WHERE m.user_id = ? ORDER BY m.id",
-            (embedder.model_id, conv.sample_id),
-        ).all()
-    # The store embeds each turn with its previous turn (context vectors), so
-    # single-turn vectors for the dense baseline may be missing: embed those.
-    missing = [i for i, r in enumerate(rows) if r[4] is None]
-    fresh = embedder.embed_documents([str(rows[i][2]) for i in missing]) if missing else None
-    vecs = np.zeros((len(rows), embedder.dimensions), dtype=np.float32)
-    for i, r in enumerate(rows):
-        if r[4] is not None:
-            vecs[i] = from_blob(r[4], embedder.dimensions)
-    if fresh is not None:
-        vecs[missing] = fresh
-    return ConvIndex(
-        conv=conv,
-        store=store,
-        ids=[str(r[1]) for r in rows],
-        texts=[str(r[2]) for r in rows],
-        sessions=[int(str(r[3]).rsplit("_", 1)[1]) for r in rows],
-        vecs=vecs,
-        rowid_to_idx={int(r[0]): i for i, r in enumerate(rows)},
-    )
-
-
-def scored_questions(conv: Conversation) -> list[Question]:
-    return [q for q in conv.questions if q.category in CATEGORIES and q.evidence]
-
-
-def top_ids(scores: np.ndarray[Any, Any], ids: Sequence[str], k: int = 20) -> list[str]:
-    k = min(k, len(ids))
-    idx = np.argpartition(-scores, k - 1)[:k]
-    idx = idx[np.argsort(-scores[idx], kind="stable")]
-    return [ids[i] for i in idx]
-
-
-@dataclass
-class QueryCache:
-    """Per question: its query vector (embedded once, shared by baselines and variants)."""
-
-    qvecs: dict[tuple[str, int], FloatMat] = field(default_factory=dict)
 
 
 def run_locomo(

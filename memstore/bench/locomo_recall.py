@@ -43,8 +43,8 @@ from tqdm import tqdm
 
 from memstore.bench.locomo_data import Conversation, load_locomo
 from memstore.bench.metrics import mean, percentile
-from memstore.derive import recall as rc
-from memstore.derive.recall_rank import collect
+from memstore.recall import compose as rc
+from memstore.recall.rank import collect
 from memstore.store import Store
 
 CALIBRATION = (
@@ -160,7 +160,7 @@ def _digest(conv: Conversation, embedder: str) -> str:
 def build_store(conv: Conversation, path: Path, embedder: str) -> Store:
     """Capture both perspectives, derive, embed (see the module docstring)."""
     from memstore.bench.layers import B_SUFFIX, capture_as_b, derive_all
-    from memstore.bench.locomo import ingest, locomo_settings
+    from memstore.bench.locomo_index import ingest, locomo_settings
 
     store = Store.open(path, settings=locomo_settings(embedder))
     ingest(conv, store)
@@ -171,7 +171,7 @@ def build_store(conv: Conversation, path: Path, embedder: str) -> Store:
 
 
 def open_store(conv: Conversation, embedder: str, cache: Path, label: str) -> Store:
-    from memstore.bench.locomo import locomo_settings
+    from memstore.bench.locomo_index import locomo_settings
 
     cache.mkdir(parents=True, exist_ok=True)
     path = cache / f"{conv.sample_id}-{label}-{_digest(conv, embedder)}.db"
@@ -192,12 +192,12 @@ def run_conversation(
     sweep: dict[float, RecallScores],
     progress: bool,
 ) -> None:
-    from memstore.bench.locomo import scored_questions, turn_text
+    from memstore.bench.locomo_index import scored_questions, turn_text
 
     user = conv.sample_id
     texts = {t.dia_id: turn_text(t.speaker, t.text) for t in conv.turns}
     budget = store.settings.recall.budget_chars
-    stable = rc.stable_part(store, user, int(budget * rc.STABLE_SHARE))
+    stable = rc.stable_part(store.derivation, user, int(budget * rc.STABLE_SHARE))
     room = budget - len(stable.text) - (1 if stable.text else 0)
     asks: list[tuple[str, int | str, list[str]]] = [
         (q.question, q.category, q.evidence) for q in scored_questions(conv)
@@ -214,9 +214,11 @@ def run_conversation(
         _add(main, r.per_turn, r.text, r.memories, r.messages, cat, evidence, texts)
         # The sweep: the same candidates, re-spent under each threshold.
         skip = {m.memory_id for m in stable.instructions}
-        cands = collect(store, question, user, None, skip)
+        cands = collect(store.derivation, question, user, None, skip)
         for thr, acc in sweep.items():
-            per_turn, mems, msgs, _, _ = rc.per_turn_part(store, question, cands, room, thr)
+            per_turn, mems, msgs, _, _ = rc.per_turn_part(
+                store.derivation, question, cands, room, thr
+            )
             text = "\n".join(x for x in (stable.text, per_turn) if x)
             _add(acc, per_turn, text, [*stable.instructions, *mems], msgs, cat, evidence, texts)
 
@@ -296,7 +298,13 @@ def run_recall_bench(
             from memstore.bench.locomo_recall_holo import run_holographic_prefetch
 
             peer_out["holographic"] = run_holographic_prefetch(
-                convs, CALIBRATION + HELD_OUT, log=log, progress=progress
+                convs,
+                CALIBRATION + HELD_OUT,
+                CALIBRATION,
+                RecallScores(),
+                _add_raw,
+                log=log,
+                progress=progress,
             )
     from memstore.config import Settings
 

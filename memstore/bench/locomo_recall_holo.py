@@ -18,7 +18,7 @@ import os
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tqdm import tqdm
 
@@ -26,20 +26,28 @@ from memstore.bench.locomo_data import Conversation
 from memstore.bench.peers_holographic import _CountWarnings
 
 
+class Scores(Protocol):
+    def summary(self) -> dict[str, Any]: ...
+
+
+# ``locomo_recall._add_raw``: handed in, since that module runs this one.
+AddRaw = Callable[[Any, str, str, set[str], bool, int | str, Sequence[str], dict[str, str]], None]
+
+
 def run_holographic_prefetch(
     convs: Sequence[Conversation],
     off_topic: Sequence[str],
+    calibration: Sequence[str],
+    acc: Scores,
+    add_raw: AddRaw,
     *,
     log: Callable[[str], None] = lambda _: None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    from memstore.bench.locomo_recall import CALIBRATION, RecallScores
-
     try:
         version = importlib.metadata.version("hermes-agent")
     except importlib.metadata.PackageNotFoundError:
         return {"error": 'hermes-agent is not installed (pip install "memstore[hermes]")'}
-    acc = RecallScores()
     # One "HRR storage near capacity" warning per add past ~250 facts: silenced.
     quiet = _CountWarnings()
     hrr_log = logging.getLogger("plugins.memory.holographic.holographic")
@@ -50,7 +58,7 @@ def run_holographic_prefetch(
         try:
             cls = importlib.import_module("plugins.memory.holographic").HolographicMemoryProvider
             for conv in convs:
-                _one(cls, conv, Path(tmp), acc, off_topic, set(CALIBRATION), progress)
+                _one(cls, conv, Path(tmp), acc, add_raw, off_topic, set(calibration), progress)
                 log(f"holographic prefetch {conv.sample_id}: done")
         except Exception as exc:  # a peer's failure is a result to report
             return {"error": f"{type(exc).__name__}: {exc}"}
@@ -68,12 +76,12 @@ def _one(
     conv: Conversation,
     base: Path,
     acc: Any,
+    add_raw: AddRaw,
     off_topic: Sequence[str],
     calibration: set[str],
     progress: bool,
 ) -> None:
-    from memstore.bench.locomo import scored_questions, turn_text
-    from memstore.bench.locomo_recall import _add_raw
+    from memstore.bench.locomo_index import scored_questions, turn_text
 
     provider = cls(config={"db_path": str(base / f"{conv.sample_id}.db")})
     provider.initialize(f"locomo-{conv.sample_id}", hermes_home=str(base), platform="cli")
@@ -99,6 +107,6 @@ def _one(
                 if line.startswith("- ["):
                     content = line.split("] ", 1)[1] if "] " in line else ""
                     ids.update(ids_of.get(content.strip(), []))
-            _add_raw(acc, text, text, ids, bool(text.strip()), cat, evidence, texts)
+            add_raw(acc, text, text, ids, bool(text.strip()), cat, evidence, texts)
     finally:
         provider.shutdown()

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from memstore.bench.locomo import (
+from memstore.bench.locomo_index import (
     CATEGORIES,
     ConvIndex,
     FloatMat,

@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from memstore.bench.peers import TOP, PeerRun, dedupe, timed
+from memstore.bench.peers_common import TOP, PeerRun, dedupe, timed
 
 if TYPE_CHECKING:
-    from memstore.bench.locomo import ConvIndex, Scores
+    from memstore.bench.locomo_index import ConvIndex, Scores
 
 
 class _CountWarnings(logging.Filter):
@@ -101,7 +101,7 @@ def run_holographic(
 def _one(
     provider_cls: Any, idx: ConvIndex, base: Path, run: PeerRun, scores: Scores, progress: bool
 ) -> None:
-    from memstore.bench.locomo import scored_questions, turn_text
+    from memstore.bench.locomo_index import scored_questions, turn_text
 
     conv = idx.conv
     provider = provider_cls(config={"db_path": str(base / f"{conv.sample_id}.db")})

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from memstore.bench.peers import (
+from memstore.bench.peers_common import (
     PASSAGE_MODEL,
     QUERY_MODEL,
     TOP,
@@ -47,7 +47,7 @@ from memstore.bench.peers import (
 )
 
 if TYPE_CHECKING:
-    from memstore.bench.locomo import ConvIndex, Scores
+    from memstore.bench.locomo_index import ConvIndex, Scores
 
 
 class _ActionModel:
@@ -101,7 +101,7 @@ def run_mem0(
     log: Callable[[str], None] = lambda _: None,
     progress: bool = True,
 ) -> PeerRun:
-    from memstore.bench.locomo import turn_text
+    from memstore.bench.locomo_index import turn_text
 
     run = PeerRun("mem0")
     try:
@@ -170,7 +170,7 @@ def _one(
     scores: Scores,
     progress: bool,
 ) -> None:
-    from memstore.bench.locomo import scored_questions, turn_text
+    from memstore.bench.locomo_index import scored_questions, turn_text
 
     conv = idx.conv
     sub = base / conv.sample_id

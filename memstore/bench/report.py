@@ -19,7 +19,8 @@ from typing import Any
 
 from memstore.bench.capture_search import format_capture_search
 from memstore.bench.eventlog import format_eventlog
-from memstore.bench.locomo import CATEGORIES, CATEGORY_NAMES, KS, format_locomo
+from memstore.bench.locomo import format_locomo
+from memstore.bench.locomo_index import CATEGORIES, CATEGORY_NAMES, KS
 from memstore.bench.scale import format_scale
 
 RESULT_NAMES = (

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from memstore.bench.metrics import percentile
-from memstore.derive.rules import extract
-from memstore.derive.state import L0Message
+from memstore.derive.memories.rules import extract
+from memstore.derive.prompts import ExtractedMemory
+from memstore.derive.queries import L0Message
 from memstore.errors import InvalidInputError
-from memstore.llm.prompts import ExtractedMemory
 
 TYPES = frozenset({"persona", "episodic", "instruction"})
 # A fixed capture time, so dated statements resolve the same way in every run.

@@ -47,9 +47,9 @@ import numpy as np
 from memstore.bench.capture_search import _stats, queries, text_pool, time_fts5, time_numpy_topk
 from memstore.config import Settings
 from memstore.db.driver import sqlite_module
-from memstore.derive.common import append_checked, new_id
 from memstore.derive.events import MemoryWritten
-from memstore.derive.state import DEFAULT_GENERATION
+from memstore.derive.queries import DEFAULT_GENERATION
+from memstore.derive.runs import append_checked, new_id
 from memstore.store import Store
 from memstore.vectors.hot import partition_vectors
 
@@ -135,7 +135,7 @@ def _fill_memories(store: Store, size: int, users: int, pool: Sequence[str]) -> 
                 for j in range(min(L1_BATCH, per_user - i))
             ]
             n += len(batch)
-            append_checked(store, user, batch)
+            append_checked(store.derivation, user, batch)
     return time.perf_counter() - t0
 
 

@@ -299,8 +299,9 @@ def bench_locomo(
       memstore bench locomo data.json --recall --peers holographic --cache ~/.cache/ms-bench
       memstore bench locomo data.json --chatlike --no-variants --json chatlike.json
     """
-    from memstore.bench.locomo import STRATEGIES, format_locomo, run_locomo
-    from memstore.bench.peers import PEERS
+    from memstore.bench.locomo import format_locomo, run_locomo
+    from memstore.bench.locomo_index import STRATEGIES
+    from memstore.bench.peers_common import PEERS
 
     peer_names = [p.strip() for p in peers.split(",") if p.strip()]
     if any(p not in PEERS for p in peer_names):

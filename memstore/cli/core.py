@@ -68,7 +68,7 @@ def doctor_report(db: Path) -> tuple[dict[str, Any], list[str]]:
 def _doctor_llm(db: Path, report: dict[str, Any], problems: list[str]) -> None:
     """Who derives with this configuration, and who did last (from the log)."""
     from memstore.config import Settings
-    from memstore.derive.common import describe_derivation, last_derivation
+    from memstore.derive.runs import describe_derivation, last_derivation
 
     try:
         settings = Settings.load()
@@ -168,7 +168,7 @@ def db_upgrade(db: Path | None, revision: str) -> None:
     """
     database = Database(resolve_db(db))
     try:
-        stale = migrate.upgrade(database, revision)
+        stale = migrate.upgrade(database, revision, owners=_owners())
         click.echo(f"at {migrate.current_revision(database)}")
         _echo_stale(stale)
     finally:
@@ -195,11 +195,17 @@ def db_downgrade(db: Path | None, revision: str, yes: bool) -> None:
     """
     database = Database(resolve_db(db))
     try:
-        stale = migrate.downgrade(database, revision, allow_data_loss=yes)
+        stale = migrate.downgrade(database, revision, allow_data_loss=yes, owners=_owners())
         click.echo(f"at {migrate.current_revision(database) or 'base'}")
         _echo_stale(stale)
     finally:
         database.close()
+
+
+def _owners() -> dict[str, str]:
+    from memstore.store import default_projections
+
+    return migrate.projection_tables(default_projections())
 
 
 def _echo_stale(stale: list[str]) -> None:

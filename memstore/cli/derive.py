@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from memstore import recall as recall_api
 from memstore.cli.app import cli, db_option, echo_json, json_option, open_store
 from memstore.cli.table import print_table
 from memstore.derive import api
@@ -74,7 +75,11 @@ def memories_list(
     """
     with _open(db) as store:
         rows = api.list_memories(
-            store, user, type=type_, generation=generation, include_retired=include_retired
+            store.derivation,
+            user,
+            type=type_,
+            generation=generation,
+            include_retired=include_retired,
         )
     if as_json:
         echo_json(rows)
@@ -146,7 +151,7 @@ def memories_add(db: Path | None, user: str, content: str, type_: str, scene: st
       memstore memories add --user alice "Alice is vegetarian."
     """
     with _open(db, must_exist=False) as store:
-        mid = api.write_memory(store, user, "add", content, type=type_, scene=scene)
+        mid = api.write_memory(store.derivation, user, "add", content, type=type_, scene=scene)
     click.echo(f"stored {mid}")
 
 
@@ -174,7 +179,7 @@ def scenes_list(db: Path | None, as_json: bool, user: str, generation: int | Non
       memstore scenes list --user alice --json
     """
     with _open(db) as store:
-        rows = api.list_scenes(store, user, generation=generation)
+        rows = api.list_scenes(store.derivation, user, generation=generation)
     if as_json:
         echo_json(rows)
         return
@@ -202,7 +207,7 @@ def scenes_show(
       memstore scenes show --user alice Travel
     """
     with _open(db) as store:
-        rows = api.list_scenes(store, user, generation=generation)
+        rows = api.list_scenes(store.derivation, user, generation=generation)
     found = [s for s in rows if scene in (s["scene_id"], s["name"])]
     if not found:
         raise click.ClickException(f"user {user!r} has no scene {scene!r}")
@@ -239,8 +244,8 @@ def persona_show(db: Path | None, as_json: bool, user: str, generation: int | No
       memstore persona show --user alice
     """
     with _open(db) as store:
-        text = api.get_persona(store, user, generation=generation)
-        nav = api.scene_navigation(store, user, generation=generation)
+        text = api.get_persona(store.derivation, user, generation=generation)
+        nav = recall_api.scene_navigation(store.derivation, user, generation=generation)
     if as_json:
         echo_json({"persona": text, "navigation": nav})
         return
@@ -266,7 +271,9 @@ def recall_cmd(
       memstore recall --user alice "where should we eat tonight?"
     """
     with _open(db) as store:
-        r = api.recall(store, query, user_id=user, session_id=session, budget_chars=budget)
+        r = recall_api.recall(
+            store.derivation, query, user_id=user, session_id=session, budget_chars=budget
+        )
     if as_json:
         echo_json(
             {
@@ -310,10 +317,10 @@ def rederive_cmd(db: Path | None, user: str | None, from_layer: str, activate: i
         if activate is not None:
             if user is None:
                 raise click.UsageError("--activate needs --user")
-            previous = api.activate_generation(store, user, activate)
+            previous = api.activate_generation(store.derivation, user, activate)
             click.echo(f"{user}: generation {activate} active (was {previous})")
             return
-        gen = api.rederive(store, user_id=user, from_layer=from_layer)
+        gen = api.rederive(store.derivation, user_id=user, from_layer=from_layer)
     click.echo(f"generation {gen} built and active")
 
 
@@ -329,7 +336,7 @@ def generations_cmd(db: Path | None, as_json: bool, user: str) -> None:
       memstore generations --user alice
     """
     with _open(db) as store:
-        rows = api.list_generations(store, user)
+        rows = api.list_generations(store.derivation, user)
     if as_json:
         echo_json(rows)
         return

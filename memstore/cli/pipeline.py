@@ -25,7 +25,7 @@ def _open(db: Path | None) -> tuple[Store, PipelineService, bool]:
     existing = getattr(store, "pipeline", None)
     if isinstance(existing, PipelineService):
         return store, existing, False
-    return store, PipelineService(store), True
+    return store, PipelineService(store.derivation), True
 
 
 @cli.group("pipeline")

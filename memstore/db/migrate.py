@@ -13,16 +13,28 @@ checkpoint, so the next ``Store.open`` rebuilds them from the log.
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Table
 
 from memstore.db.engine import Database
 from memstore.errors import MigrationError
+
+
+class TableOwner(Protocol):
+    """A projection as far as migrations care: its name and its tables."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def tables(self) -> Sequence[Table]: ...
 
 
 def migrations_dir() -> Path:
@@ -58,26 +70,42 @@ def current_revision(db: Database) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-def upgrade(db: Database, revision: str = "head") -> list[str]:
-    """Upgrade; returns the projections marked stale (rebuilt on next open)."""
-    return _run(db, "upgrade", revision)
+def upgrade(db: Database, revision: str = "head", *, owners: Mapping[str, str]) -> list[str]:
+    """Upgrade; returns the projections marked stale (rebuilt on next open).
+
+    ``owners`` maps each projection table to its projection (``projection_tables``)."""
+    return _run(db, "upgrade", revision, owners=owners)
 
 
-def downgrade(db: Database, revision: str, *, allow_data_loss: bool = False) -> list[str]:
+def downgrade(
+    db: Database,
+    revision: str,
+    *,
+    owners: Mapping[str, str],
+    allow_data_loss: bool = False,
+) -> list[str]:
     """Downgrade; refuses (``MigrationError``, nothing changed) to drop a table
     with rows that cannot be rebuilt from the log — the log itself above all —
-    unless ``allow_data_loss``. Returns the projections marked stale."""
-    return _run(db, "downgrade", revision, allow_data_loss=allow_data_loss)
+    unless ``allow_data_loss`` (projection tables, ``owners``, can be rebuilt).
+    Returns the projections marked stale."""
+    return _run(db, "downgrade", revision, allow_data_loss=allow_data_loss, owners=owners)
 
 
-def _run(db: Database, action: str, revision: str, *, allow_data_loss: bool = False) -> list[str]:
+def _run(
+    db: Database,
+    action: str,
+    revision: str,
+    *,
+    owners: Mapping[str, str],
+    allow_data_loss: bool = False,
+) -> list[str]:
     cfg = _config()
     try:
         # One transaction (SQLite DDL is transactional): a refused downgrade
         # leaves the file exactly as it was.
         with db.write() as conn:
             before = _schema(conn)
-            kept = _row_counts(conn, before) if action == "downgrade" else {}
+            kept = _row_counts(conn, before, owners) if action == "downgrade" else {}
             cfg.attributes["connection"] = conn
             if action == "upgrade":
                 command.upgrade(cfg, revision)
@@ -93,7 +121,7 @@ def _run(db: Database, action: str, revision: str, *, allow_data_loss: bool = Fa
                     "`memstore db downgrade --yes` to go ahead"
                 )
             changed = {t for t in before.keys() | after.keys() if before.get(t) != after.get(t)}
-            return _mark_stale(conn, changed, after)
+            return _mark_stale(conn, changed, after, owners)
     except MigrationError:
         raise
     except Exception as exc:  # alembic raises CommandError, driver errors, KeyError...
@@ -111,12 +139,13 @@ def _schema(conn: Connection) -> dict[str, str]:
     return {t: "\n".join(s) for t, s in out.items()}
 
 
-def _projection_tables() -> dict[str, str]:
-    """Table -> the projection that fills it (replaying the log restores it)."""
-    from memstore.store import default_projections
+def projection_tables(projections: Iterable[TableOwner]) -> dict[str, str]:
+    """Table -> the projection that fills it (replaying the log restores it).
 
+    The caller names the projections (``memstore.store.default_projections``):
+    the database layer sits below them and must not import them."""
     out: dict[str, str] = {}
-    for p in default_projections():
+    for p in projections:
         for t in p.tables:
             out[t.name] = p.name
     for fts, source in _FTS_SOURCES.items():
@@ -144,14 +173,14 @@ _REBUILDABLE = frozenset(
 )
 
 
-def _owner_table(table: str, known: dict[str, str]) -> str | None:
+def _owner_table(table: str, known: Mapping[str, str]) -> str | None:
     for name in known:
         if table == name or table.startswith(f"{name}_"):
             return name
     return None
 
 
-def _rebuildable(table: str, projection_tables: dict[str, str]) -> bool:
+def _rebuildable(table: str, projection_tables: Mapping[str, str]) -> bool:
     return (
         table in _REBUILDABLE
         or table.startswith(("vec_", "sqlite_"))
@@ -159,9 +188,10 @@ def _rebuildable(table: str, projection_tables: dict[str, str]) -> bool:
     )
 
 
-def _row_counts(conn: Connection, schema: dict[str, str]) -> dict[str, int]:
+def _row_counts(
+    conn: Connection, schema: dict[str, str], proj: Mapping[str, str]
+) -> dict[str, int]:
     """Rows of every table a downgrade could lose for good."""
-    proj = _projection_tables()
     return {
         t: int(conn.exec_driver_sql(f'SELECT count(*) FROM "{t}"').scalar_one())
         for t in schema
@@ -169,20 +199,21 @@ def _row_counts(conn: Connection, schema: dict[str, str]) -> dict[str, int]:
     }
 
 
-def _mark_stale(conn: Connection, changed: set[str], schema: dict[str, str]) -> list[str]:
+def _mark_stale(
+    conn: Connection, changed: set[str], schema: dict[str, str], proj: Mapping[str, str]
+) -> list[str]:
     """Forget the checkpoint of every projection whose tables the migration
     touched: ``Store.open`` then rebuilds it from the log, and ``projections
     status`` shows it behind meanwhile (never "lag 0" over empty tables)."""
     if "projection_checkpoints" not in schema or not changed:
         return []
-    proj = _projection_tables()
     stale = sorted({proj[o] for t in changed if (o := _owner_table(t, proj)) is not None})
     for name in stale:
         conn.exec_driver_sql("DELETE FROM projection_checkpoints WHERE name = ?", (name,))
     return stale
 
 
-def ensure_current(db: Database, *, upgrade_schema: bool = True) -> str:
+def ensure_current(db: Database, *, owners: Mapping[str, str], upgrade_schema: bool = True) -> str:
     """Bring a database to head, or check it is at head when upgrades are off."""
     head = head_revision()
     cur = current_revision(db)
@@ -202,5 +233,5 @@ def ensure_current(db: Database, *, upgrade_schema: bool = True) -> str:
                 f"database {db.path} is at revision {cur}, unknown to this memstore "
                 "(written by a newer version?)"
             ) from exc
-    upgrade(db, "head")
+    upgrade(db, "head", owners=owners)
     return head

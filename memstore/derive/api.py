@@ -1,18 +1,17 @@
 """The functions the Store, the scheduler and the CLI call.
 
-Everything here takes the ``Store`` first; reads show the user's active
+Everything here takes the ``DeriveContext`` first (``store.derivation``: the
+kernel plus search, never the Store itself); reads show the user's active
 generation unless ``generation=`` names another one.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from sqlalchemy import Connection, func, select
 
 from memstore.db.schema import l1_memories
-from memstore.derive import rules
-from memstore.derive.common import RunOutcome, append_checked, new_id
 from memstore.derive.events import (
     GenerationStarted,
     L1Extracted,
@@ -22,11 +21,11 @@ from memstore.derive.events import (
     ScenesUpdated,
 )
 from memstore.derive.generations import activate_generation, list_generations, rederive
-from memstore.derive.l1 import run_l1
-from memstore.derive.l2 import run_l2
-from memstore.derive.l3 import persona_due, run_l3
-from memstore.derive.recall import Recall, navigation_text, recall
-from memstore.derive.state import (
+from memstore.derive.memories import rules
+from memstore.derive.memories.extract import run_l1
+from memstore.derive.persona.write import persona_due, run_l3
+from memstore.derive.prompts import MAX_MEMORY_CHARS, MEMORY_TYPES, clip
+from memstore.derive.queries import (
     active_generation,
     memories,
     memory,
@@ -35,11 +34,13 @@ from memstore.derive.state import (
     scene_named,
     scenes,
 )
+from memstore.derive.runs import RunOutcome, append_checked, new_id
+from memstore.derive.scenes.build import run_l2
 from memstore.errors import InvalidInputError, NotFoundError
-from memstore.llm.prompts import MAX_MEMORY_CHARS, MEMORY_TYPES, clip
+from memstore.records import Memory, MemoryChange, Scene
 
 if TYPE_CHECKING:
-    from memstore.store import Store
+    from memstore.derive.context import DeriveContext
 
 ORIGINS = ("user_stated", "host")
 HISTORY_TYPES = [
@@ -52,43 +53,44 @@ HISTORY_TYPES = [
 
 
 def list_memories(
-    store: Store,
+    store: DeriveContext,
     user_id: str,
     *,
     type: str | None = None,
     generation: int | None = None,
     include_retired: bool = False,
-) -> list[dict[str, Any]]:
+) -> list[Memory]:
     with store.db.read() as conn:
         gen = resolve_generation(conn, user_id, generation)
-        return memories(conn, user_id, gen, type=type, include_retired=include_retired)
+        rows = memories(conn, user_id, gen, type=type, include_retired=include_retired)
+    return cast(list[Memory], rows)  # l1_memories' columns: tests/test_public_types.py
 
 
 def list_scenes(
-    store: Store, user_id: str, *, generation: int | None = None
-) -> list[dict[str, Any]]:
+    store: DeriveContext, user_id: str, *, generation: int | None = None
+) -> list[Scene]:
     with store.db.read() as conn:
-        return scenes(conn, user_id, resolve_generation(conn, user_id, generation))
+        rows = scenes(conn, user_id, resolve_generation(conn, user_id, generation))
+    return cast(list[Scene], rows)  # l2_scenes' columns: tests/test_public_types.py
 
 
 def get_scene(
-    store: Store, user_id: str, name: str, *, generation: int | None = None
-) -> dict[str, Any] | None:
+    store: DeriveContext, user_id: str, name: str, *, generation: int | None = None
+) -> Scene | None:
     with store.db.read() as conn:
-        return scene_named(conn, user_id, resolve_generation(conn, user_id, generation), name)
+        row = scene_named(conn, user_id, resolve_generation(conn, user_id, generation), name)
+    return cast(Scene | None, row)
 
 
-def get_persona(store: Store, user_id: str, *, generation: int | None = None) -> str | None:
+def get_persona(store: DeriveContext, user_id: str, *, generation: int | None = None) -> str | None:
     with store.db.read() as conn:
         row = persona(conn, user_id, resolve_generation(conn, user_id, generation))
     return str(row["persona"]) if row else None
 
 
-def scene_navigation(store: Store, user_id: str, *, generation: int | None = None) -> str:
-    return navigation_text(list_scenes(store, user_id, generation=generation))
-
-
-def forget_memory(store: Store, user_id: str, memory_id: str, reason: str = "user_request") -> None:
+def forget_memory(
+    store: DeriveContext, user_id: str, memory_id: str, reason: str = "user_request"
+) -> None:
     """Retire a live memory of the user's active generation (it leaves search,
     recall and scenes' live lists); history stays.
 
@@ -135,7 +137,7 @@ def live_copies(conn: Connection, user_id: str, memory_id: str, generation: int)
     return sorted(str(r[0]) for r in rows)
 
 
-def _find(store: Store, user_id: str, text: str, generation: int) -> dict[str, Any] | None:
+def _find(store: DeriveContext, user_id: str, text: str, generation: int) -> dict[str, Any] | None:
     """The live memory a host means by ``text``: same text, else the most similar."""
     with store.db.read() as conn:
         live = memories(conn, user_id, generation)
@@ -150,7 +152,7 @@ def _find(store: Store, user_id: str, text: str, generation: int) -> dict[str, A
 
 
 def write_memory(
-    store: Store,
+    store: DeriveContext,
     user_id: str,
     action: Literal["add", "replace", "remove"],
     content: str,
@@ -218,7 +220,7 @@ def write_memory(
     return str(target["memory_id"]) if target is not None else str(decision["new_id"])
 
 
-def memory_history(store: Store, user_id: str, memory_id: str) -> list[dict[str, Any]]:
+def memory_history(store: DeriveContext, user_id: str, memory_id: str) -> list[MemoryChange]:
     """The events that created, changed, retired or placed one of ``user_id``'s
     memories, oldest first. Another user's memory id is not found."""
     with store.db.read() as conn:
@@ -227,7 +229,7 @@ def memory_history(store: Store, user_id: str, memory_id: str) -> list[dict[str,
             raise NotFoundError(f"user {user_id!r} has no memory {memory_id!r}")
         events = store.log.read(conn, types=HISTORY_TYPES, user_id=user_id)
     base_id, _, copied_gen = memory_id.rpartition("@")
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = []  # built up key by key; the shape is MemoryChange
     for ev in events:
         p = ev.payload
         entry: dict[str, Any] = {
@@ -276,12 +278,11 @@ def memory_history(store: Store, user_id: str, memory_id: str) -> list[dict[str,
                             "scene": op.get("name"),
                         }
                     )
-    return out
+    return cast(list[MemoryChange], out)
 
 
 __all__ = [
     "PersonaUpdated",
-    "Recall",
     "RunOutcome",
     "activate_generation",
     "forget_memory",
@@ -291,11 +292,9 @@ __all__ = [
     "list_scenes",
     "memory_history",
     "persona_due",
-    "recall",
     "rederive",
     "run_l1",
     "run_l2",
     "run_l3",
-    "scene_navigation",
     "write_memory",
 ]

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memstore.derive.common import append_checked, new_id
 from memstore.derive.events import GenerationActivated, GenerationStarted
-from memstore.derive.l1 import run_l1
-from memstore.derive.l2 import run_l2_generation
-from memstore.derive.l3 import run_l3_generation
-from memstore.derive.state import (
+from memstore.derive.memories.extract import run_l1
+from memstore.derive.persona.write import run_l3_generation
+from memstore.derive.queries import (
     DEFAULT_GENERATION,
     active_generation,
     generations,
@@ -23,15 +21,17 @@ from memstore.derive.state import (
     sessions_of,
     users_with_messages,
 )
+from memstore.derive.runs import append_checked, new_id
+from memstore.derive.scenes.build import run_l2_generation
 from memstore.errors import InvalidInputError, NotFoundError, PipelineError
 
 if TYPE_CHECKING:
-    from memstore.store import Store
+    from memstore.derive.context import DeriveContext
 
 LAYERS = ("l1", "l2", "l3")
 
 
-def rederive(store: Store, user_id: str | None = None, from_layer: str = "l1") -> int:
+def rederive(store: DeriveContext, user_id: str | None = None, from_layer: str = "l1") -> int:
     """Derive ``from_layer`` and everything above it again into a new generation.
 
     Returns the new generation number (one number for every user re-derived).
@@ -69,7 +69,7 @@ def rederive(store: Store, user_id: str | None = None, from_layer: str = "l1") -
     return gen
 
 
-def activate_generation(store: Store, user_id: str, generation: int) -> int:
+def activate_generation(store: DeriveContext, user_id: str, generation: int) -> int:
     """Make ``generation`` the one the user's projections show; returns the previous."""
     with store.db.read() as conn:
         since = store.log.last_position(conn)
@@ -87,6 +87,6 @@ def activate_generation(store: Store, user_id: str, generation: int) -> int:
     return previous
 
 
-def list_generations(store: Store, user_id: str) -> list[dict[str, Any]]:
+def list_generations(store: DeriveContext, user_id: str) -> list[dict[str, Any]]:
     with store.db.read() as conn:
         return generations(conn, user_id)

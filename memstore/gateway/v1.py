@@ -86,15 +86,17 @@ def memories(
     generation: int | None = Query(None, ge=0),
 ) -> list[dict[str, Any]]:
     """A user's L1 memories (active generation unless ``generation``)."""
-    return store.list_memories(
+    # Plain dicts: FastAPI would validate a TypedDict return as a response model.
+    mems = store.list_memories(
         user_id, type=type, generation=generation, include_retired=include_retired
     )
+    return [dict(m) for m in mems]
 
 
 @router.get("/users/{user_id}/memories/{memory_id}/history")
 def memory_history(store: StoreDep, user_id: str, memory_id: str) -> list[dict[str, Any]]:
     """The events that created, changed, placed or retired one memory."""
-    return store.memory_history(user_id, memory_id)
+    return [dict(e) for e in store.memory_history(user_id, memory_id)]
 
 
 @router.delete("/users/{user_id}/memories/{memory_id}")
@@ -112,12 +114,12 @@ def forget_memory(
 @router.get("/users/{user_id}/persona")
 def persona(store: StoreDep, user_id: str) -> dict[str, Any]:
     """The L3 persona (null before one was derived) and the scene navigation."""
-    from memstore.derive.api import scene_navigation
+    from memstore.recall import scene_navigation
 
     return {
         "user_id": user_id,
         "persona": store.get_persona(user_id),
-        "navigation": scene_navigation(store, user_id),
+        "navigation": scene_navigation(store.derivation, user_id),
     }
 
 
@@ -128,7 +130,7 @@ def scenes(
     generation: int | None = Query(None, ge=0),
 ) -> list[dict[str, Any]]:
     """A user's L2 scene blocks, hottest first."""
-    return list(store.list_scenes(user_id, generation=generation))
+    return [dict(s) for s in store.list_scenes(user_id, generation=generation)]
 
 
 @router.post("/search")
@@ -184,7 +186,7 @@ def end_session(
     timeout_s: float = Query(30.0, gt=0, le=600),
 ) -> dict[str, Any]:
     """Extract what the session has pending, then mark it ended."""
-    return store.end_session(user_id, session_id, timeout_s=timeout_s)
+    return dict(store.end_session(user_id, session_id, timeout_s=timeout_s))
 
 
 @router.delete("/users/{user_id}")

@@ -18,7 +18,9 @@ from sqlalchemy import Connection
 
 from memstore.errors import InvalidInputError
 from memstore.events.log import NewEvent
+from memstore.kernel import Kernel
 from memstore.l0.events import MessagesCaptured, l0_stream
+from memstore.records import Message
 from memstore.text import clean_text, sanitize_message
 from memstore.timeutil import from_iso, parse_when, to_iso
 from memstore.validate import check_id as check_id  # re-exported: older callers import it here
@@ -161,6 +163,61 @@ def new_messages(prepared: Sequence[PreparedMessage], known: set[str]) -> list[P
             seen.add(m.id)
             fresh.append(m)
     return fresh
+
+
+def capture(
+    kernel: Kernel,
+    user_id: str,
+    session_id: str,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    agent_id: str | None,
+    max_bytes: int,
+) -> CaptureResult:
+    """``Store.capture`` past its argument checks: one ``l0.captured`` event of
+    the messages this session does not have yet, through the kernel's append."""
+    prepared = prepare_messages(session_id, messages, now=kernel.clock(), max_bytes=max_bytes)
+    dropped = len(messages) - len(prepared)
+    ids = [m.id for m in prepared]
+    known: set[str] = set()
+    fresh: list[PreparedMessage] = []
+
+    def only_new(conn: Connection) -> list[NewEvent]:
+        # Inside the append's transaction: two captures of the same
+        # messages cannot both see them as new.
+        known.update(known_message_ids(conn, user_id, session_id, ids))
+        fresh.extend(new_messages(prepared, known))
+        return [capture_event(user_id, session_id, agent_id, fresh)] if fresh else []
+
+    stored = kernel.append_if(only_new)
+    if not stored:
+        return CaptureResult(None, [], ids, [], dropped)
+    return CaptureResult(
+        stored[0].position,
+        [m.id for m in fresh],
+        [i for i in ids if i in known],
+        [m.id for m in fresh if m.truncated],
+        dropped,
+    )
+
+
+def turn_messages(
+    user_text: str,
+    assistant_text: str | None,
+    *,
+    timestamp: str | datetime | float | None,
+    turn_id: str | None,
+) -> list[Message]:
+    """One user/assistant exchange as messages (ids ``<turn_id>:0`` and ``:1``)."""
+    msgs: list[Message] = [{"role": "user", "content": user_text}]
+    if assistant_text is not None:
+        msgs.append({"role": "assistant", "content": assistant_text})
+    for i, m in enumerate(msgs):
+        if timestamp is not None:
+            m["timestamp"] = timestamp
+        if turn_id:
+            m["id"] = f"{turn_id}:{i}"
+    return msgs
 
 
 def capture_event(

@@ -8,7 +8,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
 
 from memstore.errors import MemstoreError
 from memstore.events.log import NewEvent
@@ -17,17 +19,40 @@ from memstore.pipeline import queue
 from memstore.pipeline.runner import Outcome
 from memstore.pipeline.scheduler import idle_job_id
 from memstore.pipeline.state import get_session
+from memstore.records import EndSessionReport
 from memstore.timeutil import from_iso
 
 if TYPE_CHECKING:
-    from memstore.pipeline.service import PipelineService
+    from memstore.derive.context import DeriveContext
+    from memstore.pipeline.scheduler import Timers
+
+
+class Ending(Protocol):
+    """What ending a session needs of the pipeline service (a protocol, so
+    that this module, which the service imports, does not import it back)."""
+
+    store: DeriveContext
+    timers: Timers
+    _workers: list[threading.Thread]
+
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+    @property
+    def stopping(self) -> bool: ...
+    def flush(self) -> None: ...
+    def drain(
+        self,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        stages: tuple[str, ...] | None = None,
+    ) -> list[Outcome]: ...
+
 
 log = logging.getLogger(__name__)
 
 
-def end_session(
-    self: PipelineService, user_id: str, session_id: str, timeout_s: float
-) -> dict[str, Any]:
+def end_session(self: Ending, user_id: str, session_id: str, timeout_s: float) -> EndSessionReport:
     """Extract what the session has pending (bounded by ``timeout_s``),
     cancel its idle timer and record ``l0.session_ended``."""
     self.flush()  # a capture's timer write must not re-arm after the cancel
@@ -73,7 +98,7 @@ def end_session(
 
 
 def _finish_session(
-    self: PipelineService,
+    self: Ending,
     user_id: str,
     session_id: str,
     ran: list[Outcome],

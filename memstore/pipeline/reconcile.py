@@ -16,18 +16,43 @@ capture (or a manual ``run_pipeline``) brings it back.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from memstore.config import Settings
 from memstore.pipeline import queue
 from memstore.pipeline.scheduler import idle_job_id, l2_job_id
-from memstore.pipeline.state import SessionState, get_session, list_sessions, list_users
+from memstore.pipeline.state import (
+    SessionState,
+    UserState,
+    get_session,
+    list_sessions,
+    list_users,
+)
 from memstore.timeutil import from_iso, timedelta
 
 if TYPE_CHECKING:
-    from memstore.pipeline.service import PipelineService
+    from memstore.derive.context import DeriveContext
+    from memstore.pipeline.scheduler import Timers
+
+
+class Arming(Protocol):
+    """What reconcile needs of the pipeline service (a protocol, so that this
+    module, which the service imports, does not import it back)."""
+
+    store: DeriveContext
+    settings: Settings
+    timers: Timers
+
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+    def arm_idle(
+        self, user: str, session: str, due: datetime, *, if_earlier: bool = False
+    ) -> bool: ...
+    def arm_drain(self, when: datetime) -> None: ...
+    def arm_l2(self, user: str, when: datetime, *, if_earlier: bool = True) -> None: ...
+    def l2_not_before(self, us: UserState) -> datetime | None: ...
 
 
 def gave_up(st: SessionState, settings: Settings) -> bool:
@@ -42,7 +67,7 @@ def idle_due(st: SessionState, settings: Settings) -> datetime:
     return from_iso(st.last_activity_at) + timedelta(seconds=settings.pipeline.l1_idle_s)
 
 
-def arm_sessions(svc: PipelineService, sessions: Collection[tuple[str, str]]) -> int:
+def arm_sessions(svc: Arming, sessions: Collection[tuple[str, str]]) -> int:
     """Arm the timers the committed state calls for after captures of
     ``sessions``: the drain timer when work waits in the queue, and an idle
     timer for each session with pending messages and no queued L1 work —
@@ -70,7 +95,7 @@ def arm_sessions(svc: PipelineService, sessions: Collection[tuple[str, str]]) ->
     return armed
 
 
-def reconcile(svc: PipelineService) -> dict[str, int]:
+def reconcile(svc: Arming) -> dict[str, int]:
     now = svc.clock()
     armed = enqueued = 0
     with svc.store.db.write() as conn:

@@ -18,20 +18,20 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memstore.db.engine import Database
-from memstore.derive.common import RunOutcome, append_checked
 from memstore.derive.events import RunFailed
+from memstore.derive.runs import RunOutcome, append_checked
 from memstore.errors import MemstoreError
 from memstore.pipeline import queue
 from memstore.timeutil import Clock
 
 if TYPE_CHECKING:
-    from memstore.store import Store
+    from memstore.derive.context import DeriveContext
 
 log = logging.getLogger(__name__)
 
 
 class Outcome(Protocol):
-    """What a stage run reports (``memstore.derive.common.RunOutcome`` fits)."""
+    """What a stage run reports (``memstore.derive.runs.RunOutcome`` fits)."""
 
     @property
     def stage(self) -> str: ...
@@ -47,11 +47,11 @@ class Outcome(Protocol):
 
 class Deriver(Protocol):
     def run_l1(
-        self, store: Store, user_id: str, session_id: str, *, generation: int | None = None
+        self, store: DeriveContext, user_id: str, session_id: str, *, generation: int | None = None
     ) -> Outcome: ...
-    def run_l2(self, store: Store, user_id: str) -> Outcome: ...
-    def run_l3(self, store: Store, user_id: str) -> Outcome: ...
-    def persona_due(self, store: Store, user_id: str) -> bool: ...
+    def run_l2(self, store: DeriveContext, user_id: str) -> Outcome: ...
+    def run_l3(self, store: DeriveContext, user_id: str) -> Outcome: ...
+    def persona_due(self, store: DeriveContext, user_id: str) -> bool: ...
 
 
 class ModuleDeriver:
@@ -63,20 +63,20 @@ class ModuleDeriver:
         return api
 
     def run_l1(
-        self, store: Store, user_id: str, session_id: str, *, generation: int | None = None
+        self, store: DeriveContext, user_id: str, session_id: str, *, generation: int | None = None
     ) -> Outcome:
         out: Outcome = self._api().run_l1(store, user_id, session_id, generation=generation)
         return out
 
-    def run_l2(self, store: Store, user_id: str) -> Outcome:
+    def run_l2(self, store: DeriveContext, user_id: str) -> Outcome:
         out: Outcome = self._api().run_l2(store, user_id)
         return out
 
-    def run_l3(self, store: Store, user_id: str) -> Outcome:
+    def run_l3(self, store: DeriveContext, user_id: str) -> Outcome:
         out: Outcome = self._api().run_l3(store, user_id)
         return out
 
-    def persona_due(self, store: Store, user_id: str) -> bool:
+    def persona_due(self, store: DeriveContext, user_id: str) -> bool:
         return bool(self._api().persona_due(store, user_id))
 
 
@@ -117,7 +117,7 @@ class _Heartbeat:
 
 
 class Runner:
-    def __init__(self, store: Store, deriver: Deriver, lock_ttl_s: float) -> None:
+    def __init__(self, store: DeriveContext, deriver: Deriver, lock_ttl_s: float) -> None:
         self.store = store
         self.deriver = deriver
         self.lock_ttl_s = lock_ttl_s

@@ -3,7 +3,7 @@
 
 Capture path (one transaction, then a cheap hook):
 
-1. ``Store.capture`` appends ``l0.captured`` and applies inline projections
+1. ``Store.capture`` appends ``l0.captured`` through the kernel, which applies inline projections
    (``PipelineStateProjection`` counts the rounds and records the session's
    last activity, which is its idle deadline) — then calls
    ``on_captured(conn, stored)`` in the same transaction: at the warm-up
@@ -70,10 +70,11 @@ from memstore.pipeline.state import (
 )
 from memstore.pipeline.status import build_status
 from memstore.pipeline.threads import DaemonPool
+from memstore.records import EndSessionReport, PipelineStatus
 from memstore.timeutil import from_iso, timedelta
 
 if TYPE_CHECKING:
-    from memstore.store import Store
+    from memstore.derive.context import DeriveContext
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ log = logging.getLogger(__name__)
 class PipelineService:
     def __init__(
         self,
-        store: Store,
+        store: DeriveContext,
         *,
         deriver: Deriver | None = None,
         lease_ttl_s: float | None = None,
@@ -469,12 +470,14 @@ class PipelineService:
         outcomes += self.drain(user_id=user_id, stages=("l2", "l3"))
         return outcomes
 
-    def end_session(self, user_id: str, session_id: str, timeout_s: float = 30.0) -> dict[str, Any]:
+    def end_session(
+        self, user_id: str, session_id: str, timeout_s: float = 30.0
+    ) -> EndSessionReport:
         """Extract what the session has pending (bounded by ``timeout_s``),
         cancel its idle timer and record ``l0.session_ended``."""
         return endsession.end_session(self, user_id, session_id, timeout_s)
 
-    def status(self, user_id: str | None = None) -> list[dict[str, Any]]:
+    def status(self, user_id: str | None = None) -> list[PipelineStatus]:
         with self.store.db.read() as conn:
             return build_status(conn, self.settings, user_id)
 

@@ -7,7 +7,6 @@ status call never starts a scheduler.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import Connection, text
 
@@ -15,6 +14,7 @@ from memstore.config import Settings
 from memstore.pipeline import queue
 from memstore.pipeline.scheduler import JOB_TABLE, idle_job_id, l2_job_id
 from memstore.pipeline.state import list_sessions, list_users
+from memstore.records import PipelineStatus
 from memstore.timeutil import UTC, to_iso
 
 
@@ -28,11 +28,11 @@ def timer_times(conn: Connection) -> dict[str, str | None]:
 
 def build_status(
     conn: Connection, settings: Settings, user_id: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[PipelineStatus]:
     timers = timer_times(conn)
     items = queue.pending(conn, user_id)
     sessions = list_sessions(conn, user_id)
-    out: list[dict[str, Any]] = []
+    out: list[PipelineStatus] = []
     for us in list_users(conn, user_id):
         mine = [s for s in sessions if s.user_id == us.user_id]
         out.append(

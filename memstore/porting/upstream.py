@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memstore.derive.prompts import MEMORY_TYPES
 from memstore.errors import InvalidInputError
 from memstore.l0.capture import ROLES
-from memstore.llm.prompts import MEMORY_TYPES
 from memstore.porting.report import (
     ImportReport,
     json_lines,

@@ -24,9 +24,9 @@ from sqlalchemy import func, select
 
 from memstore.db.schema import events as events_t
 from memstore.db.schema import l1_memories
-from memstore.derive.common import append_checked, new_id
 from memstore.derive.events import L1Extracted, PersonaUpdated, ScenesUpdated
-from memstore.derive.state import active_generation, persona, scenes
+from memstore.derive.queries import active_generation, persona, scenes
+from memstore.derive.runs import append_checked, new_id
 from memstore.l0.events import MessagesCaptured, l0_stream
 from memstore.porting.report import ImportReport, strict_id
 from memstore.porting.upstream import Record, UpstreamData
@@ -171,7 +171,7 @@ def _import_records(
             message_ids=new_l0.get(session, []),
             decisions=ds,
         )
-        append_checked(store, user_id, [event])
+        append_checked(store.derivation, user_id, [event])
     return by_scene
 
 
@@ -227,7 +227,7 @@ def _import_scenes(
             operations=ops,
             notes=[f"imported from {data.root}"],
         )
-        append_checked(store, user_id, [event])
+        append_checked(store.derivation, user_id, [event])
 
 
 def _import_persona(
@@ -252,7 +252,7 @@ def _import_persona(
         trigger="import",
         scene_ids=scene_ids,
     )
-    append_checked(store, user_id, [event])
+    append_checked(store.derivation, user_id, [event])
     report.add("persona imported")
 
 

@@ -14,29 +14,29 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
-from memstore.derive import rules_l23
-from memstore.derive.common import RunOutcome, append_checked, llm_client, new_id, record_failure
 from memstore.derive.events import ScenesUpdated
-from memstore.derive.rules import RULES_VERSION
-from memstore.derive.state import (
-    active_generation,
-    memories_by_id,
-    memories_changed_since,
-    scene_state,
-    scenes,
-)
-from memstore.errors import LLMError
-from memstore.llm.client import LLMClient
-from memstore.llm.prompts import (
+from memstore.derive.memories.rules import RULES_VERSION
+from memstore.derive.prompts import (
     SCENE_PROMPT_VERSION,
     SceneResult,
     SceneView,
     build_scene_prompt,
     validate_scenes,
 )
+from memstore.derive.queries import (
+    active_generation,
+    memories_by_id,
+    memories_changed_since,
+    scene_state,
+    scenes,
+)
+from memstore.derive.runs import RunOutcome, append_checked, llm_client, new_id, record_failure
+from memstore.derive.scenes import rules as scene_rules
+from memstore.errors import LLMError
+from memstore.llm.client import LLMClient
 
 if TYPE_CHECKING:
-    from memstore.store import Store
+    from memstore.derive.context import DeriveContext
 
 log = logging.getLogger("memstore.derive")
 
@@ -106,15 +106,15 @@ def _llm_ops(
     return ops, res.value.persona_refresh, list(res.value.notes), res.model
 
 
-def run_l2(store: Store, user_id: str) -> RunOutcome:
+def run_l2(store: DeriveContext, user_id: str) -> RunOutcome:
     """Place the user's new and changed memories into scenes (active generation)."""
     with store.db.read() as conn:
         gen = active_generation(conn, user_id)
     return run_l2_generation(store, user_id, gen)
 
 
-def run_l2_generation(store: Store, user_id: str, generation: int) -> RunOutcome:
-    from memstore.derive.l3 import persona_due
+def run_l2_generation(store: DeriveContext, user_id: str, generation: int) -> RunOutcome:
+    from memstore.derive.persona.write import persona_due
 
     run_id = new_id()
     client = llm_client(store)
@@ -135,7 +135,7 @@ def run_l2_generation(store: Store, user_id: str, generation: int) -> RunOutcome
                         found = memories_by_id(conn, user_id, ids)
                     return {k: v for k, v in found.items() if v["status"] == "active"}
 
-                ops, refresh = rules_l23.scene_ops(
+                ops, refresh = scene_rules.scene_ops(
                     chunk, current, store.settings.pipeline.max_scenes, lookup
                 )
                 notes: list[str] = []

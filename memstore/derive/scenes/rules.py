@@ -1,4 +1,4 @@
-"""The offline rule-based deriver for L2 and L3.
+"""The offline rule-based deriver for L2 (and the helpers L3's uses).
 
 Scenes group memories by the scene name extraction gave them (the rules
 extractor names a small fixed set of topics), bodies list the scene's live
@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memstore.derive.common import new_id
-from memstore.llm.prompts import MAX_PERSONA_CHARS, MAX_SCENE_BODY_CHARS, clip
+from memstore.derive.prompts import MAX_SCENE_BODY_CHARS, clip
+from memstore.derive.runs import new_id
 from memstore.text import has_cjk
 
 MAX_SUMMARY_CHARS = 200
-PERSONA_LINES_PER_TYPE = {"persona": 12, "instruction": 10, "episodic": 8}
 
 
 def rank(m: dict[str, Any]) -> tuple[int, int]:
@@ -122,29 +121,3 @@ def scene_ops(
         for m in changed
     )
     return ops, refresh
-
-
-_HEADINGS = {
-    False: ("# Profile", {"persona": "## Basics", "instruction": "## Working with the user",
-                          "episodic": "## Recent events"}),
-    True: ("# 用户画像", {"persona": "## 基本信息", "instruction": "## 与用户协作",
-                        "episodic": "## 近期经历"}),
-}  # fmt: skip
-
-
-def persona_text(mems: Sequence[dict[str, Any]]) -> str:
-    """A Markdown profile from the highest-priority memories of each type."""
-    if not mems:
-        return ""
-    title, heads = _HEADINGS[_cjk([m["content"] for m in mems])]
-    lines = [title]
-    for type_ in ("persona", "instruction", "episodic"):
-        of_type = [m for m in mems if m["type"] == type_]
-        if type_ == "episodic":
-            of_type.sort(key=lambda m: m["activity_start"] or m["occurred_at"] or "", reverse=True)
-        else:
-            of_type.sort(key=rank)
-        if of_type:
-            lines += ["", heads[type_]]
-            lines += [f"- {m['content']}" for m in of_type[: PERSONA_LINES_PER_TYPE[type_]]]
-    return _fit_lines(lines, MAX_PERSONA_CHARS).strip()

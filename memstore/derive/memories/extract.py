@@ -17,16 +17,21 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
-from memstore.derive import rules
-from memstore.derive.common import (
-    RunOutcome,
-    append_checked,
-    llm_client,
-    new_id,
-    record_failure,
-)
 from memstore.derive.events import L1Extracted
-from memstore.derive.state import (
+from memstore.derive.memories import rules
+from memstore.derive.prompts import (
+    DEDUP_PROMPT_VERSION,
+    EXTRACT_PROMPT_VERSION,
+    DedupDecision,
+    ExistingMemory,
+    ExtractedMemory,
+    PromptMessage,
+    build_dedup_prompt,
+    build_extract_prompt,
+    validate_dedup,
+    validate_extract,
+)
+from memstore.derive.queries import (
     Forgotten,
     L0Message,
     active_generation,
@@ -40,25 +45,14 @@ from memstore.derive.state import (
     pending_messages,
     resolve_generation,
 )
+from memstore.derive.runs import RunOutcome, append_checked, llm_client, new_id, record_failure
 from memstore.errors import EmbeddingError, LLMError
 from memstore.llm.client import LLMClient
-from memstore.llm.prompts import (
-    DEDUP_PROMPT_VERSION,
-    EXTRACT_PROMPT_VERSION,
-    DedupDecision,
-    ExistingMemory,
-    ExtractedMemory,
-    PromptMessage,
-    build_dedup_prompt,
-    build_extract_prompt,
-    validate_dedup,
-    validate_extract,
-)
 from memstore.text import build_match
 from memstore.timeutil import parse_when, to_iso
 
 if TYPE_CHECKING:
-    from memstore.store import Store
+    from memstore.derive.context import DeriveContext
 
 log = logging.getLogger("memstore.derive")
 
@@ -128,7 +122,7 @@ class _Overlay:
 
 
 def related_memories(
-    store: Store, user_id: str, generation: int, query: str, limit: int = RELATED_LIMIT
+    store: DeriveContext, user_id: str, generation: int, query: str, limit: int = RELATED_LIMIT
 ) -> list[ExistingMemory]:
     """The user's live memories of ``generation`` closest to ``query``.
 
@@ -172,7 +166,7 @@ def _same_slot(
 
 def _extract(
     client: LLMClient | None,
-    store: Store,
+    store: DeriveContext,
     group: Sequence[L0Message],
     background: Sequence[L0Message],
 ) -> tuple[list[ExtractedMemory], str, dict[str, int] | None]:
@@ -291,7 +285,7 @@ def _forgotten_skip(cand: ExtractedMemory, f: Forgotten) -> DedupDecision:
 
 def _decisions(
     client: LLMClient | None,
-    store: Store,
+    store: DeriveContext,
     user_id: str,
     generation: int,
     candidates: Sequence[ExtractedMemory],
@@ -331,7 +325,7 @@ def _decisions(
 
 
 def run_l1(
-    store: Store, user_id: str, session_id: str, *, generation: int | None = None
+    store: DeriveContext, user_id: str, session_id: str, *, generation: int | None = None
 ) -> RunOutcome:
     """Extract and dedup everything captured in the session after its cursor.
 

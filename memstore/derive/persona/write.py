@@ -12,11 +12,16 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
-from memstore.derive import rules_l23
-from memstore.derive.common import RunOutcome, append_checked, llm_client, new_id, record_failure
 from memstore.derive.events import PersonaUpdated
-from memstore.derive.rules import RULES_VERSION
-from memstore.derive.state import (
+from memstore.derive.memories.rules import RULES_VERSION
+from memstore.derive.persona import rules as persona_rules
+from memstore.derive.prompts import (
+    PERSONA_PROMPT_VERSION,
+    SceneView,
+    build_persona_prompt,
+    validate_persona,
+)
+from memstore.derive.queries import (
     count_created_since,
     memories,
     persona,
@@ -24,16 +29,12 @@ from memstore.derive.state import (
     scene_state,
     scenes,
 )
+from memstore.derive.runs import RunOutcome, append_checked, llm_client, new_id, record_failure
+from memstore.derive.scenes import rules as scene_rules
 from memstore.errors import LLMError
-from memstore.llm.prompts import (
-    PERSONA_PROMPT_VERSION,
-    SceneView,
-    build_persona_prompt,
-    validate_persona,
-)
 
 if TYPE_CHECKING:
-    from memstore.store import Store
+    from memstore.derive.context import DeriveContext
 
 log = logging.getLogger("memstore.derive")
 
@@ -54,7 +55,7 @@ def persona_trigger(conn: Connection, user_id: str, generation: int, every: int)
     return None
 
 
-def persona_due(store: Store, user_id: str, *, generation: int | None = None) -> bool:
+def persona_due(store: DeriveContext, user_id: str, *, generation: int | None = None) -> bool:
     with store.db.read() as conn:
         gen = resolve_generation(conn, user_id, generation)
         return (
@@ -62,11 +63,11 @@ def persona_due(store: Store, user_id: str, *, generation: int | None = None) ->
         )
 
 
-def run_l3(store: Store, user_id: str) -> RunOutcome:
+def run_l3(store: DeriveContext, user_id: str) -> RunOutcome:
     return run_l3_generation(store, user_id, None)
 
 
-def run_l3_generation(store: Store, user_id: str, generation: int | None) -> RunOutcome:
+def run_l3_generation(store: DeriveContext, user_id: str, generation: int | None) -> RunOutcome:
     """Rewrite the persona now (whether or not it is due: callers decide when)."""
     run_id = new_id()
     with store.db.read() as conn:
@@ -85,10 +86,10 @@ def run_l3_generation(store: Store, user_id: str, generation: int | None) -> Run
     client = llm_client(store)
     try:
         if client is None:
-            text = rules_l23.persona_text(mems)
+            text = persona_rules.persona_text(mems)
             model, version = "rules", RULES_VERSION
         else:
-            top = sorted(mems, key=rules_l23.rank)[:TOP_MEMORIES]
+            top = sorted(mems, key=scene_rules.rank)[:TOP_MEMORIES]
             system, user = build_persona_prompt(
                 previous["persona"] if previous else "",
                 [

@@ -20,29 +20,18 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import weakref
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memstore.derive.recall_rank import Candidate, collect, neighbour
-from memstore.derive.recall_text import (
-    block,
-    block_overhead,
-    clip_around,
-    fit_lines,
-    join_blocks,
-    safe,
-)
-from memstore.derive.state import (
-    active_generation,
-    persona,
-    scenes,
-    standing_instructions,
-)
+from memstore.derive.context import RECALL_WORKER_SLOTS
+from memstore.derive.queries import active_generation, persona, scenes, standing_instructions
+from memstore.recall.rank import Candidate, collect, neighbour
+from memstore.recall.text import block, block_overhead, clip_around, fit_lines, join_blocks, safe
 from memstore.text import truncate_chars
 
 if TYPE_CHECKING:
-    from memstore.store import Store
+    from memstore.derive.context import DeriveContext
 
 log = logging.getLogger("memstore.recall")
 
@@ -62,7 +51,7 @@ MAX_STANDING_INSTRUCTIONS = 5
 # Search workers one store may have running at once. A worker past its
 # deadline keeps its slot until it ends, so a hung embedder costs at most
 # this many threads; further recalls answer without the per-turn part.
-MAX_RECALL_WORKERS = 4
+MAX_RECALL_WORKERS = RECALL_WORKER_SLOTS
 
 
 @dataclass(frozen=True)
@@ -111,7 +100,7 @@ class Recall:
     gated: int = 0  # candidates the relevance gate dropped
 
 
-def navigation_text(scene_rows: list[dict[str, Any]]) -> str:
+def navigation_text(scene_rows: Sequence[Mapping[str, Any]]) -> str:
     """Scenes by heat, one line each: composed at read time, never stored."""
     return "\n".join(f"- {s['name']} (heat {s['heat']}): {s['summary']}" for s in scene_rows)
 
@@ -166,7 +155,7 @@ class Stable:
     truncated: bool
 
 
-def stable_part(store: Store, user_id: str, budget: int) -> Stable:
+def stable_part(store: DeriveContext, user_id: str, budget: int) -> Stable:
     """Persona, standing instructions and navigation within ``budget``:
     instructions first (they say how to work at all), then the persona, then
     as many navigation lines as fit."""
@@ -216,7 +205,7 @@ def stable_part(store: Store, user_id: str, budget: int) -> Stable:
 # -- the per-turn part ---------------------------------------------------------------
 
 
-def context_of(store: Store, row: dict[str, Any]) -> dict[str, Any] | None:
+def context_of(store: DeriveContext, row: dict[str, Any]) -> dict[str, Any] | None:
     """The turn needed to make sense of a hit: a question is answered by the
     next turn; a short reply needs the turn it answers."""
     body = str(row["text"]).rstrip()
@@ -228,7 +217,7 @@ def context_of(store: Store, row: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def per_turn_part(
-    store: Store,
+    store: DeriveContext,
     query: str,
     cands: list[Candidate],
     budget: int,
@@ -341,25 +330,18 @@ def _message_record(
 
 # -- the deadline -----------------------------------------------------------------------
 
-_slots: weakref.WeakKeyDictionary[Store, threading.BoundedSemaphore] = weakref.WeakKeyDictionary()
-_slots_lock = threading.Lock()
-
-
-def _worker_slots(store: Store) -> threading.BoundedSemaphore:
-    with _slots_lock:
-        sem = _slots.get(store)
-        if sem is None:
-            sem = threading.BoundedSemaphore(MAX_RECALL_WORKERS)
-            _slots[store] = sem
-        return sem
-
 
 def _collect_with_deadline(
-    store: Store, query: str, user_id: str, session_id: str | None, skip: set[str], timeout_s: float
+    store: DeriveContext,
+    query: str,
+    user_id: str,
+    session_id: str | None,
+    skip: set[str],
+    timeout_s: float,
 ) -> list[Candidate] | None:
     """The scored candidates, or None when the searches did not finish in
     time (or every worker slot is taken by searches that did not finish)."""
-    slots = _worker_slots(store)
+    slots = store.recall_slots  # per store: a slow store must not starve another
     if not slots.acquire(blocking=False):
         log.warning(
             "recall: %d searches still running for this store; answering without memories",
@@ -396,7 +378,7 @@ def _collect_with_deadline(
 
 
 def recall(
-    store: Store,
+    store: DeriveContext,
     query: str,
     *,
     user_id: str,

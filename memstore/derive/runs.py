@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import uuid
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,14 +20,13 @@ from memstore.derive.events import (
     ScenesUpdated,
     derive_stream,
 )
-from memstore.derive.state import erased_since, failures
+from memstore.derive.queries import erased_since, failures
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.events.types import Event
-from memstore.llm.backend import host_backend
 from memstore.llm.client import LLMClient
 
-if TYPE_CHECKING:  # the Store imports derivation lazily; avoid a cycle
-    from memstore.store import Store
+if TYPE_CHECKING:
+    from memstore.derive.context import DeriveContext
 
 log = logging.getLogger("memstore.derive")
 
@@ -55,30 +52,12 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
-_clients: weakref.WeakKeyDictionary[Store, LLMClient] = weakref.WeakKeyDictionary()
-_clients_lock = threading.Lock()
+def llm_client(store: DeriveContext) -> LLMClient | None:
+    """The LLM that derives for ``store``, or None for the offline rules."""
+    return store.llm_client()
 
 
-def llm_client(store: Store) -> LLMClient | None:
-    """The LLM that derives for ``store``, or None for the offline rules.
-
-    memstore's own endpoint (``llm_base_url``/``llm_model``) wins; else the
-    backend a host registered for this store (``memstore.llm.use_host_backend``,
-    e.g. Hermes' own model); else None.
-    """
-    if store.settings.llm.configured:
-        with _clients_lock:
-            client = _clients.get(store)
-            if client is None:
-                client = LLMClient(store.settings)
-                _clients[store] = client
-            return client
-    backend = host_backend(store)
-    # Cheap to wrap: the backend holds the connections, the client only the retry policy.
-    return None if backend is None else LLMClient(backend)
-
-
-def llm_description(store: Store) -> str:
+def llm_description(store: DeriveContext) -> str:
     """One line naming the deriver ``store`` uses now (for doctor and status output)."""
     client = llm_client(store)
     if client is None:
@@ -117,7 +96,7 @@ def describe_derivation(last: dict[str, str] | None) -> str:
 
 
 def append_checked(
-    store: Store,
+    store: DeriveContext,
     user_id: str,
     payloads: Sequence[Event],
     *,
@@ -127,7 +106,7 @@ def append_checked(
 ) -> list[StoredEvent] | None:
     """Append derivation events in one write transaction; inline projections apply.
 
-    ``since`` is the log head the work started from (None for an
+    ``since`` is the log head the work started from (``Kernel.head``; None for an
     instantaneous request such as a forget). When the user was erased after
     it, nothing is appended and None is returned: the outcome was computed
     from erased content and must not bring it back. ``check`` runs next, inside
@@ -135,25 +114,30 @@ def append_checked(
     when it returns False nothing is appended and None is returned: another
     worker did the same work meanwhile.
     """
-    with store.db.write() as conn:
+    refused = False
+
+    def build(conn: Connection) -> list[NewEvent]:
+        nonlocal refused
         if since is not None and erased_since(conn, user_id, since):
             log.info("user %s was erased while a derivation ran: result discarded", user_id)
-            return None
-        if check is not None and not check(conn):
-            return None
-        stored = store.log.append(
-            conn,
-            [
+            refused = True
+        elif check is not None and not check(conn):
+            refused = True
+        return (
+            []
+            if refused
+            else [
                 NewEvent(derive_stream(user_id), p, user_id=user_id, occurred_at=occurred_at)
                 for p in payloads
-            ],
+            ]
         )
-        store.projections.apply_inline(conn, stored)
-    return stored
+
+    stored = store.kernel.append_if(build)
+    return None if refused else stored
 
 
 def record_failure(
-    store: Store,
+    store: DeriveContext,
     user_id: str,
     stage: str,
     session_id: str,

@@ -40,19 +40,19 @@ from sqlalchemy import Connection, select, text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memstore.db.schema import embedding_cache
-from memstore.derive.recall_text import WORD_RE, term_matches
-from memstore.derive.state import memories_by_id
+from memstore.derive.queries import memories_by_id
 from memstore.embeddings import check_vectors, content_hash, from_blob, to_blob
 from memstore.errors import MemstoreError
+from memstore.recall.text import WORD_RE, term_matches
 from memstore.text import query_terms
 from memstore.vectors import spaces
 
 log = logging.getLogger("memstore.recall")
 
 if TYPE_CHECKING:
+    from memstore.derive.context import DeriveContext
     from memstore.embeddings import Embedder
     from memstore.search import Hit
-    from memstore.store import Store
 
 # Everyday sentences no question is about: the similarity floor of a query.
 NULL_SENTENCES = (
@@ -127,7 +127,7 @@ _null_cache: weakref.WeakKeyDictionary[Embedder, np.ndarray[Any, Any]] = weakref
 _null_lock = threading.Lock()
 
 
-def null_vectors(store: Store, embedder: Embedder) -> np.ndarray[Any, Any]:
+def null_vectors(store: DeriveContext, embedder: Embedder) -> np.ndarray[Any, Any]:
     """The null sentences' vectors: from memory, else from the database's
     embedding cache, else embedded once and written to that cache (so only
     the first recall on a database ever pays for them)."""
@@ -173,7 +173,7 @@ def null_vectors(store: Store, embedder: Embedder) -> np.ndarray[Any, Any]:
     return got
 
 
-def warm_up(store: Store) -> None:
+def warm_up(store: DeriveContext) -> None:
     """Embed and cache the null sentences now (``Store.reindex`` calls this)."""
     emb = store.embedder
     if emb is not None and not emb.model_id.startswith(LEXICAL_EMBEDDERS):
@@ -183,7 +183,7 @@ def warm_up(store: Store) -> None:
             log.info("recall: null vectors not ready: %s", exc)
 
 
-def query_vector(store: Store, query: str) -> np.ndarray[Any, Any] | None:
+def query_vector(store: DeriveContext, query: str) -> np.ndarray[Any, Any] | None:
     """The query's vector, from the engine's per-query cache (the search just
     embedded it), or None without an embedder whose similarity means relevance."""
     emb = store.embedder
@@ -197,7 +197,7 @@ def query_vector(store: Store, query: str) -> np.ndarray[Any, Any] | None:
 
 
 def _vectors(
-    conn: Connection, store: Store, kind: str, rowids: list[int]
+    conn: Connection, store: DeriveContext, kind: str, rowids: list[int]
 ) -> dict[int, np.ndarray[Any, Any]]:
     emb = store.embedder
     if emb is None or not rowids:
@@ -213,7 +213,9 @@ def _vectors(
     return {int(r[0]): from_blob(r[1], sp.dims) for r in rows}
 
 
-def score_candidates(store: Store, query: str, user_id: str, cands: list[Candidate]) -> None:
+def score_candidates(
+    store: DeriveContext, query: str, user_id: str, cands: list[Candidate]
+) -> None:
     """Fill ``similarity``, ``coverage`` and ``relevance`` of every candidate."""
     latin_terms, cjk_terms = query_terms(query)
     latin = [t.casefold() for t in latin_terms]
@@ -243,7 +245,7 @@ def score_candidates(store: Store, query: str, user_id: str, cands: list[Candida
 
 
 def collect(
-    store: Store, query: str, user_id: str, session_id: str | None, skip: set[str]
+    store: DeriveContext, query: str, user_id: str, session_id: str | None, skip: set[str]
 ) -> list[Candidate]:
     """Memories and messages for ``query``, scored, best first. Memories in
     ``skip`` (the stable part's) come back marked ``standing``: not to be
@@ -320,7 +322,7 @@ def source_rows(conn: Connection, user_id: str, message_ids: list[str]) -> list[
     return out
 
 
-def neighbour(store: Store, row: dict[str, Any], before: bool) -> dict[str, Any] | None:
+def neighbour(store: DeriveContext, row: dict[str, Any], before: bool) -> dict[str, Any] | None:
     """The previous (or next) message of the same session."""
     op, order = ("<", "DESC") if before else (">", "ASC")
     with store.db.read() as conn:

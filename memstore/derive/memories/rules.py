@@ -23,11 +23,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from memstore.derive import rules_en, rules_zh
-from memstore.derive.rules_en_instructions import asks_standing
-from memstore.derive.rules_text import memory, third_person
-from memstore.derive.state import L0Message
-from memstore.llm.prompts import DedupDecision, ExtractedMemory
+from memstore.derive.memories import rules_en, rules_zh
+from memstore.derive.memories.rules_en_instructions import asks_standing
+from memstore.derive.memories.rules_text import memory, third_person
+from memstore.derive.prompts import DedupDecision, ExtractedMemory
+from memstore.derive.queries import L0Message
 from memstore.text import cjk_bigrams, has_cjk
 
 __all__ = ["RULES_VERSION", "clauses", "decide", "extract", "similarity", "slot_of", "third_person"]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
-from memstore.derive.rules_text import memory, third_person
-from memstore.derive.state import L0Message
-from memstore.llm.prompts import ExtractedMemory
+from memstore.derive.memories.rules_text import memory, third_person
+from memstore.derive.prompts import ExtractedMemory
+from memstore.derive.queries import L0Message
 
 _I = re.IGNORECASE
 

@@ -14,10 +14,10 @@ import re
 from collections.abc import Callable
 from datetime import date, timedelta
 
-from memstore.derive.rules_en_instructions import POLITE, instruction
-from memstore.derive.rules_text import Builder, canon, memory, third_person, whole
-from memstore.derive.state import L0Message
-from memstore.llm.prompts import ExtractedMemory
+from memstore.derive.memories.rules_en_instructions import POLITE, instruction
+from memstore.derive.memories.rules_text import Builder, canon, memory, third_person, whole
+from memstore.derive.prompts import ExtractedMemory
+from memstore.derive.queries import L0Message
 from memstore.timeutil import parse_when
 
 _I = re.IGNORECASE

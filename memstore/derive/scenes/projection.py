@@ -1,4 +1,4 @@
-"""The L2 scene and L3 persona projections.
+"""The L2 scene projection (the L3 persona one is in ``derive/persona/projection.py``).
 
 Heat rules live here because they are arithmetic over recorded operations:
 create = 1, update = +1, merge = sum of the sources + 1.
@@ -13,16 +13,9 @@ from typing import Any, ClassVar
 from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from memstore.db.schema import l2_scenes, l2_state, l3_persona
+from memstore.db.schema import l2_scenes, l2_state
 from memstore.derive.events import GenerationStarted, PersonaUpdated, ScenesUpdated
-from memstore.derive.projections import (
-    CursorsProjection,
-    FailuresProjection,
-    GenerationsProjection,
-    L1Projection,
-    copied_id,
-    union,
-)
+from memstore.derive.memories.projection import copied_id, union
 from memstore.events.log import StoredEvent
 from memstore.projections.base import Projection
 
@@ -187,43 +180,3 @@ class L2Projection(Projection):
                 .values(**{**dict(state._mapping), "generation": p.generation})
                 .on_conflict_do_nothing()
             )
-
-
-class L3Projection(Projection):
-    name: ClassVar[str] = "l3_persona"
-    handles: ClassVar[frozenset[str] | None] = frozenset({PersonaUpdated.TYPE})
-    tables = (l3_persona,)
-
-    def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
-        for ev in events:
-            p = ev.payload
-            assert isinstance(p, PersonaUpdated)
-            values = {
-                "persona": p.persona,
-                "run_id": p.run_id,
-                "deriver": p.deriver,
-                "model": p.model,
-                "prompt_version": p.prompt_version,
-                "trigger": p.trigger,
-                "updated_position": ev.position,
-            }
-            stmt = sqlite_insert(l3_persona).values(
-                user_id=ev.user_id, generation=p.generation, **values
-            )
-            conn.execute(
-                stmt.on_conflict_do_update(
-                    index_elements=[l3_persona.c.user_id, l3_persona.c.generation], set_=values
-                )
-            )
-
-
-def derive_projections() -> list[Projection]:
-    """The derivation projections (the registry orders them by ``depends_on``)."""
-    return [
-        GenerationsProjection(),
-        L1Projection(),
-        CursorsProjection(),
-        L2Projection(),
-        L3Projection(),
-        FailuresProjection(),
-    ]

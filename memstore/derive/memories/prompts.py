@@ -1,6 +1,6 @@
 """L1 prompts: extraction of atomic memories and the per-candidate dedup decision.
 
-Also home of the small leniency helpers shared with :mod:`memstore.llm.prompts_l23`
+Also home of the small leniency helpers shared with :mod:`memstore.derive.scenes.prompts`
 (they live here rather than in ``prompts.py`` so that ``prompts.py`` can stay a
 plain re-export façade without an import cycle).
 
@@ -53,7 +53,7 @@ _JUNK = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 _ZWJ = "\u200d"
 
 
-def clean_text(value: object, *, one_line: bool = False) -> str:
+def answer_text(value: object, *, one_line: bool = False) -> str:
     """Model output → safe, stripped text; "" for anything that is not text.
 
     Integers and finite floats become their decimal text (a model that writes
@@ -146,14 +146,14 @@ def str_ids(value: object, allowed: Iterable[str] | None = None) -> tuple[str, .
     out: list[str] = []
     for item in items:
         if isinstance(item, bool | int | str):
-            text = clean_text(item, one_line=True)
+            text = answer_text(item, one_line=True)
             if text and text not in out and (permitted is None or text in permitted):
                 out.append(text)
     return tuple(out)
 
 
 def as_memory_type(value: object) -> MemoryType | None:
-    text = clean_text(value, one_line=True).lower()
+    text = answer_text(value, one_line=True).lower()
     for memory_type in MEMORY_TYPES:
         if text == memory_type:
             return memory_type
@@ -162,7 +162,7 @@ def as_memory_type(value: object) -> MemoryType | None:
 
 def iso_time(value: object) -> str | None:
     """An ISO 8601 date or datetime → its normalised form; anything else → None."""
-    text = clean_text(value, one_line=True)
+    text = answer_text(value, one_line=True)
     if not text:
         return None
     try:
@@ -319,7 +319,7 @@ so its memory is written in Chinese.)"""
 
 
 def _message_line(message: PromptMessage, max_chars: int) -> str:
-    text = clean_text(message.text)
+    text = answer_text(message.text)
     if len(text) > max_chars:
         text = clip(text, max_chars) + " …[truncated]"
     return dumps({"id": message.id, "role": message.role, "at": message.occurred_at, "text": text})
@@ -377,7 +377,7 @@ def validate_extract(
                 f"memories[{index}] is {type(item).__name__}, not an object", raw=raw_json(obj)
             )
         memory_type = as_memory_type(item.get("type"))
-        content = clip(clean_text(item.get("content")), MAX_MEMORY_CHARS)
+        content = clip(answer_text(item.get("content")), MAX_MEMORY_CHARS)
         if not content:
             raise LLMOutputError(
                 f"memories[{index}] has no text 'content' (keys: {_keys(item)})",
@@ -402,7 +402,7 @@ def validate_extract(
                 type=memory_type,
                 priority=clamp_priority(item.get("priority"), memory_type, DEFAULT_PRIORITY),
                 scene_name=clip(
-                    clean_text(item.get("scene_name"), one_line=True), MAX_SCENE_NAME_CHARS
+                    answer_text(item.get("scene_name"), one_line=True), MAX_SCENE_NAME_CHARS
                 ),
                 source_message_ids=str_ids(item.get("source_message_ids", []), allowed_ids),
                 activity_start=start,
@@ -559,7 +559,7 @@ _ACTION_ALIASES: dict[str, DedupAction] = {
 
 
 def _as_action(value: object) -> DedupAction | None:
-    text = clean_text(value, one_line=True).lower()
+    text = answer_text(value, one_line=True).lower()
     for action in DEDUP_ACTIONS:
         if text == action:
             return action
@@ -597,7 +597,7 @@ def validate_dedup(obj: object, existing_ids: set[str], candidate: CandidateLike
         priority = clamp_priority(candidate.priority, memory_type, DEFAULT_PRIORITY)
         scene = candidate.scene_name
     else:
-        content = clean_text(data.get("content")) or candidate.content
+        content = answer_text(data.get("content")) or candidate.content
         memory_type = as_memory_type(data.get("type")) or fallback_type
         candidate_priority = coerce_int(candidate.priority)
         priority = clamp_priority(
@@ -605,14 +605,14 @@ def validate_dedup(obj: object, existing_ids: set[str], candidate: CandidateLike
             memory_type,
             DEFAULT_PRIORITY if candidate_priority is None else candidate_priority,
         )
-        scene = clean_text(data.get("scene_name"), one_line=True) or candidate.scene_name
+        scene = answer_text(data.get("scene_name"), one_line=True) or candidate.scene_name
     return DedupDecision(
         action=action,
         target_ids=targets,
-        content="" if action == "skip" else clip(clean_text(content), MAX_MEMORY_CHARS),
+        content="" if action == "skip" else clip(answer_text(content), MAX_MEMORY_CHARS),
         type=memory_type,
         priority=priority,
-        scene_name=clip(clean_text(scene, one_line=True), MAX_SCENE_NAME_CHARS),
-        reason=clip(clean_text(data.get("reason")), MAX_REASON_CHARS),
+        scene_name=clip(answer_text(scene, one_line=True), MAX_SCENE_NAME_CHARS),
+        reason=clip(answer_text(data.get("reason")), MAX_REASON_CHARS),
         degraded_from=degraded,
     )

@@ -20,13 +20,13 @@ top-level shape is wrong; bad items are repaired or dropped. Every system
 prompt names its version, so a scripted test server can route on
 ``PROMPT_VERSION in system``.
 
-The code lives in :mod:`memstore.llm.prompts_l1` and
-:mod:`memstore.llm.prompts_l23`; import from here.
+The code lives in :mod:`memstore.derive.memories.prompts` and
+:mod:`memstore.derive.scenes.prompts`; import from here.
 """
 
 from __future__ import annotations
 
-from memstore.llm.prompts_l1 import (
+from memstore.derive.memories.prompts import (
     DEDUP_ACTIONS,
     DEDUP_PROMPT_VERSION,
     EXTRACT_PROMPT_VERSION,
@@ -45,19 +45,21 @@ from memstore.llm.prompts_l1 import (
     validate_dedup,
     validate_extract,
 )
-from memstore.llm.prompts_l23 import (
+from memstore.derive.persona.prompts import (
     MAX_PERSONA_CHARS,
-    MAX_SCENE_BODY_CHARS,
     PERSONA_PROMPT_VERSION,
+    build_persona_prompt,
+    validate_persona,
+)
+from memstore.derive.scenes.prompts import (
+    MAX_SCENE_BODY_CHARS,
     SCENE_OPS,
     SCENE_PROMPT_VERSION,
     SceneOperation,
     SceneOpKind,
     SceneResult,
     SceneView,
-    build_persona_prompt,
     build_scene_prompt,
-    validate_persona,
     validate_scenes,
 )
 

@@ -10,9 +10,9 @@ import re
 from collections.abc import Callable
 from datetime import timedelta
 
-from memstore.derive.rules_text import Builder, canon, memory, third_person, whole
-from memstore.derive.state import L0Message
-from memstore.llm.prompts import ExtractedMemory
+from memstore.derive.memories.rules_text import Builder, canon, memory, third_person, whole
+from memstore.derive.prompts import ExtractedMemory
+from memstore.derive.queries import L0Message
 from memstore.timeutil import parse_when
 
 _QUESTION = re.compile(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from memstore.derive.state import L0Message
-from memstore.llm.prompts import ExtractedMemory, MemoryType
+from memstore.derive.prompts import ExtractedMemory, MemoryType
+from memstore.derive.queries import L0Message
 from memstore.text import has_cjk
 
 MAX_VALUE_CHARS = 160

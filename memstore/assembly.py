@@ -1,0 +1,78 @@
+"""How one database file's parts are put together (the inside of a ``Store``).
+
+The kernel (log, projections, the one append path) at the bottom; search and
+the vector indexer beside it; the derivation context over both; the pipeline
+over that. The hooks that tie them together are registered here, in one
+place: the pipeline queues work inside a capture's transaction and arms its
+timers after the commit, the background indexer wakes after every commit,
+and erasure purges the pipeline's rows of the erased user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from memstore.config import Settings
+from memstore.db.engine import Database
+from memstore.derive.context import DeriveContext
+from memstore.embeddings import Embedder, make_embedder
+from memstore.events.log import StoredEvent
+from memstore.kernel import Kernel
+from memstore.pipeline import PipelineService
+from memstore.projections.base import Projection
+from memstore.search import SearchEngine
+from memstore.timeutil import Clock
+from memstore.vectors.indexer import BackgroundIndexer, Indexer
+
+
+class Parts:
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        projections: Sequence[Projection],
+        *,
+        clock: Clock,
+        owner: object,
+    ) -> None:
+        self.kernel = Kernel(db, settings, projections, clock=clock)
+        self.embedder: Embedder | None = make_embedder(settings)
+        self.search_engine = SearchEngine(db, self.embedder, settings)
+        self.indexer: Indexer | None = None
+        if self.embedder is not None:
+            indexer = Indexer(
+                db, self.embedder, clock, context_vectors=settings.embedding.context_vectors
+            )
+            self.indexer = indexer
+            # Rebuild and erasure rewrite the vector tables: no indexing meanwhile.
+            self.kernel.exclusive = lambda: indexer.lock
+        self.background: BackgroundIndexer | None = None
+        # ``owner`` (the Store) is whom a host registers its chat backend for.
+        self.derivation = DeriveContext(self.kernel, self.search_engine, self.embedder, owner=owner)
+        # Cheap to build: no thread exists until the first timer write.
+        self.pipeline: PipelineService | None = None
+        if "pipeline_state" in self.kernel.projections.names:
+            self.pipeline = PipelineService(self.derivation)
+            self.kernel.add_hooks(
+                in_transaction=self.pipeline.on_captured,
+                on_commit=self.pipeline.after_commit,
+                on_erase=self.pipeline.purge_user,
+            )
+        self.kernel.add_hooks(on_commit=self._notify_indexer)
+
+    def _notify_indexer(self, _stored: list[StoredEvent]) -> None:
+        if self.background is not None:
+            self.background.notify()
+
+    def start_background(self) -> None:
+        if self.indexer is not None and self.background is None:
+            self.background = BackgroundIndexer(self.indexer)
+            self.background.start()
+
+    def stop_background(self) -> None:
+        if self.background is not None:
+            self.background.stop()
+            self.background = None
+
+
+__all__ = ["Parts"]

@@ -1,0 +1,78 @@
+"""``DeriveContext``: what derivation, recall and the pipeline are handed.
+
+The kernel (database, log, projections, clock, settings, the one append
+path) plus the read services derivation consults (search, the embedder) and
+the per-store state derivation keeps between calls (the LLM client, recall's
+worker slots). The ``Store`` builds one and owns it; nothing under
+``derive/`` or ``pipeline/`` sees the ``Store`` itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from memstore.embeddings import Embedder
+from memstore.events.log import NewEvent, StoredEvent
+from memstore.kernel import Kernel
+from memstore.llm.backend import host_backend
+from memstore.llm.client import LLMClient
+from memstore.search import Hit, SearchEngine
+
+# How many recall collections of one store may run at once (threads that
+# overran their deadline keep a slot until they finish).
+RECALL_WORKER_SLOTS = 4
+
+
+class DeriveContext:
+    def __init__(
+        self,
+        kernel: Kernel,
+        search_engine: SearchEngine,
+        embedder: Embedder | None,
+        *,
+        owner: object | None = None,
+    ) -> None:
+        self.kernel = kernel
+        # The kernel's parts under their usual names: derivation reads them often.
+        self.db = kernel.db
+        self.log = kernel.log
+        self.settings = kernel.settings
+        self.clock = kernel.clock
+        self.path = kernel.path
+        self.search_engine = search_engine
+        self.embedder = embedder
+        # Whom a host registered its own chat backend for
+        # (``memstore.llm.use_host_backend``): the Store it was given.
+        self.owner: object = owner if owner is not None else self
+        self._llm: LLMClient | None = None
+        self._llm_lock = threading.Lock()
+        self.recall_slots = threading.BoundedSemaphore(RECALL_WORKER_SLOTS)
+
+    def append(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
+        return self.kernel.append(events)
+
+    def llm_client(self) -> LLMClient | None:
+        """The LLM that derives, or None for the offline rules.
+
+        memstore's own endpoint (``llm_base_url``/``llm_model``) wins; else the
+        backend a host registered for this store (``memstore.llm.use_host_backend``,
+        e.g. Hermes' own model); else None.
+        """
+        if self.settings.llm.configured:
+            with self._llm_lock:
+                if self._llm is None:
+                    self._llm = LLMClient(self.settings)
+                return self._llm
+        backend = host_backend(self.owner)
+        # Cheap to wrap: the backend holds the connections, the client only the retry policy.
+        return None if backend is None else LLMClient(backend)
+
+    def search_memories(self, query: str, *, user_id: str, limit: int) -> list[Hit]:
+        return self.search_engine.search("l1", query, user_id=user_id, limit=limit)
+
+    def search_conversations(self, query: str, *, user_id: str, limit: int) -> list[Hit]:
+        return self.search_engine.search("l0", query, user_id=user_id, limit=limit)
+
+
+__all__ = ["DeriveContext"]

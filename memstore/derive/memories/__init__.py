@@ -1,0 +1,1 @@
+"""L1: memories extracted from conversation (prompts, offline rules, projection, run)."""

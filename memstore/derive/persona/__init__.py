@@ -1,0 +1,1 @@
+"""L3: the persona profile (prompts, rules, projection, run)."""

@@ -1,0 +1,42 @@
+"""The L3 persona projection: the newest profile of each user and generation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from sqlalchemy import Connection
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from memstore.db.schema import l3_persona
+from memstore.derive.events import PersonaUpdated
+from memstore.events.log import StoredEvent
+from memstore.projections.base import Projection
+
+
+class L3Projection(Projection):
+    name: ClassVar[str] = "l3_persona"
+    handles: ClassVar[frozenset[str] | None] = frozenset({PersonaUpdated.TYPE})
+    tables = (l3_persona,)
+
+    def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
+        for ev in events:
+            p = ev.payload
+            assert isinstance(p, PersonaUpdated)
+            values = {
+                "persona": p.persona,
+                "run_id": p.run_id,
+                "deriver": p.deriver,
+                "model": p.model,
+                "prompt_version": p.prompt_version,
+                "trigger": p.trigger,
+                "updated_position": ev.position,
+            }
+            stmt = sqlite_insert(l3_persona).values(
+                user_id=ev.user_id, generation=p.generation, **values
+            )
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=[l3_persona.c.user_id, l3_persona.c.generation], set_=values
+                )
+            )

@@ -1,0 +1,189 @@
+"""The kernel: one database file's event log, projections and the one append path.
+
+Everything that writes events goes through ``Kernel.append`` or
+``Kernel.append_if`` (the Store's public append and capture, derivation,
+end of session, erasure). One write transaction appends the events, applies
+the inline projections, then runs the registered in-transaction hooks (the
+pipeline queues work from a capture there); after the commit the on-commit
+hooks run (pipeline timers, the background indexer, pending compaction).
+``derive/``, ``pipeline/`` and erasure are handed the kernel (or a context
+built on it), never the ``Store``: the Store is the public facade over these
+parts, the kernel the bottom they share.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, event
+
+from memstore.config import Settings
+from memstore.db.engine import Database
+from memstore.erasure_compaction import Compactor
+from memstore.errors import StorageError
+from memstore.events.log import EventLog, NewEvent, StoredEvent
+from memstore.projections.base import Projection, Projections
+from memstore.timeutil import Clock, system_clock
+
+# An in-transaction hook may return a callable: it runs after the commit
+# (how a hook hands what it decided in the transaction to its after-commit
+# work without thread-locals). Any other result is ignored.
+InTransaction = Callable[[Connection, list[StoredEvent]], object]
+OnCommit = Callable[[list[StoredEvent]], None]
+OnErase = Callable[[Connection, str], object]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What an ``append_if`` builder returns when a plain list of events is not enough.
+
+    ``after`` is a floor for the new positions (erasure: positions of deleted
+    events are never handed out again); ``then`` runs in the same
+    transaction once the events and their projections are written."""
+
+    events: Sequence[NewEvent]
+    after: int = 0
+    then: InTransaction | None = None
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What runs around an append besides the log and the inline projections."""
+
+    in_transaction: Sequence[InTransaction] = ()
+    on_commit: Sequence[OnCommit] = ()
+
+
+class Kernel:
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        projections: Sequence[Projection],
+        *,
+        clock: Clock = system_clock,
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.clock = clock
+        self.log = EventLog(clock=clock)
+        # A rolled-back append must not leave stream heads cached that were
+        # never written.
+        event.listen(db.engine, "rollback", self._on_rollback)
+        self.projections = Projections(self.log, projections)
+        # Erasure compaction left pending (crash, reader in the way) is
+        # finished on open, close and the next write.
+        self.compactor = Compactor(db)
+        self._in_transaction: list[InTransaction] = []
+        self._on_commit: list[OnCommit] = [lambda _stored: self.compactor.after_write()]
+        self.erase_hooks: list[OnErase] = []
+        # Held by whole-store rewrites (rebuild, erasure) so that background
+        # writers of derived rows (the vector indexer) do not interleave.
+        self.exclusive: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
+        self.closed = False
+
+    def _on_rollback(self, _conn: Any) -> None:
+        self.log.forget_cache()
+
+    @property
+    def path(self) -> Path:
+        return self.db.path
+
+    def close(self) -> None:
+        """Refuse appends and reads from now on (work still running in a
+        background thread fails with "store is closed" instead of writing)."""
+        self.closed = True
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise StorageError("store is closed")
+
+    # -- hooks -------------------------------------------------------------------
+
+    def add_hooks(
+        self,
+        *,
+        in_transaction: InTransaction | None = None,
+        on_commit: OnCommit | None = None,
+        on_erase: OnErase | None = None,
+    ) -> None:
+        """Register what runs with every append (``in_transaction``: after the
+        inline projections, in the write transaction; ``on_commit``: after the
+        commit, before the on-commit hooks registered earlier) and inside an
+        erasure's transaction (``on_erase``)."""
+        if in_transaction is not None:
+            self._in_transaction.append(in_transaction)
+        if on_commit is not None:
+            # Newest first, so the compaction retry registered at construction
+            # stays last, as it was before there were hooks.
+            self._on_commit.insert(len(self._on_commit) - 1, on_commit)
+        if on_erase is not None:
+            self.erase_hooks.append(on_erase)
+
+    @property
+    def hooks(self) -> Hooks:
+        return Hooks(tuple(self._in_transaction), tuple(self._on_commit))
+
+    # -- the one append path -------------------------------------------------------
+
+    def append(
+        self, events: Sequence[NewEvent], *, hooks: Hooks | None = None
+    ) -> list[StoredEvent]:
+        """Append ``events`` and apply the inline projections in one transaction."""
+        return self.append_if(lambda _conn: events, hooks=hooks)
+
+    def append_if(
+        self,
+        build: Callable[[Connection], Sequence[NewEvent] | Batch],
+        *,
+        hooks: Hooks | None = None,
+        exclusive: bool = False,
+    ) -> list[StoredEvent]:
+        """Append what ``build`` returns, computed inside the write transaction.
+
+        ``build`` sees the database as the append will (e.g. "which of these
+        messages are already stored", "was the user erased since this run
+        started"); an empty result appends nothing, runs no hook and returns
+        ``[]``. ``hooks`` replaces the registered hooks for this append (a
+        test driving its own pipeline service); ``exclusive`` holds the
+        kernel's exclusive lock (whole-store rewrites).
+        """
+        self.check_open()
+        hooks = hooks if hooks is not None else self.hooks
+        lock = self.exclusive() if exclusive else contextlib.nullcontext()
+        deferred: list[Callable[[], object]] = []
+        with lock, self.db.write() as conn:
+            built = build(conn)
+            batch = built if isinstance(built, Batch) else Batch(built)
+            if not batch.events:
+                return []
+            stored = self.log.append(conn, batch.events, after=batch.after)
+            self.projections.apply_inline(conn, stored)
+            for hook in hooks.in_transaction:
+                after = hook(conn, stored)
+                if callable(after):
+                    deferred.append(after)
+            if batch.then is not None:
+                batch.then(conn, stored)
+        for run in deferred:
+            run()
+        for done in hooks.on_commit:
+            done(stored)
+        return stored
+
+    # -- reads -------------------------------------------------------------------
+
+    def head(self) -> int:
+        """The log's last position (what a derivation run records when it
+        starts, so that its appends can tell whether the user was erased)."""
+        self.check_open()
+        with self.db.read() as conn:
+            return self.log.last_position(conn)
+
+
+__all__ = ["Batch", "Hooks", "InTransaction", "Kernel", "OnCommit", "OnErase"]

@@ -1,0 +1,200 @@
+"""memstore's parts depend downward only: no import cycle, counting every import.
+
+The graph is read from the source with ``ast``, so it sees what a runtime
+check cannot: imports under ``if TYPE_CHECKING:`` and imports inside
+functions (both hide a cycle from Python, not from a reader). Two graphs are
+checked: between modules, and between the top-level parts (``store``,
+``kernel``, ``derive``, ``pipeline``, ``search``, ``vectors``, ``erasure`` ...).
+The package's own ``__init__`` (the lazy public facade) is left out of the
+part graph: it re-exports from every part by design.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "memstore"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def all_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _resolve_from(module: str, is_pkg: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")
+    if not is_pkg:
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
+    """Every memstore module ``module`` imports, wherever the import statement is."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_pkg = path.name == "__init__.py"
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve_from(module, is_pkg, node)
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                # ``from pkg import mod`` imports the submodule, not only pkg.
+                out.add(sub if sub in known else target)
+    return {m for m in out if m in known and m != module}
+
+
+def module_graph() -> dict[str, set[str]]:
+    mods = all_modules()
+    known = set(mods)
+    return {m: imports_of(m, p, known) for m, p in mods.items()}
+
+
+def part_of(module: str) -> str | None:
+    bits = module.split(".")
+    return bits[1] if len(bits) > 1 else None
+
+
+def part_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    parts: dict[str, set[str]] = {}
+    for mod, deps in graph.items():
+        src = part_of(mod)
+        if src is None:
+            continue
+        edges = parts.setdefault(src, set())
+        for dep in deps:
+            dst = part_of(dep)
+            if dst is not None and dst != src:
+                edges.add(dst)
+    return parts
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one node (Tarjan),
+    each as a sorted list: every one of them is at least one cycle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+
+    def visit(root: str) -> None:
+        nonlocal counter
+        # Iterative: the module graph is deep enough to worry the recursion limit.
+        work: list[tuple[str, Iterable[str]]] = []
+
+        def enter(node: str) -> None:
+            nonlocal counter
+            index[node] = low[node] = counter
+            counter += 1
+            stack.append(node)
+            on_stack.add(node)
+            work.append((node, iter(sorted(graph.get(node, ())))))
+
+        enter(root)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in index:
+                    enter(child)
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                comp: list[str] = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    comp.append(top)
+                    if top == node:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return out
+
+
+def one_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
+    """A concrete cycle inside ``component``, for a readable failure message."""
+    members = set(component)
+    start = component[0]
+    path = [start]
+    seen = {start}
+    node = start
+    while True:
+        nxt = sorted(d for d in graph.get(node, ()) if d in members)
+        if start in nxt and len(path) > 1:
+            return [*path, start]
+        fresh = [d for d in nxt if d not in seen]
+        if not fresh:
+            back = nxt[0]
+            return [*path[path.index(back) :], back] if back in path else path
+        node = fresh[0]
+        seen.add(node)
+        path.append(node)
+
+
+def test_the_graph_sees_type_only_and_function_level_imports(tmp_path: Path) -> None:
+    # The reader must see the imports Python defers; otherwise the test
+    # below could pass over a cycle it never saw.
+    src = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from memstore.b import X\n"
+        "def f():\n    from memstore import c\n    import memstore.d\n"
+        "from . import e\n"
+    )
+    known = {"memstore.a", "memstore.b", "memstore.c", "memstore.d", "memstore.e"}
+    probe = tmp_path / "a.py"
+    probe.write_text(src, encoding="utf-8")
+    got = imports_of("memstore.a", probe, known)
+    assert got == {"memstore.b", "memstore.c", "memstore.d", "memstore.e"}
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_between_modules() -> None:
+    graph = module_graph()
+    assert len(graph) > 50  # the walk found the package
+    cycles = [one_cycle(graph, c) for c in find_cycles(graph)]
+    assert not cycles, "import cycles between memstore modules:\n" + "\n".join(
+        " -> ".join(c) for c in cycles
+    )
+
+
+@pytest.mark.parametrize("part", ["store", "derive", "pipeline", "erasure", "search", "vectors"])
+def test_core_parts_exist(part: str) -> None:
+    assert part in part_graph(module_graph())
+
+
+def test_no_import_cycle_between_parts() -> None:
+    graph = part_graph(module_graph())
+    cycles = [one_cycle(graph, c) for c in find_cycles(graph)]
+    assert not cycles, "import cycles between memstore's parts:\n" + "\n".join(
+        " -> ".join(c) for c in cycles
+    )
