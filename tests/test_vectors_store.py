@@ -9,7 +9,7 @@ import numpy as np
 from memstore import Settings
 from memstore.db import migrate
 from memstore.db.engine import Database
-from memstore.store import Store
+from memstore.store import Store, default_projections
 
 
 def _counting(store: Store) -> list[int]:
@@ -53,7 +53,7 @@ def test_migration_0013_keeps_vectors_and_drops_the_second_copy(
         ]
     db = Database(db_path)
     try:
-        migrate.downgrade(db, "0010")
+        migrate.downgrade(db, "0010", owners=migrate.projection_tables(default_projections()))
         # A file of that revision: 256-slot chunks and a cache holding vectors.
         with db.write() as conn:
             conn.exec_driver_sql(
@@ -93,7 +93,7 @@ def test_an_index_behind_keeps_the_cache_and_uses_it_once(
             ids = [r[0] for r in conn.exec_driver_sql("SELECT id FROM l0_messages")]
     db = Database(db_path)
     try:
-        migrate.downgrade(db, "0010")
+        migrate.downgrade(db, "0010", owners=migrate.projection_tables(default_projections()))
         with db.write() as conn:
             # As an older version left it: the vectors in the cache too, and the
             # index not caught up (its vec0 rows gone, cursor back at 0).
