@@ -48,12 +48,16 @@ def _capture(store: Store, user: str = "u") -> None:
         )
 
 
-@pytest.fixture(params=["hashing", "none"])
-def cstore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+@pytest.fixture(params=["hashing", "none"], scope="module")
+def cstore(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Store]:
     """A user with three past sessions, derived (offline rules) and indexed; once
-    with vectors (hashing embedder) and once keyword-only (no embedder)."""
+    with vectors (hashing embedder) and once keyword-only (no embedder). Built
+    once per module: recall only reads, so the tests cannot disturb each other."""
     settings = Settings().replace(embedder=request.param, scheduler=False, background_indexer=False)
-    with Store.open(tmp_path / "c.db", settings=settings) as store:
+    path = tmp_path_factory.mktemp("compose") / "c.db"
+    with Store.open(path, settings=settings) as store:
         _capture(store)
         for s in ("s1", "s2", "s3"):
             store.end_session("u", s)
