@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from sqlalchemy import text
 
 import memstore.cli.bench  # noqa: F401  registers the group on cli
+from memstore.bench.locomo import locomo_settings
 from memstore.bench.locomo_recall import (
     CALIBRATION,
     HELD_OUT,
@@ -21,9 +23,11 @@ from memstore.bench.locomo_recall import (
     format_recall_bench,
     run_recall_bench,
     score_question,
+    seed_embedding_cache,
     verbatim,
 )
 from memstore.cli.app import cli
+from memstore.store import Store
 from tests.test_bench_cli import _sample
 
 
@@ -70,6 +74,24 @@ def test_recall_bench_on_a_hand_made_conversation(tmp_path: Path) -> None:
     again = run_recall_bench(data, embedder="hashing", cache=cache, progress=False)
     assert sorted(p.name for p in cache.iterdir()) == built
     assert again["recall"]["overall"] == r["overall"]
+    # Plain retrieval on the same store is reported next to recall.
+    assert 0 <= r["search_recall@10"] <= 1 and r["search_filler_top3"] == 0
+    assert "hybrid search on the same stores" in format_recall_bench(res)
+
+
+def test_a_sibling_store_lends_its_embeddings(tmp_path: Path) -> None:
+    """The chat-like store of a conversation starts from the clean one's
+    embedding cache: those texts are not embedded again."""
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([_sample()]))
+    cache = tmp_path / "cache"
+    run_recall_bench(data, embedder="hashing", cache=cache, progress=False)
+    clean = next(cache.glob("*-clean-*.db"))
+    with Store.open(tmp_path / "other.db", settings=locomo_settings("hashing")) as other:
+        copied = seed_embedding_cache(other, clean)
+        with other.db.read() as conn:
+            have = conn.execute(text("SELECT count(*) FROM embedding_cache")).scalar()
+    assert copied > 0 and have == copied
 
 
 def test_cli_recall_with_holographic_and_chatlike(tmp_path: Path) -> None:

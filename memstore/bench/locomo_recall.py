@@ -41,8 +41,9 @@ from typing import Any
 
 from tqdm import tqdm
 
+from memstore.bench.locomo_chatlike import is_filler_id
 from memstore.bench.locomo_data import Conversation, load_locomo
-from memstore.bench.metrics import mean, percentile
+from memstore.bench.metrics import mean, percentile, recall_at_k
 from memstore.recall import compose as rc
 from memstore.recall.rank import collect
 from memstore.store import Store
@@ -125,6 +126,8 @@ class RecallScores:
     per_turn_chars: list[float] = field(default_factory=list)
     off_topic: dict[str, list[float]] = field(default_factory=dict)  # half → injected 0/1
     ms: list[float] = field(default_factory=list)
+    search_r10: list[float] = field(default_factory=list)  # hybrid search on the same store
+    filler_top3: list[float] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         keys = ("hit", "evidence_recall", "verbatim")
@@ -147,6 +150,14 @@ class RecallScores:
             "latency_ms": {"p50": percentile(self.ms, 50), "p95": percentile(self.ms, 95)}
             if self.ms
             else {},
+            **(
+                {
+                    "search_recall@10": mean(self.search_r10),
+                    "search_filler_top3": mean(self.filler_top3),
+                }
+                if self.search_r10
+                else {}
+            ),
         }
 
 
@@ -157,17 +168,46 @@ def _digest(conv: Conversation, embedder: str) -> str:
     return h.hexdigest()[:12]
 
 
-def build_store(conv: Conversation, path: Path, embedder: str) -> Store:
-    """Capture both perspectives, derive, embed (see the module docstring)."""
+def build_store(
+    conv: Conversation, path: Path, embedder: str, siblings: Sequence[Path] = ()
+) -> Store:
+    """Capture both perspectives, derive, embed (see the module docstring).
+    ``siblings``: other stores built from the same conversation, whose
+    embedding cache is copied first, so a text they embedded is not embedded
+    again (same model, same content hash: the same vector)."""
     from memstore.bench.layers import B_SUFFIX, capture_as_b, derive_all
     from memstore.bench.locomo_index import ingest, locomo_settings
 
     store = Store.open(path, settings=locomo_settings(embedder))
+    for sib in siblings:
+        seed_embedding_cache(store, sib)
     ingest(conv, store)
     capture_as_b(conv, store)
     derive_all(conv, store, [conv.sample_id, conv.sample_id + B_SUFFIX])
     store.reindex()
     return store
+
+
+def seed_embedding_cache(store: Store, other: Path) -> int:
+    """Copy ``other``'s embedding cache rows into ``store`` (existing rows win)."""
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    from memstore.db.driver import sqlite_module
+    from memstore.db.schema import embedding_cache
+
+    cols = ("model_id", "content_hash", "dims", "vector")
+    src: Any = sqlite_module().connect(f"file:{other}?mode=ro", uri=True)
+    try:
+        rows = [
+            dict(zip(cols, r, strict=True))
+            for r in src.execute(f"SELECT {', '.join(cols)} FROM embedding_cache")
+        ]
+    finally:
+        src.close()
+    if rows:
+        with store.db.write() as conn:
+            conn.execute(sqlite_insert(embedding_cache).on_conflict_do_nothing(), rows)
+    return len(rows)
 
 
 def open_store(conv: Conversation, embedder: str, cache: Path, label: str) -> Store:
@@ -180,7 +220,9 @@ def open_store(conv: Conversation, embedder: str, cache: Path, label: str) -> St
         return Store.open(path, settings=locomo_settings(embedder))
     for leftover in cache.glob(path.name + "*"):
         leftover.unlink()
-    store = build_store(conv, path, embedder)
+    # The clean and chat-like stores of a conversation share most texts.
+    siblings = [p.with_suffix(".db") for p in sorted(cache.glob(f"{conv.sample_id}-*.complete"))]
+    store = build_store(conv, path, embedder, siblings)
     done.write_text("built\n")
     return store
 
@@ -212,6 +254,10 @@ def run_conversation(
         r = store.recall(question, user_id=user)
         main.ms.append((time.perf_counter() - t0) * 1000)
         _add(main, r.per_turn, r.text, r.memories, r.messages, cat, evidence, texts)
+        if evidence:  # plain retrieval on the same store, next to what recall made of it
+            refs = [h.ref for h in store.search_conversations(question, user_id=user, limit=10)]
+            main.search_r10.append(recall_at_k(refs, evidence, 10))
+            main.filler_top3.append(1.0 if any(map(is_filler_id, refs[:3])) else 0.0)
         # The sweep: the same candidates, re-spent under each threshold.
         skip = {m.memory_id for m in stable.instructions}
         cands = collect(store.derivation, question, user, None, skip)
@@ -341,6 +387,11 @@ def format_recall_bench(res: dict[str, Any]) -> str:
     if lat:
         lines.append(
             f"recall latency incl. query embedding: p50 {lat['p50']:.1f} / p95 {lat['p95']:.1f} ms"
+        )
+    if "search_recall@10" in r:
+        lines.append(
+            f"hybrid search on the same stores: recall@10 {r['search_recall@10']:.3f}, "
+            f"questions with a filler reply in the top 3 {r['search_filler_top3']:.1%}"
         )
     off = r["off_topic_injected"]
     lines.append(

@@ -30,6 +30,7 @@ RESULT_NAMES = (
     "locomo_chatlike",
     "locomo_recall",
     "locomo_recall_chatlike",
+    "recall_scale",
     "scale",
     "hermes",
 )
@@ -292,6 +293,11 @@ def render_report(results: Path, out: Path, images: Path) -> str:
             from memstore.bench.locomo_recall import format_recall_bench
 
             md += _section(title, found[name], format_recall_bench(found[name]))
+    if "recall_scale" in found:
+        from memstore.bench.recall_scale import format_recall_scale
+
+        res = found["recall_scale"]
+        md += _section("Recall latency at scale", res, format_recall_scale(res))
     if "scale" in found:
         res = found["scale"]
         _plot_scale(res, images / "scale.png")

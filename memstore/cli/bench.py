@@ -388,6 +388,55 @@ def bench_scale(
     _save(res, "scale", json_path)
 
 
+@bench_group.command("recall-scale")
+@click.option("--messages", type=int, default=100_000, show_default=True, help="L0 messages.")
+@click.option("--memories", type=int, default=10_000, show_default=True, help="L1 memories.")
+@click.option("--queries", type=int, default=200, show_default=True, help="Timed queries.")
+@click.option(
+    "--embedder",
+    type=click.Choice(["auto", "e5", "hashing"]),
+    default="auto",
+    show_default=True,
+    help="auto: e5 when installed (the offline default), else hashing.",
+)
+@click.option("--distinct", type=int, default=None, help="Distinct texts (default: 2000 for e5).")
+@_json_opt
+@_workdir_opt
+def bench_recall_scale(
+    messages: int,
+    memories: int,
+    queries: int,
+    embedder: str,
+    distinct: int | None,
+    json_path: Path | None,
+    workdir: Path | None,
+) -> None:
+    """Store.recall p50/p95 (query embedding included) with 100k messages and 10k
+    memories in one file, broken down into embedding, searches, scoring and
+    composition, next to the bare query embedding and a bare hybrid search.
+
+    \b
+    Example:
+      memstore bench recall-scale
+      memstore bench recall-scale --messages 20000 --memories 2000 --queries 50
+    """
+    from memstore.bench.recall_scale import format_recall_scale, run_recall_scale
+
+    if min(messages, memories, queries) < 1:
+        raise click.BadParameter("--messages, --memories and --queries must be positive")
+    res = run_recall_scale(
+        messages=messages,
+        memories=memories,
+        n_queries=queries,
+        embedder=embedder,
+        distinct=distinct,
+        workdir=workdir,
+        log=_log,
+    )
+    click.echo(format_recall_scale(res))
+    _save(res, "recall_scale", json_path)
+
+
 @bench_group.command("report")
 @click.option(
     "--results",

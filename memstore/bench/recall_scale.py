@@ -1,0 +1,182 @@
+"""Recall latency at scale (``memstore bench recall-scale``).
+
+The issue's target: ``Store.recall`` p95 under 50 ms, query embedding
+included, with 10k L1 memories and 100k L0 messages in one file. The store
+is filled as ``bench scale`` fills it (users of 1,000 messages in sessions
+of 20, through ``Store.capture``; memories through the ``l1.written`` event
+the host memory tool appends), from synthetic chat sentences about people,
+places and plans. With e5 the texts come from a pool of ``distinct``
+sentences, each embedded once through the (model, content hash) cache.
+
+Then for each of ``queries`` distinct questions, each for a random user,
+the same question is timed as:
+
+- ``recall``: ``Store.recall`` with the query-vector cache emptied first
+  (what a host pays before a turn);
+- ``embedding``: the query embedding alone (the engine's ``_query_blob``,
+  which also refills the cache for the steps below);
+- ``search``: both hybrid searches recall runs (memories, conversations),
+  query vector cached;
+- ``score``: ``collect`` (the searches, loading the rows, the candidates'
+  vectors and the gate's scores) minus ``search``;
+- ``compose``: the stable part and spending the budget (``per_turn_part``,
+  neighbouring turns included).
+
+References in the same run, on the same questions and users: the bare
+query embedding (``embed_query``, no cache, no blob) and the bare hybrid
+conversation search with the embedding (``search_conversations``, cache
+emptied), i.e. what one plain search costs.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memstore.bench.capture_search import _stats, queries, text_pool
+from memstore.bench.scale import PER_USER, _fill_memories, _messages
+from memstore.config import Settings
+from memstore.embeddings.e5 import E5Embedder
+from memstore.recall import compose as rc
+from memstore.recall import rank as rr
+from memstore.store import Store
+
+STEPS = ("recall", "embedding", "search", "score", "compose", "ref_embed_query", "ref_hybrid_l0")
+
+
+def pick_embedder(name: str) -> str:
+    """``auto``: e5 when installed (the offline default), else feature hashing."""
+    if name == "auto":
+        return "e5" if E5Embedder.is_available() else "hashing"
+    return name
+
+
+def build(
+    path: Path, messages: int, memories: int, embedder: str, distinct: int | None
+) -> dict[str, Any]:
+    users = max(1, messages // PER_USER)
+    n_texts = distinct if distinct is not None else (2000 if embedder == "e5" else messages)
+    pool = text_pool(n_texts, seed=7)
+    mem_pool = [f"The user mentioned: {t}" for t in text_pool(min(n_texts, memories), seed=21)]
+    settings = Settings().replace(embedder=embedder, background_indexer=False, scheduler=False)
+    t0 = time.perf_counter()
+    with Store.open(path, settings=settings) as store:
+        for user, session, msgs in _messages(messages, users, pool):
+            store.capture(user, session, msgs)
+        _fill_memories(store, memories, users, mem_pool)
+        store.reindex()
+    return {"users": users, "distinct_texts": n_texts, "build_s": time.perf_counter() - t0}
+
+
+def _one(store: Store, q: str, u: str, ms: dict[str, list[float]]) -> None:
+    """Time every step for question ``q`` of user ``u``."""
+    emb = store.embedder
+    assert emb is not None
+    engine = store.search_engine
+    budget = store.settings.recall.budget_chars
+    clock = time.perf_counter
+    engine._qcache.clear()
+    t0 = clock()
+    store.recall(q, user_id=u)
+    ms["recall"].append((clock() - t0) * 1000)
+    engine._qcache.clear()
+    t0 = clock()
+    engine._query_blob(q)
+    ms["embedding"].append((clock() - t0) * 1000)
+    t0 = clock()
+    store.search_memories(q, user_id=u, limit=rr.MEMORY_CANDIDATES)
+    store.search_conversations(q, user_id=u, limit=rr.MESSAGE_CANDIDATES)
+    searched = (clock() - t0) * 1000
+    ms["search"].append(searched)
+    t0 = clock()
+    cands = rr.collect(store.derivation, q, u, None, set())
+    ms["score"].append(max((clock() - t0) * 1000 - searched, 0.0))
+    t0 = clock()
+    stable = rc.stable_part(store.derivation, u, int(budget * rc.STABLE_SHARE))
+    room = budget - len(stable.text) - 1
+    rc.per_turn_part(store.derivation, q, cands, room, store.settings.recall.threshold)
+    ms["compose"].append((clock() - t0) * 1000)
+    t0 = clock()
+    emb.embed_query(q)
+    ms["ref_embed_query"].append((clock() - t0) * 1000)
+    engine._qcache.clear()
+    t0 = clock()
+    store.search_conversations(q, user_id=u, limit=10)
+    ms["ref_hybrid_l0"].append((clock() - t0) * 1000)
+
+
+def measure(store: Store, qs: list[str], users: int) -> dict[str, dict[str, float]]:
+    rng = random.Random(5)
+    targets = [f"u{rng.randrange(users):04d}" for _ in qs]
+    ms: dict[str, list[float]] = {k: [] for k in STEPS}
+    # One untimed round: loads the model, the null vectors and the vector
+    # index, as a running host has them.
+    _one(store, qs[0], targets[0], {k: [] for k in STEPS})
+    for q, u in zip(qs, targets, strict=True):
+        _one(store, q, u, ms)
+    return {k: _stats(v) for k, v in ms.items()}
+
+
+def run_recall_scale(
+    *,
+    messages: int = 100_000,
+    memories: int = 10_000,
+    n_queries: int = 200,
+    embedder: str = "auto",
+    distinct: int | None = None,
+    workdir: Path | None = None,
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    name = pick_embedder(embedder)
+    res: dict[str, Any] = {
+        "messages": messages,
+        "memories": memories,
+        "queries": n_queries,
+        "embedder": name,
+        "threshold": Settings().recall.threshold,
+        "budget_chars": Settings().recall.budget_chars,
+    }
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        path = Path(tmp) / "recall-scale.db"
+        log(f"recall-scale: {messages:,} messages + {memories:,} memories, embedder {name}")
+        res |= build(path, messages, memories, name, distinct)
+        log(f"recall-scale: built in {res['build_s']:.0f} s; timing {n_queries} queries")
+        settings = Settings().replace(embedder=name, background_indexer=False, scheduler=False)
+        load_before = os.getloadavg()
+        with Store.open(path, settings=settings) as store:
+            res["latency"] = measure(store, queries(n_queries, seed=13), res["users"])
+        res["loadavg"] = {"before": load_before, "after": os.getloadavg()}
+    return res
+
+
+LABELS = {
+    "recall": "Store.recall (+ query embedding)",
+    "embedding": "  query embedding",
+    "search": "  hybrid searches, L1 + L0",
+    "score": "  rows, vectors, gate scores",
+    "compose": "  stable part + budget",
+    "ref_embed_query": "ref: bare embed_query",
+    "ref_hybrid_l0": "ref: hybrid L0 search (+ emb.)",
+}
+
+
+def format_recall_scale(res: dict[str, Any]) -> str:
+    la = res["loadavg"]
+    lines = [
+        f"recall-scale: {res['messages']:,} messages + {res['memories']:,} memories in one file, "
+        f"{res['users']} users, {res['distinct_texts']:,} distinct texts, embedder "
+        f"{res['embedder']}, gate {res['threshold']}, budget {res['budget_chars']}; "
+        f"{res['queries']} queries (built in {res['build_s']:.0f} s)",
+        "load average before / after timing: "
+        + " / ".join(" ".join(f"{x:.2f}" for x in la[k]) for k in ("before", "after")),
+        f"{'latency (ms)':<34}{'p50':>8}{'p95':>8}{'p99':>8}",
+    ]
+    for key, label in LABELS.items():
+        s = res["latency"][key]
+        lines.append(f"{label:<34}{s['p50_ms']:>8.2f}{s['p95_ms']:>8.2f}{s['p99_ms']:>8.2f}")
+    return "\n".join(lines)
