@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import text as sql
 
 from memstore import Settings, Store
-from memstore.derive import recall_rank as rr
+from memstore.recall import rank as rr
 
 from .test_search_noise import CHAT, EVERYDAY, FILLER
 

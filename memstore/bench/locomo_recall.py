@@ -189,19 +189,34 @@ def build_store(
 
 
 def seed_embedding_cache(store: Store, other: Path) -> int:
-    """Copy ``other``'s embedding cache rows into ``store`` (existing rows win)."""
+    """Hand ``other``'s stored vectors to ``store`` as cache rows (existing rows
+    win): the indexer takes a vector from the cache when the (model, content
+    hash) matches, so texts both stores hold are not embedded again."""
+    from sqlalchemy import text as sql
     from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-    from memstore.db.driver import sqlite_module
+    from memstore.db.engine import Database
     from memstore.db.schema import embedding_cache
 
-    cols = ("model_id", "content_hash", "dims", "vector")
-    src: Any = sqlite_module().connect(f"file:{other}?mode=ro", uri=True)
+    rows: list[dict[str, Any]] = []
+    src = Database(other)
     try:
-        rows = [
-            dict(zip(cols, r, strict=True))
-            for r in src.execute(f"SELECT {', '.join(cols)} FROM embedding_cache")
-        ]
+        with src.read() as conn:
+            spaces = conn.execute(
+                sql("SELECT name, model_id, dims, table_name FROM vector_spaces")
+            ).all()
+            for name, model_id, dims, table in spaces:
+                found = conn.execute(
+                    sql(
+                        f"SELECT vi.content_hash, v.embedding FROM vector_index vi "
+                        f'JOIN "{table}" v ON v.rowid = vi.source_id WHERE vi.space = :s'
+                    ),
+                    {"s": name},
+                ).all()
+                rows += [
+                    {"model_id": model_id, "content_hash": h, "dims": dims, "vector": blob}
+                    for h, blob in found
+                ]
     finally:
         src.close()
     if rows:
