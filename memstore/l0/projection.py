@@ -1,4 +1,11 @@
-"""The L0 projection: ``l0_messages`` rows and their FTS5 index, applied inline."""
+"""The L0 projection: ``l0_messages`` rows and their FTS5 index, applied inline.
+
+``l0_fts`` is contentless (``content=''``): it holds the index only, since
+the text lives in ``l0_messages`` and search reads it from there. Its rowids
+are :func:`fts_key` values, one contiguous range per user, so a keyword
+match reads the user's own postings rather than every user's
+(:func:`user_fts_range`).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import Connection, delete, func, select, text
 
-from memstore.db.schema import l0_messages
+from memstore.db.schema import l0_messages, l0_user_slots
 from memstore.embeddings import content_hash
 from memstore.events.log import StoredEvent
 from memstore.l0.capture import known_message_ids
@@ -18,12 +25,55 @@ from memstore.vectors import spaces
 
 _FTS_INSERT = text("INSERT INTO l0_fts(rowid, text, cjk, stem) VALUES (:id, :t, :c, :s)")
 
+SLOT_SHIFT = 40
+"""l0_messages ids stay below 2**40 (10**12 messages); slots below 2**23."""
+
+
+def fts_key(slot: int, message_row: int) -> int:
+    """The l0_fts rowid of ``l0_messages.id == message_row`` of the user in ``slot``."""
+    return (slot << SLOT_SHIFT) | message_row
+
+
+def user_fts_range(conn: Connection, user_id: str) -> tuple[int, int] | None:
+    """``(lo, hi)``: the l0_fts rowids ``user_id``'s messages can have, or
+    ``None`` if the user has none. ``rowid - lo`` is the l0_messages id."""
+    slot = conn.execute(
+        select(l0_user_slots.c.slot).where(l0_user_slots.c.user_id == user_id)
+    ).scalar()
+    if slot is None:
+        return None
+    lo = fts_key(int(slot), 0)
+    return lo, lo + (1 << SLOT_SHIFT) - 1
+
+
+def _slots(conn: Connection, users: Sequence[str]) -> dict[str, int]:
+    """Each of ``users``' slot, new ones numbered in the order given (log order,
+    so a rebuild hands out the same slots)."""
+    wanted = list(dict.fromkeys(users))
+    out = {
+        str(r[0]): int(r[1])
+        for r in conn.execute(
+            select(l0_user_slots.c.user_id, l0_user_slots.c.slot).where(
+                l0_user_slots.c.user_id.in_(wanted)
+            )
+        )
+    }
+    new = [u for u in wanted if u not in out]
+    if new:
+        top = int(
+            conn.execute(select(func.coalesce(func.max(l0_user_slots.c.slot), 0))).scalar_one()
+        )
+        given = {u: top + i for i, u in enumerate(new, start=1)}
+        conn.execute(l0_user_slots.insert(), [{"user_id": u, "slot": n} for u, n in given.items()])
+        out.update(given)
+    return out
+
 
 class L0Projection(Projection):
     name: ClassVar[str] = "l0_messages"
     version: ClassVar[int] = 2  # 2: speaker column
     handles: ClassVar[frozenset[str] | None] = frozenset({MessagesCaptured.TYPE})
-    tables = (l0_messages,)
+    tables = (l0_messages, l0_user_slots)
 
     def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
         next_id = int(
@@ -41,6 +91,7 @@ class L0Projection(Projection):
                 (ev.user_id, p.session_id, mid)
                 for mid in known_message_ids(conn, ev.user_id, p.session_id, ids)
             }
+        slots = _slots(conn, [ev.user_id for ev in events])
         rows: list[dict[str, Any]] = []
         fts: list[dict[str, Any]] = []
         for ev in events:
@@ -69,14 +120,24 @@ class L0Projection(Projection):
                     }
                 )
                 latin, cjk = document_columns(m["text"])
-                fts.append({"id": next_id, "t": latin, "c": cjk, "s": stem_text(latin)})
+                fts.append(
+                    {
+                        "id": fts_key(slots[ev.user_id], next_id),
+                        "t": latin,
+                        "c": cjk,
+                        "s": stem_text(latin),
+                    }
+                )
         if rows:
             conn.execute(l0_messages.insert(), rows)
             conn.execute(_FTS_INSERT, fts)
 
     def clear(self, conn: Connection) -> None:
-        conn.execute(text("DELETE FROM l0_fts"))
+        # A contentless FTS5 table cannot DELETE rows it has no content for;
+        # 'delete-all' empties its index.
+        conn.execute(text("INSERT INTO l0_fts(l0_fts) VALUES ('delete-all')"))
         conn.execute(delete(l0_messages))
+        conn.execute(delete(l0_user_slots))
         # Row ids are reassigned on replay, so vectors keyed by them are stale;
         # the indexer refills them from the embedding cache without re-embedding.
         spaces.reset_kind(conn, "l0")
