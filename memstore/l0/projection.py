@@ -25,6 +25,8 @@ from memstore.vectors import spaces
 
 _FTS_INSERT = text("INSERT INTO l0_fts(rowid, text, cjk, stem) VALUES (:id, :t, :c, :s)")
 
+_SLOT_OF = text("SELECT slot FROM l0_user_slots WHERE user_id = :u")
+
 SLOT_SHIFT = 40
 """l0_messages ids stay below 2**40 (10**12 messages); slots below 2**23."""
 
@@ -37,9 +39,7 @@ def fts_key(slot: int, message_row: int) -> int:
 def user_fts_range(conn: Connection, user_id: str) -> tuple[int, int] | None:
     """``(lo, hi)``: the l0_fts rowids ``user_id``'s messages can have, or
     ``None`` if the user has none. ``rowid - lo`` is the l0_messages id."""
-    slot = conn.execute(
-        select(l0_user_slots.c.slot).where(l0_user_slots.c.user_id == user_id)
-    ).scalar()
+    slot = conn.execute(_SLOT_OF, {"u": user_id}).scalar()
     if slot is None:
         return None
     lo = fts_key(int(slot), 0)
@@ -50,14 +50,13 @@ def _slots(conn: Connection, users: Sequence[str]) -> dict[str, int]:
     """Each of ``users``' slot, new ones numbered in the order given (log order,
     so a rebuild hands out the same slots)."""
     wanted = list(dict.fromkeys(users))
-    out = {
-        str(r[0]): int(r[1])
-        for r in conn.execute(
-            select(l0_user_slots.c.user_id, l0_user_slots.c.slot).where(
-                l0_user_slots.c.user_id.in_(wanted)
-            )
-        )
-    }
+    # Point lookups: usually one user per call (a capture), and a plain
+    # statement is cheaper to run than an expanding IN list to compile.
+    out: dict[str, int] = {}
+    for user in wanted:
+        slot = conn.execute(_SLOT_OF, {"u": user}).scalar()
+        if slot is not None:
+            out[user] = int(slot)
     new = [u for u in wanted if u not in out]
     if new:
         top = int(
