@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from memstore.config import Settings
+from memstore.derive import derive_projections
 from memstore.derive.events import (
     L1Extracted,
     PersonaUpdated,
@@ -24,7 +25,7 @@ from memstore.derive.events import (
 )
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.l0.events import MessagesCaptured, l0_stream
-from memstore.pipeline import PipelineService, PipelineStateProjection, scheduler
+from memstore.pipeline import PipelineService, PipelineStateProjection
 from memstore.pipeline.state import get_session
 from memstore.projections.stats import StatsProjection
 from memstore.store import Store
@@ -172,11 +173,12 @@ class FakeDeriver:
 
 
 def open_store(path: Path, clock: Any = None, **settings: Any) -> Store:
-    s = Settings(embedder="hashing", scheduler=False, **settings)
+    s = Settings().replace(embedder="hashing", scheduler=False, **settings)
     kwargs: dict[str, Any] = {} if clock is None else {"clock": clock}
-    return Store.open(
-        path, settings=s, projections=[StatsProjection(), PipelineStateProjection()], **kwargs
-    )
+    # The pipeline reads cursors, failures and generations from the derivation
+    # projections, so they are registered too (the L0 projection is not needed).
+    projections = [StatsProjection(), *derive_projections(), PipelineStateProjection()]
+    return Store.open(path, settings=s, projections=projections, **kwargs)
 
 
 def capture(
@@ -236,10 +238,8 @@ def env(tmp_path: Path, clock: FakeClock) -> Iterator[tuple[Store, PipelineServi
     store = open_store(tmp_path / "m.db", clock)
     der = FakeDeriver()
     svc = PipelineService(store, deriver=der)
-    scheduler.register(store.path, svc)
     try:
         yield store, svc, der
     finally:
-        scheduler.unregister(store.path, svc)
         svc.stop()
         store.close()

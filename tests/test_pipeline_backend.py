@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sqlalchemy import select, text
 
-from memstore.db.schema import pipeline_pending, pipeline_sessions, pipeline_users
+from memstore.db.schema import pipeline_pending, pipeline_sessions
 from memstore.pipeline import PipelineService, queue, scheduler, threshold_for
 from memstore.pipeline.scheduler import idle_job_id, l2_job_id
 from memstore.pipeline.state import get_session
@@ -24,7 +24,7 @@ def queued(store: Store) -> list[tuple[str, str, str]]:
 def test_threshold_sequence_is_warmup_then_every_n(settings: object) -> None:
     from memstore.config import Settings
 
-    s = Settings(extract_every=5, warmup=(1, 2, 4))
+    s = Settings().replace(extract_every=5, warmup=(1, 2, 4))
     assert [threshold_for(n, s) for n in range(6)] == [1, 2, 4, 5, 5, 5]
 
 
@@ -33,25 +33,33 @@ def test_capture_atomic_through_the_warmup(
 ) -> None:
     store, svc, der = env
     idle = idle_job_id("u", "s")
+    armed = None
     for threshold in (1, 2, 4, 5, 5):
         for r in range(1, threshold):
             capture(store, svc, "u", "s")
-            # below threshold: the idle timer is (re)armed, nothing enqueued
+            # below threshold: nothing enqueued; the first such capture arms
+            # the idle timer at its deadline, later ones leave it (it re-arms
+            # to the moved deadline when it fires: no job-store write each)
             assert queued(store) == []
-            assert svc.timers.get(idle) == clock() + timedelta(seconds=600)
+            armed = armed or clock() + timedelta(seconds=600)
+            assert svc.timers.get(idle) == armed
             with store.db.read() as conn:
                 st = get_session(conn, "u", "s")
             assert st is not None and st.rounds_pending == r
             clock.advance(1)
         capture(store, svc, "u", "s")
-        # at threshold: work enqueued and the idle timer removed
+        # at threshold: work enqueued in the capture's transaction
         assert queued(store) == [("l1", "u", "s")]
-        assert svc.timers.get(idle) is None
         assert [o.ok for o in svc.drain(stages=("l1",))] == [True]
         with store.db.read() as conn:
             st = get_session(conn, "u", "s")
         assert st is not None and st.rounds_pending == 0 and st.messages_pending == 0
     assert [c[0] for c in der.calls] == ["l1"] * 5
+    # The idle timer left armed finds nothing pending when it fires.
+    clock.advance(600)
+    assert idle in svc.timers.run_due(clock())
+    assert der.calls.count(("l1", "u", "s")) == 5
+    assert svc.timers.get(idle) is None
 
 
 def test_assistant_only_capture_counts_no_round(
@@ -61,7 +69,8 @@ def test_assistant_only_capture_counts_no_round(
     svc.drain()
     capture(store, svc, "u", "s", rounds=0)
     assert queued(store) == []
-    assert svc.timers.get(idle_job_id("u", "s")) is not None
+    # Nothing pending either (the capture held no message): no idle timer.
+    assert svc.timers.get(idle_job_id("u", "s")) is None
 
 
 def test_set_timer_if_earlier(
@@ -69,14 +78,15 @@ def test_set_timer_if_earlier(
 ) -> None:
     _, svc, _ = env
     t = svc.timers
-    f, args = scheduler.fire_drain, ["x"]
+    f, args = scheduler.DRAIN_TIMER, []
     assert t.set_if_earlier("j", f, args, clock() + timedelta(seconds=100))
     assert not t.set_if_earlier("j", f, args, clock() + timedelta(seconds=200))
     assert not t.set_if_earlier("j", f, args, clock() + timedelta(seconds=100))
     assert t.get("j") == clock() + timedelta(seconds=100)
     assert t.set_if_earlier("j", f, args, clock() + timedelta(seconds=50))
     assert t.get("j") == clock() + timedelta(seconds=50)
-    assert t.remove("j") and not t.remove("j")
+    t.remove("j")
+    t.remove("j")  # already gone: still removed
     assert t.get("j") is None
 
 
@@ -107,11 +117,16 @@ def test_a_later_capture_moves_the_idle_deadline(
     clock.advance(300)
     capture(store, svc, "u", "s", rounds=0)  # activity without a round
     idle = idle_job_id("u", "s")
-    assert svc.timers.get(idle) == clock() + timedelta(seconds=600)
-    # a stale timer firing early (cross-process race) re-arms instead of running
-    svc.on_idle_timer("u", "s")
+    # the timer armed by the first capture stays (no write for this one) ...
+    assert svc.timers.get(idle) == clock() + timedelta(seconds=300)
+    # ... and when it fires it re-arms to the moved deadline instead of running
+    clock.advance(300)
+    assert idle in svc.timers.run_due(clock())
     assert der.calls.count(("l1", "u", "s")) == 1
-    assert svc.timers.get(idle) == clock() + timedelta(seconds=600)
+    assert svc.timers.get(idle) == clock() + timedelta(seconds=300)
+    clock.advance(300)
+    assert idle in svc.timers.run_due(clock())
+    assert der.calls.count(("l1", "u", "s")) == 2
 
 
 def test_priority_order_and_fifo(
@@ -213,9 +228,7 @@ def test_purge_removes_one_user_only(
         capture(store, svc, u, "s")
         svc.drain(user_id=u)
         capture(store, svc, u, "s")  # timer armed
-        svc.timers.set(
-            l2_job_id(u), scheduler.fire_l2, [str(store.path), u], clock() + timedelta(seconds=5)
-        )
+        svc.timers.set(l2_job_id(u), scheduler.L2_TIMER, [u], clock() + timedelta(seconds=5))
         with store.db.write() as conn:
             queue.enqueue(conn, u, "l2", now=clock())
             queue.acquire_lock(conn, queue.lock_key("l1", u, "s"), "w", now=clock(), ttl_s=60)
@@ -223,7 +236,7 @@ def test_purge_removes_one_user_only(
         got = svc.purge_user(conn, "a")
     assert got == {"queued": 1, "timers": 2}
     with store.db.read() as conn:
-        for t in (pipeline_sessions, pipeline_pending, pipeline_users):
+        for t in (pipeline_sessions, pipeline_pending):
             assert {r[0] for r in conn.execute(select(t.c.user_id))} == {"a:b", "a%"}
         assert {i.user_id for i in queue.pending(conn)} == {"a:b", "a%"}
         locks = {r[0] for r in conn.execute(text("select key from pipeline_locks"))}
@@ -238,7 +251,6 @@ def test_failed_runs_keep_the_cursor_retry_then_wait(tmp_path: Path, clock: Fake
     store = open_store(tmp_path / "m.db", clock, retry_delay_s=30, max_retries=3)
     der = FakeDeriver(fail_l1=10)
     svc = PipelineService(store, deriver=der)
-    scheduler.register(store.path, svc)
     try:
         capture(store, svc, "u", "s")
         outs = svc.drain()
@@ -291,7 +303,7 @@ def test_projection_rebuild_matches_incremental(
         with store.db.read() as conn:
             return [
                 [tuple(r) for r in conn.execute(select(t).order_by(*t.primary_key.columns))]
-                for t in (pipeline_sessions, pipeline_pending, pipeline_users)
+                for t in (pipeline_sessions, pipeline_pending)
             ]
 
     before = dump()

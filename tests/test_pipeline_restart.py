@@ -1,5 +1,6 @@
 """Real APScheduler: a timer pending at close fires after reopening; one
-scheduler per database file across processes."""
+scheduler per database file across processes, taken over when its holder
+dies, and firing jobs other processes wrote into its own service."""
 
 from __future__ import annotations
 
@@ -39,10 +40,11 @@ def test_timer_pending_at_close_fires_after_reopen(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     settings = {"l1_idle_s": 1.0, "warmup": (3,)}
     store = open_store(path, **settings)
+    # Not started: this process's scheduler stays paused, so the timer cannot
+    # fire before the close however slow the machine is (any process may arm
+    # timers; only the lease holder runs them).
     svc = PipelineService(store, deriver=FakeDeriver(), lease_ttl_s=2.0)
-    svc.start()
     try:
-        assert wait_for(lambda: svc.is_scheduler)
         capture(store, svc, "u", "s")  # 1 round < 3: idle timer armed for +1 s
         assert svc.timers.get(idle_job_id("u", "s")) is not None
     finally:
@@ -81,6 +83,11 @@ while True:
 """
 
 
+def probe(marker: str, *, target: object = None) -> None:
+    """A timer job: records which process ran it, for which service."""
+    Path(marker).write_text(f"{os.getpid()} {type(target).__name__}")
+
+
 def test_one_scheduler_per_database_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     open_store(path).close()  # schema in place before the children race
@@ -111,7 +118,17 @@ def test_one_scheduler_per_database_across_processes(tmp_path: Path) -> None:
         assert holder_pid() == a.pid and b.poll() is None
         a.send_signal(signal.SIGKILL)  # dies without releasing: the lease expires
         a.wait()
-        assert wait_for(lambda: holder_pid() == b.pid)
+        # A timer written now by this (non-holder) process fires in b, into
+        # b's own service, once b has taken the lease over.
+        marker = tmp_path / "fired"
+        mine = PipelineService(store, deriver=FakeDeriver())
+        try:
+            mine.timers.set("probe", f"{__name__}:probe", [str(marker)], store.clock())
+            assert wait_for(lambda: holder_pid() == b.pid)
+            assert wait_for(marker.exists)
+            assert marker.read_text() == f"{b.pid} PipelineService"
+        finally:
+            mine.stop()
     finally:
         for p in (a, b):
             if p is not None and p.poll() is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memstore.pipeline import PipelineService, queue, scheduler
+from memstore.pipeline import PipelineService, queue
 from memstore.store import Store
 from tests.pipeline_support import FakeClock, FakeDeriver, capture, open_store
 
@@ -23,7 +23,6 @@ def test_reconcile_leaves_a_session_that_exhausted_its_retries(tmp_path: Path) -
     store = open_store(tmp_path / "m.db", clock, max_retries=2, retry_delay_s=0)
     der = FakeDeriver(fail_l1=1000)
     svc = PipelineService(store, deriver=der)
-    scheduler.register(store.path, svc)
     try:
         capture(store, svc, "u", "s")  # first capture: at the warm-up threshold
         capture(store, svc, "u", "other")
@@ -47,6 +46,5 @@ def test_reconcile_leaves_a_session_that_exhausted_its_retries(tmp_path: Path) -
         clock.advance(60)
         assert svc.reconcile()["enqueued"] == 0
     finally:
-        scheduler.unregister(store.path, svc)
         svc.stop()
         store.close()

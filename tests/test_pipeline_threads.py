@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from memstore.db.engine import Database
-from memstore.pipeline import PipelineService, scheduler
+from memstore.pipeline import PipelineService
 from memstore.pipeline.scheduler import idle_job_id
 from memstore.store import Store
 from tests.pipeline_support import FakeDeriver, capture, open_store
@@ -19,7 +19,6 @@ from tests.pipeline_support import FakeDeriver, capture, open_store
 def _locked_store(tmp_path: Path) -> tuple[Store, PipelineService]:
     store = open_store(tmp_path / "m.db", busy_timeout_ms=50, warmup=(5,))
     svc = PipelineService(store, deriver=FakeDeriver())
-    scheduler.register(store.path, svc)
     svc.timers.jobs()  # the (paused) scheduler and its job table exist
     return store, svc
 
@@ -31,7 +30,6 @@ def _other_process(store: Store) -> Database:
 
 
 def _close(store: Store, svc: PipelineService) -> None:
-    scheduler.unregister(store.path, svc)
     svc.stop()
     store.close()
 

@@ -58,8 +58,8 @@ from memstore.db.driver import sqlite_module
 from memstore.derive.common import append_checked, new_id
 from memstore.derive.events import MemoryWritten
 from memstore.derive.state import DEFAULT_GENERATION
-from memstore.embeddings import from_blob
 from memstore.store import Store
+from memstore.vectors.hot import partition_vectors
 
 DEFAULT_SIZES = (10_000, 100_000)
 MILLION = 1_000_000
@@ -148,16 +148,11 @@ def _fill_memories(store: Store, size: int, users: int, pool: Sequence[str]) -> 
 
 
 def _vectors(store: Store, user: str) -> np.ndarray[Any, Any]:
-    """The user's L0 vectors as the store searches them: read back from the
-    space's vec0 table (with context vectors on they are not the per-text
-    cache entries of the messages)."""
-    assert store.embedder is not None and store.indexer is not None
-    sp = store.indexer.space("l0")
+    """The user's vectors, read from vec0 (their one stored copy)."""
     with store.db.read() as conn:
-        rows = conn.exec_driver_sql(
-            f'SELECT embedding FROM "{sp.table_name}" WHERE user_id = ?', (user,)
-        ).all()
-    return np.vstack([from_blob(r[0], sp.dims) for r in rows])
+        sp = store.search_engine._space(conn, "l0")
+        assert sp is not None
+        return partition_vectors(conn, sp, user)[1]
 
 
 def _search(store: Store, qs: Sequence[str], users: int) -> dict[str, Any]:
@@ -238,7 +233,7 @@ def measure_size(
     mem_pool = [f"The user mentioned: {t}" for t in text_pool(n_texts, seed=21)]
     calls = _messages(size, users, pool)
     res: dict[str, Any] = {"size": size, "users": users, "distinct_texts": n_texts}
-    settings = Settings(embedder=embedder, scheduler=False)
+    settings = Settings().replace(embedder=embedder, scheduler=False)
     path = base / f"scale-{size}.db"
     with Store.open(path, settings=settings) as store:
         assert store.embedder is not None

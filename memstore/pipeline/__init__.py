@@ -1,8 +1,8 @@
 """Durable scheduling of the derivation pipeline (what runs L1/L2/L3, when).
 
 See ``service`` for the flow, ``state`` for the projection, ``queue`` for
-work items and locks, ``scheduler`` for the APScheduler timers and the
-process-wide store registry, ``lease`` for the one-scheduler election.
+work items and locks, ``scheduler`` for the APScheduler timers (and how
+a stored job reaches its service), ``lease`` for the one-scheduler election.
 """
 
 from memstore.pipeline.runner import Deriver, Outcome

@@ -63,10 +63,6 @@ class LeaseKeeper:
             with self.db.write() as conn:
                 queue.release_lock(conn, LEASE_KEY, self.owner)
 
-    def holder(self) -> str | None:
-        with self.db.read() as conn:
-            return queue.lock_holder(conn, LEASE_KEY, now=self.clock())
-
     def _loop(self) -> None:
         interval = max(0.05, self.ttl_s / 3)
         while True:

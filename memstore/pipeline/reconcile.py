@@ -16,12 +16,14 @@ capture (or a manual ``run_pipeline``) brings it back.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from memstore.config import Settings
 from memstore.pipeline import queue
 from memstore.pipeline.scheduler import idle_job_id, l2_job_id
-from memstore.pipeline.state import SessionState, list_sessions, list_users
+from memstore.pipeline.state import SessionState, get_session, list_sessions, list_users
 from memstore.timeutil import from_iso, timedelta
 
 if TYPE_CHECKING:
@@ -30,9 +32,42 @@ if TYPE_CHECKING:
 
 def gave_up(st: SessionState, settings: Settings) -> bool:
     """The session failed ``max_retries`` times and nothing was captured since."""
-    if st.failures < max(settings.max_retries, 1) or st.last_failure_at is None:
+    if st.failures < max(settings.pipeline.max_retries, 1) or st.last_failure_at is None:
         return False
     return from_iso(st.last_failure_at) >= from_iso(st.last_activity_at)
+
+
+def idle_due(st: SessionState, settings: Settings) -> datetime:
+    """When the session counts as idle (its last activity + ``l1_idle_s``)."""
+    return from_iso(st.last_activity_at) + timedelta(seconds=settings.pipeline.l1_idle_s)
+
+
+def arm_sessions(svc: PipelineService, sessions: Collection[tuple[str, str]]) -> int:
+    """Arm the timers the committed state calls for after captures of
+    ``sessions``: the drain timer when work waits in the queue, and an idle
+    timer for each session with pending messages and no queued L1 work —
+    unless one is armed at or before its deadline (it will re-arm to the
+    later deadline when it fires). Returns how many idle timers it wrote."""
+    users = {user for user, _ in sessions}
+    with svc.store.db.read() as conn:
+        states = [get_session(conn, user, session) for user, session in sorted(sessions)]
+        open_l1 = {
+            (i.user_id, i.session_id)
+            for user in users
+            for i in queue.pending(conn, user)
+            if i.stage == "l1"
+        }
+        waiting = queue.next_run_after(conn)
+    armed = 0
+    for st in states:
+        if st is None or st.messages_pending == 0 or gave_up(st, svc.settings):
+            continue
+        if (st.user_id, st.session_id) not in open_l1:
+            due = idle_due(st, svc.settings)
+            armed += svc.arm_idle(st.user_id, st.session_id, due, if_earlier=True)
+    if waiting is not None:
+        svc.arm_drain(from_iso(waiting))
+    return armed
 
 
 def reconcile(svc: PipelineService) -> dict[str, int]:
@@ -56,8 +91,7 @@ def reconcile(svc: PipelineService) -> dict[str, int]:
         if (st.user_id, st.session_id) not in open_l1 and idle_job_id(
             st.user_id, st.session_id
         ) not in jobs:
-            due = from_iso(st.last_activity_at) + timedelta(seconds=svc.settings.l1_idle_s)
-            svc.arm_idle(st.user_id, st.session_id, due)
+            svc.arm_idle(st.user_id, st.session_id, idle_due(st, svc.settings))
             armed += 1
     for us in users:
         if us.l2_has_new_input and l2_job_id(us.user_id) not in jobs:
@@ -68,4 +102,4 @@ def reconcile(svc: PipelineService) -> dict[str, int]:
     return {"timers_armed": armed, "enqueued": enqueued}
 
 
-__all__ = ["gave_up", "reconcile"]
+__all__ = ["arm_sessions", "gave_up", "idle_due", "reconcile"]

@@ -1,9 +1,10 @@
-"""Durable timers on APScheduler 3.x, one running scheduler per database file.
+"""Durable timers on APScheduler 3.x, through its public API only.
 
 Timers are APScheduler date jobs in a ``SQLAlchemyJobStore`` on the store's
 own database (table ``apscheduler_jobs``), with stable ids, so they survive
 a restart: ``misfire_grace_time=None`` makes an overdue timer fire when the
 scheduler starts again, ``coalesce=True`` makes several missed runs one.
+APScheduler holds the timers; the queue (``queue``) holds the work.
 
 Job ids (user and session ids are percent-quoted so ``:`` cannot collide):
 
@@ -11,46 +12,63 @@ Job ids (user and session ids are percent-quoted so ``:`` cannot collide):
 - ``l2:<user>`` — the user's scene run (delay / min / max interval)
 - ``drain`` — run queued work (retries that wait, work queued elsewhere)
 
-Jobs are module-level functions taking ``(db_path, ...)`` strings: APScheduler
-pickles them into the table. When one fires it finds the process's open
-store for that path through a process-wide registry — ``register`` is
-called by ``PipelineService.start`` (the service holds its ``Store``) and
-``unregister`` by ``stop``; a job firing with no open store logs and does
-nothing (the reconciler re-arms from the projection on the next open).
+**How a stored job reaches the service, without a global.** A job is
+stored as a textual reference (``memstore.pipeline.scheduler:idle_timer``)
+and plain string arguments (user and session ids), so any process can write
+it and the pickle holds no object. Each ``Timers`` builds its own scheduler
+with its own executor, ``TargetExecutor``, handed the ``PipelineService``
+that owns it; the executor calls the job's function with that service as
+the keyword argument ``target``. The executor is a ``BaseExecutor``
+subclass given to the scheduler through the public ``executors=`` option,
+implementing the class's abstract ``_do_submit_job`` and reporting back
+through ``_run_job_success`` — the extension contract APScheduler documents
+for custom executors ("Extending APScheduler"), and the only underscore
+names of APScheduler's used in ``memstore.pipeline``
+(``tests/test_pipeline_apscheduler.py`` checks that).
+So two stores open in one process have two schedulers, each firing into
+its own service; nothing is registered process-wide.
 
-APScheduler 3 cannot share a job store between *running* schedulers, so
-every process starts its scheduler **paused** (it may then add, replace and
-remove jobs in the shared table) and only the holder of the database's
-lease (a TTL lock, see ``queue``) resumes it. The holder wakes its
-scheduler on every lease renewal so jobs written by other processes are
-seen; if the holder dies the lease expires and another process takes over.
+**One running scheduler per file.** APScheduler 3 cannot share a job store
+between *running* schedulers, so every process starts its scheduler
+**paused** (it may add, replace and remove jobs in the shared table) and
+only the holder of the file's lease (``lease``) resumes it; the holder
+wakes it on every renewal to see jobs other processes wrote. When the
+holder dies its lease expires and another process takes over.
 
-Transactions: the job store gets the engine with ``sqlite_begin=IMMEDIATE``
-(our ``begin`` listener then issues ``BEGIN IMMEDIATE``), so its
-read-then-write transactions never fail on a stale WAL snapshot. It does not
-take ``Database.write()``'s in-process lock, so a thread that holds
-``db.write()`` must never touch the job store (it would wait on itself until
-busy_timeout): every job-store write here happens after the capture
-transaction commits, on the service's timer thread.
+**Closing.** APScheduler 3.11's loop processes jobs once more after
+``shutdown`` (STOPPED is not PAUSED): a closing paused process would fire
+due jobs into a stopped executor and delete them from the shared table.
+``shutdown`` therefore first detaches the job store (public
+``remove_jobstore``), so that last pass sees no jobs.
+
+**The loop never dies.** After firing a job APScheduler deletes its row; if
+the row is already gone (another process removed or replaced it) or the
+delete hits "database is locked", the exception would end the scheduler's
+thread for good. The job store's ``remove_job`` (a public job-store method)
+therefore treats a missing row as removed and a failed delete as a row to
+be fired again (every timer callback is idempotent: it re-reads the state).
+
+**No lock of the database's.** The job store uses the database's engine
+but none of its locks: its writes wait in SQLite's busy handler like any
+other process's. Its transactions are DEFERRED, so reading the table (the
+loop's poll, ``get``) never takes the write lock.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Protocol
 
-from apscheduler.executors.pool import BasePoolExecutor
+from apscheduler.executors.base import BaseExecutor
 from apscheduler.job import Job
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.schedulers.base import STATE_RUNNING
 from sqlalchemy import Connection, text
+from sqlalchemy.exc import SQLAlchemyError
 
 from memstore.db.engine import Database
 from memstore.errors import PipelineError
@@ -60,9 +78,18 @@ from memstore.timeutil import UTC
 
 log = logging.getLogger(__name__)
 
-JOBSTORE = "default"
+# The job store's alias names its logger ("apscheduler.jobstores.memstore"),
+# which only our job stores use. The executor keeps APScheduler's default
+# alias (stored with each job), so the scheduler adds no pool of its own.
+JOBSTORE = "memstore"
+EXECUTOR = "default"
 DRAIN_JOB_ID = "drain"
 JOB_TABLE = "apscheduler_jobs"
+
+# What a stored job calls (resolved by APScheduler in whichever process runs it).
+IDLE_TIMER = "memstore.pipeline.scheduler:idle_timer"
+L2_TIMER = "memstore.pipeline.scheduler:l2_timer"
+DRAIN_TIMER = "memstore.pipeline.scheduler:drain_timer"
 
 
 def idle_job_id(user_id: str, session_id: str) -> str:
@@ -73,94 +100,109 @@ def l2_job_id(user_id: str) -> str:
     return f"l2:{q(user_id)}"
 
 
-# -- the registry jobs use to find their store --------------------------------
+# -- the jobs --------------------------------------------------------------------
 
 
 class JobTarget(Protocol):
+    """What timer jobs call: the ``PipelineService`` owning the scheduler."""
+
     def on_idle_timer(self, user_id: str, session_id: str) -> None: ...
     def on_l2_timer(self, user_id: str) -> None: ...
     def on_drain_timer(self) -> None: ...
+    @property
+    def stopping(self) -> bool: ...
 
 
-_registry: dict[str, JobTarget] = {}
-_registry_lock = threading.Lock()
+def _target(target: JobTarget | None) -> JobTarget:
+    # ``target`` defaults to None only so that APScheduler's argument check
+    # (made when a job is added, with the stored arguments alone) passes.
+    if target is None:
+        raise PipelineError("a timer job runs only through its scheduler's TargetExecutor")
+    return target
 
 
-def _key(db_path: str | Path) -> str:
-    return str(Path(db_path).resolve())
+def idle_timer(user_id: str, session_id: str, *, target: JobTarget | None = None) -> None:
+    _target(target).on_idle_timer(user_id, session_id)
 
 
-def register(db_path: str | Path, target: JobTarget) -> None:
-    with _registry_lock:
-        _registry[_key(db_path)] = target
+def l2_timer(user_id: str, *, target: JobTarget | None = None) -> None:
+    _target(target).on_l2_timer(user_id)
 
 
-def unregister(db_path: str | Path, target: JobTarget) -> None:
-    with _registry_lock:
-        if _registry.get(_key(db_path)) is target:
-            del _registry[_key(db_path)]
+def drain_timer(*, target: JobTarget | None = None) -> None:
+    _target(target).on_drain_timer()
 
 
-def lookup(db_path: str | Path) -> JobTarget | None:
-    with _registry_lock:
-        return _registry.get(_key(db_path))
-
-
-def _fire(db_path: str, job: str, call: Callable[[JobTarget], None]) -> None:
-    """Run a timer's callback. Never raises into APScheduler (it would log a
-    traceback): a failure is logged here, and reconcile re-arms from the
-    durable state; while the store closes it is expected and stays quiet."""
-    t = lookup(db_path)
-    if t is None:
-        # Normal while a store closes, or in a process that no longer has it open.
-        log.debug("timer %s fired for %s but no store is open there; skipped", job, db_path)
-        return
+def run_job(job: Job, target: JobTarget) -> None:
+    """Call a timer job's function for ``target``. Never raises an Exception
+    into APScheduler (it would log a traceback): a failure is logged here,
+    and reconcile re-arms from the durable state; while the service stops it
+    is expected and stays quiet."""
     try:
-        call(t)
+        job.func(*job.args, **job.kwargs, target=target)
     except Exception as e:
-        if getattr(t, "stopping", False):
-            log.debug("timer %s interrupted by close: %s: %s", job, type(e).__name__, e)
+        if target.stopping:
+            log.debug("timer %s interrupted by close: %s: %s", job.id, type(e).__name__, e)
         else:
-            log.warning("timer %s failed (reconcile retries): %s: %s", job, type(e).__name__, e)
+            log.warning("timer %s failed (reconcile retries): %s: %s", job.id, type(e).__name__, e)
 
 
-def fire_l1_idle(db_path: str, user_id: str, session_id: str) -> None:
-    _fire(
-        db_path,
-        idle_job_id(user_id, session_id),
-        lambda t: t.on_idle_timer(user_id, session_id),
-    )
+class TargetExecutor(BaseExecutor):  # type: ignore[misc]
+    """Runs due jobs for one target on daemon threads (``threads``): a stuck
+    job never keeps the process from exiting; ``wait_idle`` waits for running
+    jobs at most ``close_timeout_s``."""
+
+    def __init__(self, target: JobTarget, max_workers: int, close_timeout_s: float) -> None:
+        super().__init__()
+        self.target = target
+        self.close_timeout_s = close_timeout_s
+        self.workers = DaemonPool(max_workers, "memstore-timer-job")
+
+    def _do_submit_job(self, job: Job, run_times: Sequence[datetime]) -> None:
+        # Coalesced (``coalesce=True``): one call however many runs were missed.
+        self.workers.submit(self._run, job)
+
+    def _run(self, job: Job) -> None:
+        try:
+            run_job(job, self.target)
+        finally:
+            # Counts the instance as finished (max_instances); no events: no
+            # one listens to them.
+            self._run_job_success(job.id, [])
+
+    def shutdown(self, wait: bool = True) -> None:
+        self.workers.shutdown(wait, timeout=self.close_timeout_s)
+
+    def wait_idle(self) -> bool:
+        """Wait (bounded) for running jobs; call with no APScheduler lock held."""
+        return bool(self.workers.shutdown(True, timeout=self.close_timeout_s))
 
 
-def fire_l2(db_path: str, user_id: str) -> None:
-    _fire(db_path, l2_job_id(user_id), lambda t: t.on_l2_timer(user_id))
-
-
-def fire_drain(db_path: str) -> None:
-    _fire(db_path, DRAIN_JOB_ID, lambda t: t.on_drain_timer())
+# -- APScheduler's logging ----------------------------------------------------------
 
 
 class _QuietLogger:
-    """APScheduler's log calls, sent to our logger at DEBUG: skipped runs
-    ("maximum number of running instances"), "database is locked" while
-    polling the job table and timers removed under it are all routine here
-    (reconcile repairs timers). Real errors stay visible as warnings."""
+    """The scheduler's ``logger`` option: its calls go to our logger at
+    DEBUG. Skipped runs ("maximum number of running instances"), "database
+    is locked" while polling the job table and timers removed under it are
+    all routine here (reconcile repairs timers). Real errors stay visible as
+    warnings."""
 
     name = "memstore.pipeline.apscheduler"
 
     def __init__(self) -> None:
-        self._log = logging.getLogger(self.name)
+        self.logger = logging.getLogger(self.name)
 
     def debug(self, msg: str, *args: Any, **kw: Any) -> None:
-        self._log.debug(msg, *args, **kw)
+        self.logger.debug(msg, *args, **kw)
 
     info = warning = debug
 
     def error(self, msg: str, *args: Any, **kw: Any) -> None:
-        self._log.warning(msg, *args, **kw)
+        self.logger.warning(msg, *args, **kw)
 
     def exception(self, msg: str, *args: Any, **kw: Any) -> None:
-        self._log.warning(msg, *args, exc_info=True, **kw)
+        self.logger.warning(msg, *args, exc_info=True, **kw)
 
     critical = error
 
@@ -174,91 +216,30 @@ def _to_debug(record: logging.LogRecord) -> bool:
     return True
 
 
-# APScheduler's job runner logs "Running job" / "executed successfully" at
-# INFO through ``logging.getLogger(executor._logger.name)``: that real logger
-# gets its records demoted.
-_JOBS_LOG = logging.getLogger("memstore.pipeline.apscheduler.jobs")
-_JOBS_LOG.addFilter(_to_debug)
-
-
-class _DaemonExecutor(BasePoolExecutor):  # type: ignore[misc]
-    """APScheduler's thread pool executor on daemon threads (``threads``): a
-    stuck job can never keep the process from exiting; shutdown waits for
-    running jobs at most ``close_timeout_s``."""
-
-    def __init__(self, max_workers: int, close_timeout_s: float) -> None:
-        super().__init__(DaemonPool(max_workers, "memstore-timer-job"))
-        self._close_timeout_s = close_timeout_s
-
-    def start(self, scheduler: Any, alias: str) -> None:
-        super().start(scheduler, alias)
-        self._logger = _JOBS_LOG
-
-    def shutdown(self, wait: bool = True) -> None:
-        self._pool.shutdown(wait, timeout=self._close_timeout_s)
-
-    def wait_idle(self) -> bool:
-        """Wait (bounded) for running jobs; call with no APScheduler lock held."""
-        return bool(self._pool.shutdown(True, timeout=self._close_timeout_s))
+# The job store logs through "apscheduler.jobstores.<alias>" (e.g. a job
+# it cannot restore, which it then deletes): routine, demoted to DEBUG.
+logging.getLogger(f"apscheduler.jobstores.{JOBSTORE}").addFilter(_to_debug)
 
 
 # -- timers ----------------------------------------------------------------------
 
 
-class _SharedEngineJobStore(SQLAlchemyJobStore):  # type: ignore[misc]
-    """The job store on our engine: the ``Database`` owns and disposes it.
-
-    Its writes take the database's in-process write lock, like every other
-    writer here: otherwise a timer write queues in SQLite's busy handler behind
-    a long capture batch and fails with "database is locked" after
-    busy_timeout (seen in bench scale)."""
-
-    def __init__(self, *, write_lock: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._write_lock = write_lock
-
-    def add_job(self, job: Any) -> None:
-        with self._write_lock:
-            super().add_job(job)
-
-    def update_job(self, job: Any) -> None:
-        with self._write_lock:
-            super().update_job(job)
+class TimerJobStore(SQLAlchemyJobStore):  # type: ignore[misc]
+    """APScheduler's SQLAlchemy job store on the database's engine (the
+    ``Database`` owns and disposes it), with a ``remove_job`` that cannot end
+    the scheduler's loop (see the module docstring)."""
 
     def remove_job(self, job_id: str) -> None:
-        with self._write_lock:
+        try:
             super().remove_job(job_id)
-
-    def remove_all_jobs(self) -> None:
-        with self._write_lock:
-            super().remove_all_jobs()
-
-    def start(self, scheduler: Any, alias: str) -> None:
-        super().start(scheduler, alias)
-        self._logger = _QUIET
+        except JobLookupError:
+            pass  # already gone: removed is what the caller wanted
+        except SQLAlchemyError as e:
+            # Left in place, a fired job fires again: callbacks are idempotent.
+            log.debug("could not delete timer %s (it may fire again): %s", job_id, e)
 
     def shutdown(self) -> None:
         pass
-
-
-class _Scheduler(BackgroundScheduler):  # type: ignore[misc]
-    """APScheduler 3.11's loop runs ``_process_jobs`` once more after
-    ``shutdown`` (state STOPPED is not PAUSED): a paused process closing would
-    then fire due jobs into a shut-down executor and delete them from the
-    shared table. Only a running scheduler may process jobs."""
-
-    def _process_jobs(self) -> float | None:
-        if self.state != STATE_RUNNING:
-            return None
-        try:
-            wait: float | None = super()._process_jobs()
-        except Exception as e:
-            # E.g. JobLookupError: a due job was removed or replaced by another
-            # thread or process between APScheduler's read and its delete.
-            # Uncaught, it ends the scheduler's thread and no timer fires again.
-            _QUIET.debug("timer loop: %s: %s; retrying", type(e).__name__, e)
-            return 1.0
-        return wait
 
 
 class Timers:
@@ -266,31 +247,35 @@ class Timers:
     (set, set-if-earlier, remove, expired) plus pause/resume for the lease."""
 
     def __init__(
-        self, db: Database, *, executor_threads: int = 2, close_timeout_s: float = 10.0
+        self,
+        db: Database,
+        target: JobTarget,
+        *,
+        executor_threads: int = 2,
+        close_timeout_s: float = 10.0,
     ) -> None:
-        self._db = db
-        self._threads = executor_threads
-        self._close_timeout_s = close_timeout_s
-        self._sched: BackgroundScheduler | None = None
-        self._executor: _DaemonExecutor | None = None
-        self._lock = threading.RLock()
-        self._paused = True
-        self._closed = False
+        self.db = db
+        self.target = target
+        self.executor_threads = executor_threads
+        self.close_timeout_s = close_timeout_s
+        self.store: TimerJobStore | None = None
+        self.sched: BackgroundScheduler | None = None
+        self.executor: TargetExecutor | None = None
+        self.lock = threading.RLock()
+        self.paused = True
+        self.closed = False
 
-    def _scheduler(self) -> BackgroundScheduler:
-        with self._lock:
-            if self._closed:
+    def scheduler(self) -> BackgroundScheduler:
+        """This process's APScheduler (created paused on first use)."""
+        with self.lock:
+            if self.closed:
                 raise PipelineError("timers are shut down")
-            if self._sched is None:
-                executor = _DaemonExecutor(self._threads, self._close_timeout_s)
-                store = _SharedEngineJobStore(
-                    engine=self._db.engine.execution_options(sqlite_begin="IMMEDIATE"),
-                    tablename=JOB_TABLE,
-                    write_lock=self._db._write_lock,
-                )
-                sched = _Scheduler(
+            if self.sched is None:
+                executor = TargetExecutor(self.target, self.executor_threads, self.close_timeout_s)
+                store = TimerJobStore(engine=self.db.engine, tablename=JOB_TABLE)
+                sched = BackgroundScheduler(
                     jobstores={JOBSTORE: store},
-                    executors={"default": executor},
+                    executors={EXECUTOR: executor},
                     job_defaults={
                         "coalesce": True,
                         "misfire_grace_time": None,
@@ -301,44 +286,31 @@ class Timers:
                     logger=_QUIET,
                 )
                 sched.start(paused=True)
-                self._sched = sched
-                self._executor = executor
-            return self._sched
+                self.sched, self.store, self.executor = sched, store, executor
+            return self.sched
 
     @property
     def running(self) -> bool:
         """True when this process's scheduler executes jobs (it holds the lease)."""
-        return self._sched is not None and not self._paused
+        return self.sched is not None and not self.paused
 
     def resume(self) -> None:
-        with self._lock:
-            self._scheduler().resume()
-            self._paused = False
+        with self.lock:
+            self.scheduler().resume()
+            self.paused = False
 
     def pause(self) -> None:
-        with self._lock:
-            if self._sched is not None:
-                self._sched.pause()
-            self._paused = True
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
+        with self.lock:
+            if self.sched is not None:
+                self.sched.pause()
+            self.paused = True
 
     def wakeup(self) -> None:
-        """Re-read the job table (jobs other processes wrote); restart the
-        scheduler if its thread died (called on every lease renewal)."""
-        with self._lock:
-            sched = self._sched
-            if sched is None or self._paused or self._closed:
-                return
-            thread = getattr(sched, "_thread", None)
-            if thread is None or not thread.is_alive():
-                log.warning("the timer thread had died; restarting it")
-                self._sched = None
-                with contextlib.suppress(Exception):
-                    sched.shutdown(wait=False)
-                self._scheduler().resume()
+        """Re-read the job table (jobs other processes wrote); called on every
+        lease renewal."""
+        with self.lock:
+            sched = self.sched
+            if sched is None or self.paused or self.closed:
                 return
         sched.wakeup()
 
@@ -348,27 +320,28 @@ class Timers:
         # waits while holding the job-store lock, and a running job calling
         # get_job() waits for that lock forever (a close hung for good, seen
         # in tests/test_hermes_contract.py).
-        with self._lock:
-            sched, self._sched = self._sched, None
-            executor, self._executor = self._executor, None
-            self._closed = True
-            self._paused = True
+        with self.lock:
+            sched, self.sched = self.sched, None
+            executor, self.executor = self.executor, None
+            self.closed = True
+            self.paused = True
         if sched is not None:
+            # Detached first: the loop's pass after shutdown then fires nothing.
+            sched.remove_jobstore(JOBSTORE, shutdown=False)
             sched.shutdown(wait=False)
         if wait and executor is not None:
             executor.wait_idle()
 
     # -- operations -------------------------------------------------------------
 
-    def set(
-        self, job_id: str, func: Callable[..., None], args: Sequence[str], run_at: datetime
-    ) -> None:
-        if self._closed:
+    def set(self, job_id: str, func: str, args: Sequence[str], run_at: datetime) -> None:
+        """Arm ``job_id`` to call ``func`` (a textual reference) with ``args``."""
+        if self.closed:
             # A job finishing while the store closes: its timer stays undone
             # and the reconciler re-arms it from durable state on next open.
             log.debug("timers closed; %s not armed", job_id)
             return
-        self._scheduler().add_job(
+        self.scheduler().add_job(
             func,
             trigger="date",
             run_date=run_at,
@@ -377,11 +350,10 @@ class Timers:
             name=job_id,
             replace_existing=True,
             jobstore=JOBSTORE,
+            executor=EXECUTOR,
         )
 
-    def set_if_earlier(
-        self, job_id: str, func: Callable[..., None], args: Sequence[str], run_at: datetime
-    ) -> bool:
+    def set_if_earlier(self, job_id: str, func: str, args: Sequence[str], run_at: datetime) -> bool:
         """Arm unless the timer is already due at or before ``run_at``."""
         current = self.get(job_id)
         if current is not None and current <= run_at:
@@ -389,19 +361,14 @@ class Timers:
         self.set(job_id, func, args, run_at)
         return True
 
-    def remove(self, job_id: str) -> bool:
-        if self._closed:
-            return False
-        try:
-            self._scheduler().remove_job(job_id, jobstore=JOBSTORE)
-        except JobLookupError:
-            return False
-        return True
+    def remove(self, job_id: str) -> None:
+        if not self.closed:
+            self.scheduler().remove_job(job_id, jobstore=JOBSTORE)
 
     def get(self, job_id: str) -> datetime | None:
-        if self._closed:
+        if self.closed:
             return None
-        job = self._scheduler().get_job(job_id, jobstore=JOBSTORE)
+        job = self.scheduler().get_job(job_id, jobstore=JOBSTORE)
         if job is None or job.next_run_time is None:
             return None
         when: datetime = job.next_run_time
@@ -409,31 +376,29 @@ class Timers:
 
     def jobs(self, prefix: str = "") -> list[tuple[str, datetime | None]]:
         out: list[tuple[str, datetime | None]] = []
-        for job in self._scheduler().get_jobs(jobstore=JOBSTORE):
+        for job in self.scheduler().get_jobs(jobstore=JOBSTORE):
             if str(job.id).startswith(prefix):
                 out.append((str(job.id), job.next_run_time))
         return out
 
-    def due(self, now: datetime) -> list[Job]:
-        store = self._scheduler()._lookup_jobstore(JOBSTORE)
-        jobs: list[Job] = store.get_due_jobs(now)
-        return jobs
-
     def run_due(self, now: datetime) -> list[str]:
         """The due-job path without the scheduler thread: remove each due
-        one-shot job and call its function in this thread. Deterministic
-        (tests drive it with a controlled clock)."""
+        one-shot job and run it in this thread, as the executor would.
+        Deterministic (tests drive it with a controlled clock)."""
+        self.scheduler()
+        assert self.store is not None
         fired: list[str] = []
-        for job in self.due(now):
+        for job in self.store.get_due_jobs(now):
             self.remove(str(job.id))
             fired.append(str(job.id))
-            job.func(*job.args, **job.kwargs)
+            run_job(job, self.target)
         return fired
 
 
 def purge_user_jobs(conn: Connection, user_id: str) -> int:
     """Delete a user's timers inside the caller's transaction (a plain DELETE
-    on APScheduler's table: the running scheduler re-reads it every wakeup)."""
+    on APScheduler's table by job id: the running scheduler re-reads it every
+    wakeup)."""
     prefix = f"l1-idle:{q(user_id)}:"
     res = conn.execute(
         text(f"DELETE FROM {JOB_TABLE} WHERE substr(id, 1, :n) = :p OR id = :l2"),
@@ -442,22 +407,19 @@ def purge_user_jobs(conn: Connection, user_id: str) -> int:
     return int(res.rowcount or 0)
 
 
-def job_args(db_path: Path, *rest: str) -> list[Any]:
-    return [str(Path(db_path).resolve()), *rest]
-
-
 __all__ = [
     "DRAIN_JOB_ID",
+    "DRAIN_TIMER",
+    "IDLE_TIMER",
+    "L2_TIMER",
     "JobTarget",
+    "TargetExecutor",
     "Timers",
-    "fire_drain",
-    "fire_l1_idle",
-    "fire_l2",
+    "drain_timer",
     "idle_job_id",
-    "job_args",
+    "idle_timer",
     "l2_job_id",
-    "lookup",
+    "l2_timer",
     "purge_user_jobs",
-    "register",
-    "unregister",
+    "run_job",
 ]

@@ -4,15 +4,21 @@
 Capture path (one transaction, then a cheap hook):
 
 1. ``Store.capture`` appends ``l0.captured`` and applies inline projections
-   (``PipelineStateProjection`` counts the rounds) — then calls
+   (``PipelineStateProjection`` counts the rounds and records the session's
+   last activity, which is its idle deadline) — then calls
    ``on_captured(conn, stored)`` in the same transaction: at the warm-up
-   threshold it enqueues L1 work, else it notes that the session's idle
-   timer must be (re)armed at ``recorded_at + l1_idle_s``.
-2. After commit, ``after_commit(stored)`` hands the timer writes to a
-   single background thread (APScheduler's job-store write takes the SQLite
-   write lock; the capture must not wait for it, nor hold ``db.write()``
-   while it happens). A crash between 1 and 2 loses nothing: the state is
-   committed and ``reconcile`` re-arms timers from it.
+   threshold it enqueues L1 work. That is the capture's only write.
+2. After commit, ``after_commit(stored)`` notes the captured sessions (no
+   I/O) for the timer thread, which arms what the committed state calls
+   for (``reconcile.arm_sessions``) for every session noted since its last
+   pass: the drain timer if work is queued, else an idle timer — only when
+   none is armed at or before the deadline. A timer armed for an earlier
+   capture of the session fires, sees the moved deadline and re-arms, so a
+   session costs one job-store write per idle period, not one per capture
+   (2000 captures of 20 sessions: 20 writes, against 3980 when every
+   capture re-armed its timer; ``tests/test_pipeline_apscheduler.py`` keeps
+   it so). A crash between 1 and 2 loses nothing: ``reconcile`` re-arms
+   timers from the state.
 
 Work runs by ``drain``: claim (BEGIN IMMEDIATE) → run with the lock held and
 renewed → complete, or fail (retry after ``retry_delay_s``, dropped after
@@ -43,9 +49,17 @@ from memstore.events.log import StoredEvent
 from memstore.l0.events import MessagesCaptured
 from memstore.pipeline import endsession, owners, queue, scheduler
 from memstore.pipeline.lease import LeaseKeeper
-from memstore.pipeline.reconcile import reconcile
+from memstore.pipeline.reconcile import arm_sessions, idle_due, reconcile
 from memstore.pipeline.runner import Deriver, ModuleDeriver, Outcome, Runner
-from memstore.pipeline.scheduler import DRAIN_JOB_ID, Timers, idle_job_id, l2_job_id
+from memstore.pipeline.scheduler import (
+    DRAIN_JOB_ID,
+    DRAIN_TIMER,
+    IDLE_TIMER,
+    L2_TIMER,
+    Timers,
+    idle_job_id,
+    l2_job_id,
+)
 from memstore.pipeline.state import (
     PipelineStateProjection,
     UserState,
@@ -63,9 +77,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# (kind, user_id, session_id, idle due time): what after_commit must do.
-_Decision = tuple[str, str, str, datetime | None]
-
 
 class PipelineService:
     def __init__(
@@ -77,14 +88,12 @@ class PipelineService:
         lock_ttl_s: float | None = None,
         reconcile_every_s: float = 60.0,
     ) -> None:
-        extra = store.settings.extra
         self.store = store
         self.settings = store.settings
-        self.db_path = str(store.path.resolve())
-        self.lease_ttl_s = float(lease_ttl_s or extra.get("pipeline_lease_ttl_s", 15.0))
+        self.lease_ttl_s = lease_ttl_s or store.settings.pipeline.lease_ttl_s
         # Short: a run renews its lock every ttl/3, and a dead owner on another
         # host blocks its sessions for at most this long (same host: at once).
-        self.lock_ttl_s = float(lock_ttl_s or extra.get("pipeline_lock_ttl_s", 60.0))
+        self.lock_ttl_s = lock_ttl_s or store.settings.pipeline.lock_ttl_s
         self.reconcile_every_s = reconcile_every_s
         self.owner = owners.new_instance(uuid.uuid4().hex[:8])
         self.deriver: Deriver = deriver or ModuleDeriver()
@@ -93,16 +102,22 @@ class PipelineService:
         # How long close() lets running work finish before abandoning it (on
         # daemon threads, so exit never hangs; an abandoned run is released,
         # not failed, and claimed again after the next open).
-        self.close_timeout_s = float(extra.get("pipeline_close_timeout_s", 10.0))
+        self.close_timeout_s = store.settings.pipeline.close_timeout_s
         self._stopping = threading.Event()
-        self.timers = Timers(store.db, close_timeout_s=self.close_timeout_s)
+        # Timer jobs fire into this service (the scheduler's executor hands
+        # it to them): nothing process-wide finds it.
+        self.timers = Timers(store.db, self, close_timeout_s=self.close_timeout_s)
         self._timer_thread = DaemonPool(1, "memstore-timers")
+        # Sessions captured since the timer thread's last pass (after_commit
+        # adds, the pass takes them all: one pass arms for many captures).
+        self._captured: set[tuple[str, str]] = set()
+        self._captured_lock = threading.Lock()
+        self._arm_queued = False
         # Reconcile runs here, never on the lease thread: a long reconcile
         # must not keep the lease from being renewed within its TTL.
         self._reconcile_thread = DaemonPool(1, "memstore-reconcile")
         self._reconcile_lock = threading.Lock()
         self._reconcile_queued = False
-        self._local = threading.local()
         self._lease: LeaseKeeper | None = None
         self._last_reconcile = 0.0
         self._workers: list[threading.Thread] = []
@@ -119,8 +134,7 @@ class PipelineService:
     # -- lifecycle -------------------------------------------------------------
 
     def start(self) -> None:
-        """Register for timer callbacks and compete for the scheduler lease."""
-        scheduler.register(self.db_path, self)
+        """Compete for the scheduler lease (its holder runs the timers)."""
         if self._lease is None:
             self._lease = LeaseKeeper(
                 self.store.db,
@@ -154,7 +168,6 @@ class PipelineService:
         for t in self._workers:
             t.join(_left(deadline))
         self.timers.shutdown(wait=True)
-        scheduler.unregister(self.db_path, self)
         owners.retire(self.owner)
 
     @property
@@ -213,9 +226,9 @@ class PipelineService:
 
     # -- capture hooks -----------------------------------------------------------
 
-    def on_captured(self, conn: Connection, stored: Sequence[StoredEvent]) -> list[_Decision]:
-        """In the capture transaction, after the inline projections applied."""
-        decisions: list[_Decision] = []
+    def on_captured(self, conn: Connection, stored: Sequence[StoredEvent]) -> None:
+        """In the capture transaction, after the inline projections applied:
+        at the warm-up threshold, queue the session's L1 work."""
         now = self.clock()
         for ev in stored:
             if ev.duplicate or not isinstance(ev.payload, MessagesCaptured):
@@ -229,55 +242,56 @@ class PipelineService:
                 )
             if st.rounds_pending >= st.threshold(self.settings):
                 queue.enqueue(conn, ev.user_id, "l1", session_id=session, now=now)
-                decisions.append(("enqueued", ev.user_id, session, None))
-            else:
-                due = from_iso(ev.recorded_at) + timedelta(seconds=self.settings.l1_idle_s)
-                decisions.append(("timer", ev.user_id, session, due))
-        self._local.decisions = decisions
-        return decisions
 
     def after_commit(self, stored: Sequence[StoredEvent]) -> None:
-        """After the capture committed: arm or disarm timers, off this thread."""
-        decisions: list[_Decision] = getattr(self._local, "decisions", [])
-        self._local.decisions = []
-        if decisions:
-            self._submit_timer_work(self._apply_decisions, decisions)
+        """After the capture committed: note its sessions for the timer
+        thread (no I/O here; the capture never waits for a timer)."""
+        sessions = {
+            (ev.user_id, ev.payload.session_id)
+            for ev in stored
+            if not ev.duplicate and isinstance(ev.payload, MessagesCaptured)
+        }
+        if not sessions:
+            return
+        with self._captured_lock:
+            self._captured |= sessions
+            if self._arm_queued:
+                return  # the queued pass will take these too
+            self._arm_queued = True
+        self._submit_timer_work(self._arm_captured)
 
-    def _apply_decisions(self, decisions: list[_Decision]) -> None:
-        for kind, user, session, due in decisions:
-            try:
-                if kind == "enqueued":
-                    self.timers.remove(idle_job_id(user, session))
-                    self.arm_drain(self.clock())
-                elif due is not None:
-                    self.arm_idle(user, session, due)
-            except (MemstoreError, SQLAlchemyError) as e:
-                # APScheduler's job store raises SQLAlchemy errors (e.g. "database
-                # is locked" past busy_timeout) under heavy capture. The decision
-                # is durable in the pipeline state; reconcile re-arms from it.
-                log.debug(
-                    "could not arm pipeline timers for %s/%s (%s; reconcile will): %s: %s",
-                    user,
-                    session,
-                    kind,
-                    type(e).__name__,
-                    e,
-                )
+    def _arm_captured(self) -> None:
+        with self._captured_lock:
+            sessions, self._captured = self._captured, set()
+            self._arm_queued = False
+        try:
+            arm_sessions(self, sessions)
+        except (MemstoreError, SQLAlchemyError) as e:
+            # APScheduler's job store raises SQLAlchemy errors (e.g. "database
+            # is locked" past busy_timeout) under heavy capture. The state is
+            # durable; reconcile re-arms from it.
+            log.debug(
+                "could not arm pipeline timers for %d session(s) (reconcile will): %s: %s",
+                len(sessions),
+                type(e).__name__,
+                e,
+            )
 
-    def arm_idle(self, user: str, session: str, due: datetime) -> None:
-        args = scheduler.job_args(self.store.path, user, session)
-        self.timers.set(idle_job_id(user, session), scheduler.fire_l1_idle, args, due)
+    def arm_idle(self, user: str, session: str, due: datetime, *, if_earlier: bool = False) -> bool:
+        job, args = idle_job_id(user, session), [user, session]
+        if if_earlier:
+            return self.timers.set_if_earlier(job, IDLE_TIMER, args, due)
+        self.timers.set(job, IDLE_TIMER, args, due)
+        return True
 
     def arm_drain(self, when: datetime) -> None:
-        args = scheduler.job_args(self.store.path)
-        self.timers.set_if_earlier(DRAIN_JOB_ID, scheduler.fire_drain, args, when)
+        self.timers.set_if_earlier(DRAIN_JOB_ID, DRAIN_TIMER, [], when)
 
     def arm_l2(self, user: str, when: datetime, *, if_earlier: bool = True) -> None:
-        args = scheduler.job_args(self.store.path, user)
         if if_earlier:
-            self.timers.set_if_earlier(l2_job_id(user), scheduler.fire_l2, args, when)
+            self.timers.set_if_earlier(l2_job_id(user), L2_TIMER, [user], when)
         else:
-            self.timers.set(l2_job_id(user), scheduler.fire_l2, args, when)
+            self.timers.set(l2_job_id(user), L2_TIMER, [user], when)
 
     # -- timer callbacks (scheduler threads, or run_due in tests) ----------------
 
@@ -287,7 +301,7 @@ class PipelineService:
         if st is None or st.messages_pending == 0:
             return
         now = self.clock()
-        due = from_iso(st.last_activity_at) + timedelta(seconds=self.settings.l1_idle_s)
+        due = idle_due(st, self.settings)
         if due > now:  # a later capture moved the deadline
             self.arm_idle(user_id, session_id, due)
             return
@@ -318,12 +332,14 @@ class PipelineService:
     def l2_not_before(self, us: UserState) -> datetime | None:
         if us.last_l2_at is None:
             return None
-        return from_iso(us.last_l2_at) + timedelta(seconds=self.settings.l2_min_interval_s)
+        return from_iso(us.last_l2_at) + timedelta(seconds=self.settings.pipeline.l2_min_interval_s)
 
     def _arm_l2_periodic(self, us: UserState, now: datetime) -> None:
-        window = timedelta(seconds=self.settings.l2_active_window_s)
+        window = timedelta(seconds=self.settings.pipeline.l2_active_window_s)
         if us.last_activity_at is not None and from_iso(us.last_activity_at) >= now - window:
-            self.arm_l2(us.user_id, now + timedelta(seconds=self.settings.l2_max_interval_s))
+            self.arm_l2(
+                us.user_id, now + timedelta(seconds=self.settings.pipeline.l2_max_interval_s)
+            )
 
     # -- running work --------------------------------------------------------------
 
@@ -394,8 +410,8 @@ class PipelineService:
                     owner,
                     error=out.error or "failed",
                     now=self.clock(),
-                    retry_delay_s=self.settings.retry_delay_s,
-                    max_retries=self.settings.max_retries,
+                    retry_delay_s=self.settings.pipeline.retry_delay_s,
+                    max_retries=self.settings.pipeline.max_retries,
                 )
         if out.ok:
             self._after_success(item, out)
@@ -407,7 +423,7 @@ class PipelineService:
                 item.stage,
                 item.user_id,
                 item.session_id,
-                self.settings.max_retries,
+                self.settings.pipeline.max_retries,
             )
         return out
 
@@ -418,7 +434,7 @@ class PipelineService:
         if us is None:
             return
         if item.stage == "l1":
-            due = now + timedelta(seconds=self.settings.l2_delay_s)
+            due = now + timedelta(seconds=self.settings.pipeline.l2_delay_s)
             not_before = self.l2_not_before(us)
             self.arm_l2(item.user_id, max(due, not_before) if not_before else due)
         elif item.stage == "l2":

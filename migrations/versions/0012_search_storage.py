@@ -8,7 +8,7 @@ every message's three columns, although search reads the text from
 range instead of ranking every user's messages before the user filter.
 
 Revision ID: 0012_search_storage
-Revises: 0010
+Revises: 0013
 Create Date: 2026-12-01
 """
 
@@ -22,7 +22,7 @@ from alembic import op
 from memstore.text import document_columns, stem_text
 
 revision: str = "0012_search_storage"
-down_revision: str | None = "0010"
+down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
