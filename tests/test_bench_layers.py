@@ -130,16 +130,20 @@ def test_bench_scale_tiny(tmp_path: Path) -> None:
     r = CliRunner().invoke(
         cli,
         [
-            "bench", "scale", "--sizes", "200,400", "--queries", "3",
+            "bench", "scale", "--sizes", "200,400", "--queries", "3", "--turns", "25",
             "--json", str(out), "--workdir", str(tmp_path),
         ],
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     assert "ref numpy cosine" in r.output and "rebuild ev/s" in r.output
+    assert "capture working / stopped" in r.output and "ref FTS5 alone, same user" in r.output
     res = json.loads(out.read_text())
     assert [run["size"] for run in res["runs"]] == [200, 400]
     run = res["runs"][0]
-    assert run["reindex"]["rows"] >= 400  # 200 messages + 200 memories (+ live turns later)
+    assert run["capture"]["n"] == run["capture_idle"]["n"] == 25
+    # 25 samples: p95 is printed, p99 is not (it would be the largest sample).
+    assert run["capture"]["p95_ms"] > 0 and math.isnan(run["capture"]["p99_ms"])
+    assert run["search"]["keyword_l0"]["n"] == 3
     assert run["rebuild"]["events"] > 200 and run["rss_mb"]["peak"] > 0
     md, images = tmp_path / "B.md", tmp_path / "img"
     r = CliRunner().invoke(

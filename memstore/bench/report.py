@@ -139,7 +139,7 @@ def _plot_latency(res: dict[str, Any], out: Path) -> None:
 def _dig(run: dict[str, Any], path: tuple[str, ...]) -> float:
     value: Any = run
     for key in path:
-        value = value[key]
+        value = value.get(key) if isinstance(value, dict) else None
     return float(value) if value is not None else float("nan")
 
 
@@ -155,7 +155,8 @@ def _plot_scale(res: dict[str, Any], out: Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     # Series as key paths into each run: (label, path, reference?)
     latency = (
-        ("capture_turn p99", ("capture", "p99_ms"), False),
+        ("capture_turn p95, indexer working", ("capture", "p95_ms"), False),
+        ("keyword L0 p95", ("search", "keyword_l0", "p95_ms"), False),
         ("hybrid L0 p95", ("search", "hybrid_l0", "p95_ms"), False),
         ("hybrid L1 p95", ("search", "hybrid_l1", "p95_ms"), False),
         ("recall p95", ("search", "recall", "p95_ms"), False),
@@ -173,9 +174,13 @@ def _plot_scale(res: dict[str, Any], out: Path) -> None:
     )
     for ax, series in ((left, latency), (right, growth)):
         for label, path, ref in series:
+            ys = [_dig(r, path) for r in runs]
+            # Older results lack a series; a percentile with too few samples is NaN.
+            if not any(y > 0 for y in ys):
+                continue
             ax.plot(
                 xs,
-                [_dig(r, path) for r in runs],
+                ys,
                 marker="o",
                 linestyle="--" if ref else "-",
                 label=label,

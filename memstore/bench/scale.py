@@ -11,26 +11,34 @@ next to a reference measured in the same process on the same data:
 memstore                      reference
 ============================  ============================================
 fill: capture, 20 per call    raw sqlite3 insert of the same rows, 20 per commit
-capture_turn p50/p99          raw sqlite3 insert, one row per commit
+capture_turn p50/p99,         capture_turn with the indexer stopped; raw
+  background indexer working  sqlite3 insert, one row per commit
 reindex rows/s                the embedder alone on a sample of the texts
-hybrid search (L0) p50/p95    numpy brute-force cosine over the user's vectors;
-                              FTS5 alone (same match expression)
+  (rows the background indexer had not embedded when the fill ended)
+hybrid search (L0) p50/p95    numpy brute-force cosine over the user's vectors
+                              (the very vectors the store searches)
+keyword search (L0) p50/p95   FTS5 alone, same match expression, same user's rows
 search_memories, recall       (recall's floor is search_memories)
 rebuild events/s              read + JSON-decode every event with the bare driver
 database MB                   (raw table, no indexes, no vectors)
 peak RSS                      RSS after imports, before the store opens
 ============================  ============================================
 
-Embeddings: the hashing embedder by default, at every size (so the curves
-compare like with like; e5 embeds ~60 texts/s here, 200k texts would take an
-hour). ``--embedder e5`` uses a pool of ``distinct`` texts instead, and the
-(model, content hash) embedding cache embeds each once, as in ``bench
-search``. Each size runs in a child process so its peak RSS is its own.
+The store runs with the settings a user gets (``Settings()`` defaults:
+background indexer on, context vectors on); only the derivation scheduler is
+off (no LLM here). Embeddings: the hashing embedder by default, at every size
+(so the curves compare like with like; e5 embeds ~60 texts/s here, 200k
+texts would take an hour). ``--embedder e5`` uses a pool of ``distinct``
+texts instead, and the (model, content hash) embedding cache embeds each
+once, as in ``bench search`` (with context vectors each "previous + this"
+pair is still embedded once). Each size runs in a child process so its peak
+RSS is its own. Percentiles with too few samples for them print as "-".
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 import resource
 import tempfile
@@ -153,6 +161,9 @@ def _search(store: Store, qs: Sequence[str], users: int) -> dict[str, Any]:
     targets = [f"u{rng.randrange(users):04d}" for _ in qs]
     out: dict[str, Any] = {}
     cases: dict[str, Callable[[str, str], object]] = {
+        "keyword_l0": lambda q, u: store.search_conversations(
+            q, user_id=u, limit=10, strategy="keyword"
+        ),
         "hybrid_l0": lambda q, u: store.search_conversations(q, user_id=u, limit=10),
         "hybrid_l1": lambda q, u: store.search_memories(q, user_id=u, limit=10),
         "recall": lambda q, u: store.recall(q, user_id=u),
@@ -169,8 +180,19 @@ def _search(store: Store, qs: Sequence[str], users: int) -> dict[str, Any]:
     # Query embedding stays outside the timing: the reference is the scan.
     qvecs = [store.embedder.embed_query(q) for q in qs]
     out["ref_numpy_cosine"] = time_numpy_topk([mats[u] for u in targets], qvecs, 10)
-    out["ref_fts5_alone"] = time_fts5(store, qs, 10)
+    out["ref_fts5_alone"] = time_fts5(store, qs, targets, 10)
     return out
+
+
+def _capture(store: Store, users: int, turns: int, session: str) -> dict[str, float]:
+    lat: list[float] = []
+    for i in range(turns):
+        t0 = time.perf_counter()
+        store.capture_turn(
+            f"u{i % users:04d}", session, f"{session} turn {i}: the pottery class?", "ok"
+        )
+        lat.append((time.perf_counter() - t0) * 1000)
+    return _stats(lat)
 
 
 def _raw_replay(path: Path) -> tuple[int, float]:
@@ -211,7 +233,7 @@ def measure_size(
     mem_pool = [f"The user mentioned: {t}" for t in text_pool(n_texts, seed=21)]
     calls = _messages(size, users, pool)
     res: dict[str, Any] = {"size": size, "users": users, "distinct_texts": n_texts}
-    settings = Settings().replace(embedder=embedder, background_indexer=False, scheduler=False)
+    settings = Settings().replace(embedder=embedder, scheduler=False)
     path = base / f"scale-{size}.db"
     with Store.open(path, settings=settings) as store:
         assert store.embedder is not None
@@ -238,14 +260,13 @@ def measure_size(
         store.embedder.embed_documents(sample)
         res["reindex"]["ref_embed_only_per_s"] = len(sample) / (time.perf_counter() - t0)
         res["db_mb"] = _checkpointed_mb(path)
-        cap: list[float] = []
-        for i in range(capture_turns):
-            t0 = time.perf_counter()
-            store.capture_turn(
-                f"u{i % users:04d}", "live", f"live turn {i}: the pottery class?", "ok"
-            )
-            cap.append((time.perf_counter() - t0) * 1000)
-        res["capture"] = _stats(cap)
+        # Capture while the background indexer embeds each new turn (what a
+        # user's store does), then with it stopped: the ratio is what the
+        # indexer's transactions cost capture.
+        res["capture"] = _capture(store, users, capture_turns, "live")
+        store.parts.stop_background()
+        res["capture_idle"] = _capture(store, users, capture_turns, "idle")
+        store.start_background()
         ref: list[float] = []
         for i in range(capture_turns):
             t0 = time.perf_counter()
@@ -278,8 +299,8 @@ def run_scale(
     *,
     embedder: str = "hashing",
     distinct: int | None = None,
-    n_queries: int = 40,
-    capture_turns: int = 300,
+    n_queries: int = 200,
+    capture_turns: int = 2000,
     workdir: Path | None = None,
     isolate: bool = True,
     log: Callable[[str], None] = lambda _: None,
@@ -289,6 +310,7 @@ def run_scale(
         "embedder": embedder,
         "per_user": PER_USER,
         "queries": n_queries,
+        "capture_turns": capture_turns,
         "isolated_processes": isolate,
         "runs": [],
     }
@@ -312,7 +334,9 @@ def format_scale(res: dict[str, Any]) -> str:
     runs = res["runs"]
     lines = [
         f"scale: N L0 messages + N L1 memories in one file, {res['per_user']} messages per user, "
-        f"embedder {res['embedder']}, {res['queries']} distinct queries; "
+        f"embedder {res['embedder']}, {res['queries']} distinct queries, "
+        f"{res.get('capture_turns', '?')} capture turns; "
+        "defaults (indexer on, context vectors on); "
         + ("each size in its own process" if res["isolated_processes"] else "one process"),
         "",
         f"{'N':>9} {'db MB':>7} {'raw MB':>7} {'L0 fill/s':>10} {'raw ins/s':>10} "
@@ -331,19 +355,36 @@ def format_scale(res: dict[str, Any]) -> str:
         )
     lines += ["", f"{'N':>9} {'latency (ms)':<30} {'p50':>8} {'p95':>8} {'p99':>8}"]
     names = (
-        ("capture", "capture_turn"),
+        ("capture", "capture_turn, indexer working"),
+        ("capture_idle", "  ref capture, indexer stopped"),
         ("ref_raw_insert_one", "  ref raw insert, 1/commit"),
+        ("keyword_l0", "keyword search L0"),
+        ("ref_fts5_alone", "  ref FTS5 alone, same user"),
         ("hybrid_l0", "hybrid search L0 (+q. emb.)"),
         ("hybrid_l1", "hybrid search L1 (+q. emb.)"),
         ("recall", "recall (L1 + persona/scenes)"),
         ("ref_numpy_cosine", "  ref numpy cosine (L0)"),
-        ("ref_fts5_alone", "  ref FTS5 alone (L0)"),
     )
     for r in runs:
         for key, label in names:
-            s = r[key] if key.startswith(("capture", "ref_raw")) else r["search"][key]
+            s = r.get(key) if key.startswith(("capture", "ref_raw")) else r["search"].get(key)
+            if s is None:
+                continue
             lines.append(
-                f"{r['size']:>9,} {label:<30} {s['p50_ms']:>8.2f} {s['p95_ms']:>8.2f} "
-                f"{s['p99_ms']:>8.2f}"
+                f"{r['size']:>9,} {label:<30} " + " ".join(_ms(s[f"p{p}_ms"]) for p in (50, 95, 99))
+            )
+        idle = r.get("capture_idle")
+        if idle:
+            lines.append(
+                f"{r['size']:>9,} {'capture working / stopped':<30} "
+                + " ".join(_ratio(r["capture"][f"p{p}_ms"], idle[f"p{p}_ms"]) for p in (50, 95, 99))
             )
     return "\n".join(lines)
+
+
+def _ms(v: float) -> str:
+    return f"{'-':>8}" if math.isnan(v) else f"{v:>8.2f}"
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{'-':>8}" if math.isnan(a) or math.isnan(b) or not b else f"{a / b:>7.2f}x"

@@ -348,7 +348,12 @@ def bench_locomo(
     help="hashing at every size by default; e5 embeds a pool of --distinct texts once each.",
 )
 @click.option("--distinct", type=int, default=None, help="Distinct texts (default: 1500 for e5).")
-@click.option("--queries", type=int, default=40, show_default=True, help="Timed queries.")
+@click.option(
+    "--queries", type=int, default=200, show_default=True, help="Timed queries (p99 needs 100)."
+)
+@click.option(
+    "--turns", type=int, default=2000, show_default=True, help="Timed capture turns per phase."
+)
 @_json_opt
 @_workdir_opt
 def bench_scale(
@@ -357,6 +362,7 @@ def bench_scale(
     embedder: str,
     distinct: int | None,
     queries: int,
+    turns: int,
     json_path: Path | None,
     workdir: Path | None,
 ) -> None:
@@ -374,13 +380,14 @@ def bench_scale(
     from memstore.bench.scale import MILLION, format_scale, run_scale
 
     chosen = _sizes(sizes) + ([MILLION] if million else [])
-    if queries < 1:
-        raise click.BadParameter("--queries must be positive")
+    if queries < 1 or turns < 1:
+        raise click.BadParameter("--queries and --turns must be positive")
     res = run_scale(
         sorted(set(chosen)),
         embedder=embedder,
         distinct=distinct,
         n_queries=queries,
+        capture_turns=turns,
         workdir=workdir,
         log=_log,
     )

@@ -114,6 +114,18 @@ l0_messages = Table(
     Index("ix_l0_messages_user_id_occurred_at", "user_id", "occurred_at"),
 )
 
+# A small number per user, in order of the user's first message: l0_fts rows
+# are keyed ``slot << 40 | l0_messages.id`` (memstore.l0.projection.fts_key), so
+# one user's messages are one contiguous FTS rowid range and a keyword match
+# reads only that range, whatever the other users store.
+l0_user_slots = Table(
+    "l0_user_slots",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("slot", Integer, nullable=False),
+    UniqueConstraint("slot"),
+)
+
 # --- vectors: caches, not projections ---------------------------------------
 
 # Embeddings keyed by (model, content hash): survives projection rebuilds, so

@@ -1,4 +1,11 @@
-"""The L0 projection: ``l0_messages`` rows and their FTS5 index, applied inline."""
+"""The L0 projection: ``l0_messages`` rows and their FTS5 index, applied inline.
+
+``l0_fts`` is contentless (``content=''``): it holds the index only, since
+the text lives in ``l0_messages`` and search reads it from there. Its rowids
+are :func:`fts_key` values, one contiguous range per user, so a keyword
+match reads the user's own postings rather than every user's
+(:func:`user_fts_range`).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import Connection, delete, func, select, text
 
-from memstore.db.schema import l0_messages
+from memstore.db.schema import l0_messages, l0_user_slots
 from memstore.embeddings import content_hash
 from memstore.events.log import StoredEvent
 from memstore.l0.events import MessagesCaptured
@@ -51,11 +58,54 @@ def _known(conn: Connection, events: Sequence[StoredEvent]) -> set[tuple[str, st
     return found
 
 
+_SLOT_OF = text("SELECT slot FROM l0_user_slots WHERE user_id = :u")
+
+SLOT_SHIFT = 40
+"""l0_messages ids stay below 2**40 (10**12 messages); slots below 2**23."""
+
+
+def fts_key(slot: int, message_row: int) -> int:
+    """The l0_fts rowid of ``l0_messages.id == message_row`` of the user in ``slot``."""
+    return (slot << SLOT_SHIFT) | message_row
+
+
+def user_fts_range(conn: Connection, user_id: str) -> tuple[int, int] | None:
+    """``(lo, hi)``: the l0_fts rowids ``user_id``'s messages can have, or
+    ``None`` if the user has none. ``rowid - lo`` is the l0_messages id."""
+    slot = conn.execute(_SLOT_OF, {"u": user_id}).scalar()
+    if slot is None:
+        return None
+    lo = fts_key(int(slot), 0)
+    return lo, lo + (1 << SLOT_SHIFT) - 1
+
+
+def _slots(conn: Connection, users: Sequence[str]) -> dict[str, int]:
+    """Each of ``users``' slot, new ones numbered in the order given (log order,
+    so a rebuild hands out the same slots)."""
+    wanted = list(dict.fromkeys(users))
+    # Point lookups: usually one user per call (a capture), and a plain
+    # statement is cheaper to run than an expanding IN list to compile.
+    out: dict[str, int] = {}
+    for user in wanted:
+        slot = conn.execute(_SLOT_OF, {"u": user}).scalar()
+        if slot is not None:
+            out[user] = int(slot)
+    new = [u for u in wanted if u not in out]
+    if new:
+        top = int(
+            conn.execute(select(func.coalesce(func.max(l0_user_slots.c.slot), 0))).scalar_one()
+        )
+        given = {u: top + i for i, u in enumerate(new, start=1)}
+        conn.execute(l0_user_slots.insert(), [{"user_id": u, "slot": n} for u, n in given.items()])
+        out.update(given)
+    return out
+
+
 class L0Projection(Projection):
     name: ClassVar[str] = "l0_messages"
     version: ClassVar[int] = 2  # 2: speaker column
     handles: ClassVar[frozenset[str] | None] = frozenset({MessagesCaptured.TYPE})
-    tables = (l0_messages,)
+    tables = (l0_messages, l0_user_slots)
 
     def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
         next_id = int(
@@ -65,6 +115,7 @@ class L0Projection(Projection):
         # event appended directly, an older version): skip it here rather than
         # let the FTS row and the message row disagree. One lookup per batch.
         seen = _known(conn, events)
+        slots = _slots(conn, [ev.user_id for ev in events])
         rows: list[tuple[Any, ...]] = []
         fts: list[tuple[Any, ...]] = []
         for ev in events:
@@ -94,7 +145,7 @@ class L0Projection(Projection):
                     )
                 )
                 latin, cjk = document_columns(text_)
-                fts.append((next_id, latin, cjk, stem_text(latin)))
+                fts.append((fts_key(slots[ev.user_id], next_id), latin, cjk, stem_text(latin)))
         if rows:
             # Bare executemany: SQLAlchemy's per-row parameter processing cost
             # more than the inserts on replay.
@@ -102,8 +153,11 @@ class L0Projection(Projection):
             conn.exec_driver_sql(_FTS_INSERT, fts)
 
     def clear(self, conn: Connection) -> None:
-        conn.execute(text("DELETE FROM l0_fts"))
+        # A contentless FTS5 table cannot DELETE rows it has no content for;
+        # 'delete-all' empties its index.
+        conn.execute(text("INSERT INTO l0_fts(l0_fts) VALUES ('delete-all')"))
         conn.execute(delete(l0_messages))
+        conn.execute(delete(l0_user_slots))
         # Vectors stay: replay assigns ids in log order, so each id names the
         # same message again and vector search works right after a rebuild
         # (erasure, which renumbers, moves them: spaces.carry_over).

@@ -30,6 +30,7 @@ from memstore.db.engine import Database
 from memstore.embeddings import Embedder, check_vectors, from_blob, to_blob
 from memstore.errors import InvalidInputError, MemstoreError
 from memstore.l0.capture import check_id
+from memstore.l0.projection import user_fts_range
 from memstore.text import build_match, is_low_information
 from memstore.vectors import spaces
 from memstore.vectors.hot import HotPartitions
@@ -252,9 +253,16 @@ class SearchEngine:
             return []
         params: dict[str, Any] = {"q": match, "u": user_id, "k": k}
         if kind == "l0":
+            span = user_fts_range(conn, user_id)
+            if span is None:
+                return []
+            # The rowid range makes FTS5 read only this user's postings (its
+            # rows are keyed by user slot); m.user_id is checked as well.
+            params["lo"], params["hi"] = span
             sql = (
                 f"SELECT m.id, bm25(l0_fts, {_BM25_WEIGHTS}) AS s FROM l0_fts "
-                "JOIN l0_messages m ON m.id = l0_fts.rowid WHERE l0_fts MATCH :q AND m.user_id = :u"
+                "JOIN l0_messages m ON m.id = l0_fts.rowid - :lo "
+                "WHERE l0_fts MATCH :q AND l0_fts.rowid BETWEEN :lo AND :hi AND m.user_id = :u"
             )
             if session_id:
                 sql += " AND m.session_id = :s"

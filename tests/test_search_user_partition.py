@@ -1,0 +1,184 @@
+"""Keyword search reads one user's FTS rows (issue 14, finding 3) and the
+FTS table keeps no copy of the text (finding 5).
+
+The reference for "same results as before" is the earlier layout rebuilt in
+a scratch database: an FTS5 table with its own content, rowid = message id,
+every user's rows in one index and the user filter applied after the match.
+BM25 statistics are the whole table's in both, so scores agree exactly.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from sqlalchemy import text
+
+from memstore.config import Settings
+from memstore.db import migrate
+from memstore.l0.projection import SLOT_SHIFT, user_fts_range
+from memstore.store import Store
+from memstore.text import build_match, document_columns, stem_text
+
+_TOPICS = (
+    "pottery class in Lisbon with Anna",
+    "the marathon training plan and new running shoes",
+    "sourdough bread recipe from grandma",
+    "a violin lesson on Friday, the teacher was strict",
+    "咖啡 and green tea in Kyoto",
+    "the tax forms are due, accountant called",
+    "my puppy chewed the garden beds",
+)
+_QUERIES = (
+    "pottery class",
+    "what about the marathon plan?",
+    "bread",
+    "violin teacher Friday",
+    "咖啡",
+    "tax accountant",
+    "puppy garden",
+    "Anna Lisbon bread violin",
+)
+_USERS = ("alice", "bob", "carol")
+
+
+def _fill(store: Store) -> None:
+    for round_ in range(4):
+        for u, user in enumerate(_USERS):
+            msgs = [
+                {"role": "user", "content": f"{_TOPICS[(u + i + round_) % len(_TOPICS)]} #{i}"}
+                for i in range(5)
+            ]
+            # The same words for every user, so a leak would be visible.
+            msgs.append({"role": "assistant", "content": "pottery class with Anna, noted"})
+            store.capture(user, f"s{round_}", msgs)
+
+
+def _reference(store: Store, query: str, user: str, k: int) -> list[tuple[int, float]]:
+    """The keyword list as the earlier layout ranked it."""
+    ref = sqlite3.connect(":memory:")
+    ref.execute(
+        "CREATE VIRTUAL TABLE f USING fts5(text, cjk, stem, "
+        "tokenize='unicode61 remove_diacritics 2')"
+    )
+    ref.execute("CREATE TABLE m (id INTEGER PRIMARY KEY, user_id TEXT)")
+    with store.db.read() as conn:
+        rows = conn.execute(text("SELECT id, user_id, text FROM l0_messages")).all()
+    for rid, uid, body in rows:
+        latin, cjk = document_columns(body)
+        ref.execute(
+            "INSERT INTO f(rowid, text, cjk, stem) VALUES (?, ?, ?, ?)",
+            (rid, latin, cjk, stem_text(latin)),
+        )
+        ref.execute("INSERT INTO m VALUES (?, ?)", (rid, uid))
+    match = build_match(query)
+    assert match is not None
+    out = ref.execute(
+        "SELECT m.id, bm25(f, 1.0, 1.0, 1.0) AS s FROM f JOIN m ON m.id = f.rowid "
+        "WHERE f MATCH ? AND m.user_id = ? ORDER BY s LIMIT ?",
+        (match, user, k),
+    ).fetchall()
+    ref.close()
+    return [(int(i), float(s)) for i, s in out]
+
+
+def _keyword(store: Store, query: str, user: str, k: int) -> list[tuple[int, float]]:
+    with store.db.read() as conn:
+        return store.search_engine._keyword(conn, "l0", query, user, k, None, None, None)
+
+
+def test_keyword_lists_match_the_shared_index_layout(store: Store) -> None:
+    _fill(store)
+    checked = 0
+    for user in _USERS:
+        for q in _QUERIES:
+            got = _keyword(store, q, user, 10)
+            want = _reference(store, q, user, 10)
+            assert [i for i, _ in got] == [i for i, _ in want], (user, q)
+            assert [round(s, 9) for _, s in got] == [round(s, 9) for _, s in want], (user, q)
+            checked += bool(got)
+    assert checked >= len(_USERS) * (len(_QUERIES) - 1)
+
+
+def test_a_user_never_sees_another_users_rows(store: Store) -> None:
+    _fill(store)
+    store.capture("dave", "s0", [{"role": "user", "content": "only dave talks about zeppelins"}])
+    with store.db.read() as conn:
+        owner = dict(conn.execute(text("SELECT id, user_id FROM l0_messages")).all())
+    for user in _USERS:
+        for q in (*_QUERIES, "zeppelins"):
+            for strategy in ("keyword", "hybrid"):
+                hits = store.search_conversations(q, user_id=user, limit=20, strategy=strategy)
+                assert all(owner[h.id] == user and h.user_id == user for h in hits), (user, q)
+    assert store.search_conversations("zeppelins", user_id="alice", strategy="keyword") == []
+    assert [h.user_id for h in store.search_conversations("zeppelins", user_id="dave")] == ["dave"]
+    assert _keyword(store, "pottery", "nobody", 10) == []
+
+
+def test_fts_rows_sit_in_their_users_range_and_hold_no_text(store: Store) -> None:
+    _fill(store)
+    with store.db.read() as conn:
+        names = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master"))}
+        assert "l0_fts_content" not in names  # contentless: the text is stored once
+        owner = dict(conn.execute(text("SELECT id, user_id FROM l0_messages")).all())
+        keys = [
+            int(r[0])
+            for r in conn.execute(
+                text("SELECT rowid FROM l0_fts WHERE l0_fts MATCH :q"), {"q": '"pottery"'}
+            )
+        ]
+        spans = {u: user_fts_range(conn, u) for u in _USERS}
+        plan = " ".join(
+            str(r[3])
+            for r in conn.exec_driver_sql(
+                "EXPLAIN QUERY PLAN SELECT rowid FROM l0_fts WHERE l0_fts MATCH ? "
+                "AND rowid BETWEEN ? AND ?",
+                ('"pottery"', 1, 2),
+            )
+        )
+    assert len(keys) >= len(_USERS) * 4
+    for key in keys:
+        user = owner[key & ((1 << SLOT_SHIFT) - 1)]
+        lo, hi = spans[user] or (0, -1)
+        assert lo <= key <= hi
+    # FTS5 takes the rowid bounds into its own plan (M = MATCH, > < = bounds),
+    # so only the range's postings are read.
+    assert ":M" in plan and ">" in plan and "<" in plan
+
+
+def test_rebuild_gives_the_same_keys(store: Store) -> None:
+    _fill(store)
+    before = {u: _keyword(store, "pottery class Anna", u, 10) for u in _USERS}
+    with store.db.read() as conn:
+        slots = conn.execute(text("SELECT user_id, slot FROM l0_user_slots ORDER BY slot")).all()
+    store.rebuild()
+    with store.db.read() as conn:
+        again = conn.execute(text("SELECT user_id, slot FROM l0_user_slots ORDER BY slot")).all()
+    assert (
+        [tuple(r) for r in again]
+        == [tuple(r) for r in slots]
+        == [(u, i) for i, u in enumerate(_USERS, start=1)]
+    )
+    assert {u: _keyword(store, "pottery class Anna", u, 10) for u in _USERS} == before
+
+
+def test_migration_converts_an_existing_file(db_path: Path, settings: Settings) -> None:
+    with Store.open(db_path, settings=settings) as s:
+        _fill(s)
+        before = {(u, q): _keyword(s, q, u, 10) for u in _USERS for q in _QUERIES}
+        migrate.downgrade(s.db, "0010")
+        with s.db.read() as conn:
+            names = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master"))}
+            # The earlier layout: FTS keeps its own copy, rowid = message id.
+            assert "l0_fts_content" in names and "l0_user_slots" not in names
+            n_old = conn.execute(text("SELECT count(*) FROM l0_fts_content")).scalar_one()
+            assert n_old == conn.execute(text("SELECT count(*) FROM l0_messages")).scalar_one()
+    with Store.open(db_path, settings=settings) as s:
+        assert migrate.current_revision(s.db) == migrate.head_revision()
+        with s.db.read() as conn:
+            names = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master"))}
+        assert "l0_fts_content" not in names
+        assert {(u, q): _keyword(s, q, u, 10) for u in _USERS for q in _QUERIES} == before
+        # New captures continue the slots the migration handed out.
+        s.capture("erin", "s0", [{"role": "user", "content": "erin's pottery class"}])
+        assert [h.user_id for h in s.search_conversations("pottery", user_id="erin")] == ["erin"]
