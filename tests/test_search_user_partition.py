@@ -17,7 +17,7 @@ from sqlalchemy import text
 from memstore.config import Settings
 from memstore.db import migrate
 from memstore.l0.projection import SLOT_SHIFT, user_fts_range
-from memstore.store import Store
+from memstore.store import Store, default_projections
 from memstore.text import build_match, document_columns, stem_text
 
 _TOPICS = (
@@ -166,7 +166,7 @@ def test_migration_converts_an_existing_file(db_path: Path, settings: Settings) 
     with Store.open(db_path, settings=settings) as s:
         _fill(s)
         before = {(u, q): _keyword(s, q, u, 10) for u in _USERS for q in _QUERIES}
-        migrate.downgrade(s.db, "0010")
+        migrate.downgrade(s.db, "0010", owners=migrate.projection_tables(default_projections()))
         with s.db.read() as conn:
             names = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master"))}
             # The earlier layout: FTS keeps its own copy, rowid = message id.
