@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import event
 
 from memstore import validate as v
-from memstore.config import Settings, default_db_path
+from memstore.config import Settings
 from memstore.db import migrate
+from memstore.db.connect import open_database, resolve
 from memstore.db.engine import Database
 from memstore.embeddings import Embedder, make_embedder
 from memstore.erasure_compaction import Compactor
@@ -72,7 +73,9 @@ class Store:
         # Erasure compaction left pending (crash, reader in the way) is
         # finished on open, close and the next write.
         self.compactor = Compactor(db)
-        self.embedder: Embedder | None = make_embedder(settings)
+        # Vectors live in sqlite-vec tables; on PostgreSQL (preview) search is
+        # keyword-only until pgvector support lands.
+        self.embedder: Embedder | None = make_embedder(settings) if db.dialect == "sqlite" else None
         self.search_engine = SearchEngine(db, self.embedder, settings)
         self.indexer: Indexer | None = (
             Indexer(db, self.embedder, clock, context_vectors=settings.context_vectors)
@@ -113,9 +116,8 @@ class Store:
         which case an out-of-date database raises ``MigrationError``.
         """
         settings = settings or Settings.load()
-        target = Path(path).expanduser() if path is not None else default_db_path()
-        db = Database(
-            target, busy_timeout_ms=settings.busy_timeout_ms, durability=settings.durability
+        db = open_database(
+            resolve(path), busy_timeout_ms=settings.busy_timeout_ms, durability=settings.durability
         )
         try:
             migrate.ensure_current(db, upgrade_schema=upgrade)

@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || $PY -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e ".[dev,embed,bench,hermes,peers,server]"
+.venv/bin/pip install -q -e ".[dev,embed,bench,hermes,peers,server,postgres]"
 .venv/bin/pytest "$@"

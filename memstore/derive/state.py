@@ -20,6 +20,7 @@ from memstore.db.schema import (
     l2_state,
     l3_persona,
 )
+from memstore.db.sqlfn import json_text
 from memstore.l0.events import UserErased
 
 DEFAULT_GENERATION = 0  # a user nobody re-derived shows generation 0 (as search assumes)
@@ -280,7 +281,7 @@ def erased_since(conn: Connection, user_id: str, position: int) -> bool:
         .where(
             e.type == UserErased.TYPE,
             e.position > position,
-            func.json_extract(e.payload, "$.erased_user_id") == user_id,
+            json_text(conn, e.payload, "erased_user_id") == user_id,
         )
         .limit(1)
     ).first()

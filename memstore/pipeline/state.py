@@ -42,6 +42,7 @@ from memstore.db.schema import (
     pipeline_sessions,
     pipeline_users,
 )
+from memstore.db.sqlfn import driver_sql
 from memstore.derive.events import (
     GenerationActivated,
     GenerationStarted,
@@ -196,27 +197,36 @@ class PipelineStateProjection(Projection):
             sessions.append((ev.user_id, p.session_id, rounds, n, ev.position, ev.recorded_at))
             users.append((ev.user_id, ev.recorded_at))
         conn.exec_driver_sql(
-            "INSERT INTO pipeline_pending (user_id, session_id, position, rounds, messages) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            driver_sql(
+                conn,
+                "INSERT INTO pipeline_pending (user_id, session_id, position, rounds, messages) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            ),
             pending,
         )
         # New talk reopens an ended session (ended_at back to NULL).
         conn.exec_driver_sql(
-            "INSERT INTO pipeline_sessions (user_id, session_id, rounds_pending, "
-            "messages_pending, cursor_position, extractions, last_capture_position, "
-            "last_activity_at, failures) VALUES (?, ?, ?, ?, 0, 0, ?, ?, 0) "
-            "ON CONFLICT (user_id, session_id) DO UPDATE SET "
-            "rounds_pending = rounds_pending + excluded.rounds_pending, "
-            "messages_pending = messages_pending + excluded.messages_pending, "
-            "last_capture_position = excluded.last_capture_position, "
-            "last_activity_at = excluded.last_activity_at, ended_at = NULL",
+            driver_sql(
+                conn,
+                "INSERT INTO pipeline_sessions (user_id, session_id, rounds_pending, "
+                "messages_pending, cursor_position, extractions, last_capture_position, "
+                "last_activity_at, failures) VALUES (?, ?, ?, ?, 0, 0, ?, ?, 0) "
+                "ON CONFLICT (user_id, session_id) DO UPDATE SET rounds_pending = "
+                "pipeline_sessions.rounds_pending + excluded.rounds_pending, messages_pending = "
+                "pipeline_sessions.messages_pending + excluded.messages_pending, "
+                "last_capture_position = excluded.last_capture_position, "
+                "last_activity_at = excluded.last_activity_at, ended_at = NULL",
+            ),
             sessions,
         )
         conn.exec_driver_sql(
-            "INSERT INTO pipeline_users (user_id, last_activity_at, last_l1_position, "
-            "last_l2_position, last_l3_position, l2_failures, l3_failures) "
-            "VALUES (?, ?, 0, 0, 0, 0, 0) "
-            "ON CONFLICT (user_id) DO UPDATE SET last_activity_at = excluded.last_activity_at",
+            driver_sql(
+                conn,
+                "INSERT INTO pipeline_users (user_id, last_activity_at, last_l1_position, "
+                "last_l2_position, last_l3_position, l2_failures, l3_failures) "
+                "VALUES (?, ?, 0, 0, 0, 0, 0) "
+                "ON CONFLICT (user_id) DO UPDATE SET last_activity_at = excluded.last_activity_at",
+            ),
             users,
         )
 

@@ -28,8 +28,9 @@ from sqlalchemy import Connection, text
 from memstore.config import Settings
 from memstore.db.engine import Database
 from memstore.embeddings import Embedder, check_vectors, to_blob
-from memstore.errors import InvalidInputError, MemstoreError
+from memstore.errors import InvalidInputError, MemstoreError, StorageError
 from memstore.l0.capture import check_id
+from memstore.search import keyword_pg
 from memstore.text import build_match, is_low_information
 from memstore.vectors import spaces
 
@@ -186,6 +187,11 @@ class SearchEngine:
             )
         if not isinstance(query, str):
             raise InvalidInputError("query must be a string")
+        if strategy == "vector" and self.db.dialect == "postgresql":
+            raise StorageError(
+                "vector search on PostgreSQL is not supported yet: use strategy 'keyword' "
+                "(or 'hybrid', which is keyword-only there)"
+            )
         n = clamp_limit(limit)
         fetch = max(n, self.candidates)
         deep = fetch * (_L0_OVERFETCH if kind == "l0" else 1)
@@ -244,6 +250,18 @@ class SearchEngine:
         type_: str | None,
         scene: str | None,
     ) -> list[tuple[int, float]]:
+        if conn.dialect.name == "postgresql":
+            return keyword_pg.keyword(
+                conn,
+                kind,
+                query,
+                user_id,
+                k,
+                session_id=session_id,
+                type_=type_,
+                scene=scene,
+                l1_active=_L1_ACTIVE,
+            )
         match = build_match(query)
         if match is None:
             return []
