@@ -22,6 +22,7 @@ from memstore.db.schema import (
     l1_cursors,
     l1_memories,
 )
+from memstore.db.sqlfn import greatest
 from memstore.derive.events import (
     GenerationActivated,
     GenerationStarted,
@@ -249,7 +250,7 @@ class L1Projection(Projection):
                     l1_cursors.c.generation,
                 ],
                 set_={
-                    "cursor_position": func.max(l1_cursors.c.cursor_position, p.cursor_position),
+                    "cursor_position": greatest(l1_cursors.c.cursor_position, p.cursor_position),
                     "runs": l1_cursors.c.runs + 1,
                     "last_run_id": p.run_id,
                     "updated_position": ev.position,

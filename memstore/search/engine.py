@@ -260,7 +260,7 @@ class SearchEngine:
                 session_id=session_id,
                 type_=type_,
                 scene=scene,
-                l1_active=_L1_ACTIVE,
+                l1_filter=_L1_ACTIVE,
             )
         match = build_match(query)
         if match is None:

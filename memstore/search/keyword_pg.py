@@ -61,12 +61,14 @@ def keyword(
     user_id: str,
     k: int,
     *,
-    session_id: str | None,
-    type_: str | None,
-    scene: str | None,
-    l1_active: str,
+    l1_filter: str,
+    session_id: str | None = None,
+    type_: str | None = None,
+    scene: str | None = None,
 ) -> list[tuple[int, float]]:
-    """``(row id, score)`` best first, the contract of the FTS5 search."""
+    """``(row id, score)`` best first, the contract of the FTS5 search.
+    ``l1_filter`` is the caller's SQL condition on memories ``m`` (which
+    generation and status count); it is code, never user input."""
     params: dict[str, Any] = {"u": user_id, "k": k}
     q = tsquery_sql(query, params)
     if q is None:
@@ -81,7 +83,7 @@ def keyword(
             sql += " AND m.session_id = :s"
             params["s"] = session_id
     else:
-        sql += f" AND {l1_active}"
+        sql += f" AND {l1_filter}"
         if type_:
             sql += " AND m.type = :t"
             params["t"] = type_
