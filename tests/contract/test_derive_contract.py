@@ -22,9 +22,7 @@ def llm() -> Iterator[tuple[FakeOpenAI, ScriptedLLM]]:
 
 
 @pytest.fixture
-def dstore(
-    target: str, settings: Settings, llm: tuple[FakeOpenAI, ScriptedLLM]
-) -> Iterator[Store]:
+def dstore(target: str, settings: Settings, llm: tuple[FakeOpenAI, ScriptedLLM]) -> Iterator[Store]:
     s = settings.replace(
         llm_base_url=llm[0].base_url, llm_model="fake-model", llm_max_retries=1, llm_timeout_s=5.0
     )
