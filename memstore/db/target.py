@@ -58,8 +58,11 @@ def parse(value: str | os.PathLike[str]) -> Target:
         return Target(path=Path(raw.removeprefix("sqlite:///")).expanduser())
     if scheme in _PG_SCHEMES:
         if not raw[len(scheme) :].startswith("://"):
+            # Path() folds "//" into "/": the URL went through a file-path type.
             raise InvalidInputError(
-                f"{safe_url(raw)} is not a PostgreSQL URL (expected {PG_DRIVER}://user@host:port/db)"
+                f"{safe_url(raw)} is a PostgreSQL URL folded into a file path; pass the URL "
+                f"as a string ({PG_DRIVER}://user@host:port/db) to Store.open. The command "
+                "line's --db takes file paths only (PostgreSQL there is not supported yet)"
             )
         return Target(url=PG_DRIVER + raw[len(scheme) :])
     raise InvalidInputError(

@@ -67,3 +67,18 @@ def test_memstore_db_may_hold_a_postgres_url(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setenv("MEMSTORE_DB", "postgres://u@h:5/d")
     assert resolve(None).url == "postgresql+psycopg://u@h:5/d"
+
+
+def test_the_command_line_refuses_a_url_without_creating_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from memstore.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    args = ["capture", "--user", "u", "--session", "s", "--user-text", "hi"]
+    for url in ("postgresql://u@127.0.0.1:9/d", "mysql://u@h/db"):
+        res = CliRunner().invoke(cli, ["--db", url, *args])
+        assert isinstance(res.exception, InvalidInputError) and "URL" in str(res.exception)
+    assert os.listdir(tmp_path) == []
