@@ -103,8 +103,10 @@ class PostgresDatabase(Database):
             raise ConfigError(f"durability must be one of normal, full, not {durability!r}")
         self.url = url
         self.location = safe_url(url)
-        # Not a file: a stable key for per-database registries (scheduler).
-        self.path = Path(self.location)
+        # Not a file: a key for per-database registries (the scheduler's timers
+        # carry it to whichever process fires them). Absolute, so resolving it
+        # does not depend on the working directory of the process.
+        self.path = Path("/", self.location.replace("://", "/", 1))
         self.busy_timeout_ms = busy_timeout_ms
         # "normal" on SQLite survives a process crash but maybe not a power
         # cut; PostgreSQL's commits are durable either way (synchronous_commit

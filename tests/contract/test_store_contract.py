@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+import pytest
 from sqlalchemy import exc, text
 
 from memstore import Settings
@@ -159,3 +163,17 @@ def test_migrations_down_and_up_keep_the_log(target: str, settings: Settings) ->
             assert [t for t in _tables(conn) if t != "alembic_version"] == []
         migrate.upgrade(s.db)
         assert migrate.current_revision(s.db) == head
+
+
+def test_timer_key_is_the_same_from_any_working_directory(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Timers carry the store's key to whichever process fires them."""
+    from memstore.pipeline.scheduler import job_args
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "a")
+    here = job_args(store.path)
+    monkeypatch.chdir(tmp_path / "a" / "b")
+    assert job_args(store.path) == here
+    assert os.listdir(tmp_path / "a") == ["b"] and os.listdir(tmp_path / "a" / "b") == []
