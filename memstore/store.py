@@ -78,7 +78,7 @@ class Store:
         self.embedder: Embedder | None = make_embedder(settings) if db.dialect == "sqlite" else None
         self.search_engine = SearchEngine(db, self.embedder, settings)
         self.indexer: Indexer | None = (
-            Indexer(db, self.embedder, clock, context_vectors=settings.context_vectors)
+            Indexer(db, self.embedder, clock, context_vectors=settings.embedding.context_vectors)
             if self.embedder is not None
             else None
         )
@@ -117,7 +117,9 @@ class Store:
         """
         settings = settings or Settings.load()
         db = open_database(
-            resolve(path), busy_timeout_ms=settings.busy_timeout_ms, durability=settings.durability
+            resolve(path),
+            busy_timeout_ms=settings.storage.busy_timeout_ms,
+            durability=settings.storage.durability,
         )
         try:
             migrate.ensure_current(db, upgrade_schema=upgrade)
@@ -125,9 +127,9 @@ class Store:
             with db.write() as conn:
                 store.projections.bring_current(conn)
             store.compactor.on_open()
-            if settings.background_indexer:
+            if settings.pipeline.background_indexer:
                 store.start_background()
-            if settings.scheduler and store.pipeline is not None:
+            if settings.pipeline.scheduler and store.pipeline is not None:
                 store.pipeline.start()
         except BaseException:
             db.close()
@@ -234,7 +236,10 @@ class Store:
         session_id = v.check_id("session_id", session_id)
         agent_id = v.opt_id("agent_id", agent_id)
         prepared = prepare_messages(
-            session_id, messages, now=self.clock(), max_bytes=self.settings.max_message_bytes
+            session_id,
+            messages,
+            now=self.clock(),
+            max_bytes=self.settings.storage.max_message_bytes,
         )
         dropped = len(messages) - len(prepared)
         ids = [m.id for m in prepared]

@@ -188,7 +188,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         from memstore.derive.recall import STABLE_SHARE, stable_part
 
         try:
-            budget = int(store.settings.recall_budget_chars * STABLE_SHARE)
+            budget = int(store.settings.recall.budget_chars * STABLE_SHARE)
             stable = stable_part(store, self._user_id, budget).text
         except MemstoreError as exc:
             log.warning("memstore: reading the stable context failed: %s", exc)
@@ -208,7 +208,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
     ) -> str:
         from memstore.derive.api import recall
 
-        timeout = store.settings.recall_timeout_s
+        timeout = store.settings.recall.timeout_s
         try:
             found = recall(
                 store,

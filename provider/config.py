@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memstore.config import Settings
+from memstore.config import SETTINGS, Settings, UserScope, setting_paths
 from memstore.errors import ConfigError
 from memstore.hermes_home import edit_config, provider_section, read_config, section
 
-from .identity import USER_SCOPES, UserScope, parse_scope
+from .identity import USER_SCOPES
 
 DB_FILENAME = "memstore.db"
 # Bound for on_session_end / on_session_switch / shutdown: Hermes runs them on
@@ -30,9 +30,8 @@ DEFAULT_SESSION_END_TIMEOUT_S = 15.0
 # thread lives; memstore answers (possibly partially) well before that.
 MAX_RECALL_TIMEOUT_S = 5.0
 
-_SETTINGS_FIELDS = {f.name for f in fields(Settings)} - {"extra"}
-_PROVIDER_KEYS = {"db_path", "user_id", "user_scope", "session_end_timeout_s", "store_linger_s"}
-_SECRETS = {"llm_api_key", "embed_api_key"}
+WHERE = "memory.memstore"
+_SECRETS = {("llm", "api_key"), ("embedding", "api_key")}
 
 CONFIG_SCHEMA: tuple[dict[str, Any], ...] = (
     {
@@ -94,72 +93,69 @@ CONFIG_SCHEMA: tuple[dict[str, Any], ...] = (
 
 @dataclass(frozen=True)
 class ProviderConfig:
+    """The resolved database file and the settings (``settings.hermes`` holds
+    the provider's own)."""
+
     db_path: Path
-    # None when memory.memstore.user_id is not set: identity.resolve_identity
-    # then decides from what the host passes (see provider/identity.py).
-    user_id: str | None
-    user_scope: UserScope
     settings: Settings
-    session_end_timeout_s: float
-    store_linger_s: float | None
+
+    @property
+    def user_id(self) -> str | None:
+        # None when memory.memstore.user_id is not set: identity.resolve_identity
+        # then decides from what the host passes (see provider/identity.py).
+        return self.settings.hermes.user_id.strip() or None
+
+    @property
+    def user_scope(self) -> UserScope:
+        return self.settings.hermes.user_scope
+
+    @property
+    def session_end_timeout_s(self) -> float:
+        return self.settings.hermes.session_end_timeout_s or DEFAULT_SESSION_END_TIMEOUT_S
+
+    @property
+    def store_linger_s(self) -> float | None:
+        return self.settings.hermes.store_linger_s
 
 
-def _float(values: Mapping[str, Any], key: str, default: float | None) -> float | None:
-    raw = values.get(key)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"memory.memstore.{key}: not a number: {raw!r}") from exc
+def _check_secrets(values: Mapping[str, Any]) -> None:
+    paths = setting_paths(values, WHERE)  # also rejects unknown keys
+    leaked = sorted(SETTINGS[p] for p in paths if p in _SECRETS and paths[p])
+    if leaked:
+        # A key in config.yaml is readable by anyone who can read the config:
+        # refuse it rather than use it (constructor overrides may carry keys).
+        raise ConfigError(
+            f"{WHERE}: {leaked} belong in the environment "
+            "(MEMSTORE_LLM_API_KEY / MEMSTORE_EMBED_API_KEY), not in config.yaml"
+        )
 
 
 def resolve(hermes_home: str | Path, overrides: Mapping[str, Any] | None = None) -> ProviderConfig:
     """The provider's configuration for a Hermes home (raises ConfigError)."""
     home = Path(hermes_home).expanduser()
     values: dict[str, Any] = provider_section(read_config(home))
-    leaked = sorted(k for k in _SECRETS if values.get(k))
-    if leaked:
-        # A key in config.yaml is readable by anyone who can read the config:
-        # refuse it rather than use it (constructor overrides may carry keys).
-        raise ConfigError(
-            f"memory.memstore: {leaked} belong in the environment "
-            "(MEMSTORE_LLM_API_KEY / MEMSTORE_EMBED_API_KEY), not in config.yaml"
-        )
+    _check_secrets(values)
     values.update(overrides or {})
-    unknown = set(values) - _SETTINGS_FIELDS - _PROVIDER_KEYS
-    if unknown:
-        raise ConfigError(f"memory.memstore: unknown keys {sorted(unknown)}")
-    settings = Settings.load(**{k: v for k, v in values.items() if k in _SETTINGS_FIELDS})
-    if settings.recall_timeout_s > MAX_RECALL_TIMEOUT_S:
+    settings = Settings.load(where=WHERE, **values)
+    if settings.recall.timeout_s > MAX_RECALL_TIMEOUT_S:
         settings = settings.replace(recall_timeout_s=MAX_RECALL_TIMEOUT_S)
     env_db = os.environ.get("MEMSTORE_DB", "").strip()
-    configured = str(values.get("db_path") or "").strip()
+    configured = settings.hermes.db_path.strip()
     db = Path(env_db or configured or home / DB_FILENAME).expanduser()
     if not db.is_absolute():
         db = home / db
-    user = str(values.get("user_id") or "").strip() or None
-    end_timeout = _float(values, "session_end_timeout_s", DEFAULT_SESSION_END_TIMEOUT_S)
-    return ProviderConfig(
-        db_path=db,
-        user_id=user,
-        user_scope=parse_scope(values.get("user_scope")),
-        settings=settings,
-        session_end_timeout_s=end_timeout or DEFAULT_SESSION_END_TIMEOUT_S,
-        store_linger_s=_float(values, "store_linger_s", None),
-    )
+    return ProviderConfig(db_path=db, settings=settings)
 
 
 def save(values: Mapping[str, Any], hermes_home: str | Path) -> Path:
-    """Merge non-secret ``values`` into ``memory.memstore`` of config.yaml."""
-    clean = {k: v for k, v in values.items() if k not in _SECRETS and v not in (None, "")}
-    unknown = set(clean) - _SETTINGS_FIELDS - _PROVIDER_KEYS
-    if unknown:
-        raise ConfigError(f"memory.memstore: unknown keys {sorted(unknown)}")
+    """Merge non-secret ``values`` (flat names) into ``memory.memstore`` of config.yaml."""
+    clean = {k: v for k, v in values.items() if v not in (None, "")}
+    paths = setting_paths(clean, WHERE)  # rejects unknown keys
+    kept = {SETTINGS[p]: v for p, v in paths.items() if p not in _SECRETS}
 
     def mutate(data: Any) -> None:
         target = section(section(data, "memory"), "memstore")
-        for key, value in clean.items():
+        for key, value in kept.items():
             target[key] = value
 
     return edit_config(hermes_home, mutate)

@@ -88,10 +88,10 @@ class HermesBackend:
 
     def __init__(self, settings: Settings, configured: HermesModel) -> None:
         self._configured = configured
-        self._temperature = settings.llm_temperature
-        self._max_tokens = settings.llm_max_tokens
-        self._timeout = settings.llm_timeout_s
-        self._max_chars = settings.llm_max_answer_bytes
+        self._temperature = settings.llm.temperature
+        self._max_tokens = settings.llm.max_tokens
+        self._timeout = settings.llm.timeout_s
+        self._max_chars = settings.llm.max_answer_bytes
 
     @property
     def model(self) -> str:
@@ -153,8 +153,8 @@ class HermesBackend:
 
 def derivation_model(settings: Settings, home: Path) -> str:
     """One line for ``hermes memory status``: who derives for this configuration."""
-    if settings.llm_configured:
-        return f"llm: memstore's endpoint {settings.llm_base_url} (model {settings.llm_model})"
+    if settings.llm.configured:
+        return f"llm: memstore's endpoint {settings.llm.base_url} (model {settings.llm.model})"
     configured = _configured(home)
     if configured is not None and available():
         return f"hermes: {HermesBackend(settings, configured).describe()}"
@@ -187,7 +187,7 @@ def attach(store: object, settings: Settings, home: Path) -> None:
 
     Cheap after the first call for a store (providers call it on every initialize).
     """
-    if settings.llm_configured or host_backend(store) is not None:
+    if settings.llm.configured or host_backend(store) is not None:
         return
     configured = _configured(home)
     if configured is None or not available():

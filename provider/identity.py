@@ -32,14 +32,13 @@ import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from memstore.errors import ConfigError
+from memstore.config import UserScope
 
 log = logging.getLogger("memstore.hermes")
 
-UserScope = Literal["auto", "user", "session_key", "shared"]
-USER_SCOPES: tuple[UserScope, ...] = ("auto", "user", "session_key", "shared")
+USER_SCOPES: tuple[UserScope, ...] = get_args(UserScope)
 DEFAULT_USER = "default"
 
 # Hermes platforms one person owns: the interactive CLI and TUI, the desktop
@@ -58,14 +57,6 @@ class Identity:
     user_id: str
     source: Literal["host_user", "session_key", "configured", "local_default", "session", "shared"]
     platform: str
-
-
-def parse_scope(raw: object) -> UserScope:
-    value = str(raw or "auto").strip().lower().replace("-", "_")
-    for scope in USER_SCOPES:
-        if value == scope:
-            return scope
-    raise ConfigError(f"memory.memstore.user_scope: {raw!r} is not one of {', '.join(USER_SCOPES)}")
 
 
 def _clean(value: object) -> str:
@@ -142,6 +133,5 @@ __all__ = [
     "USER_SCOPES",
     "Identity",
     "UserScope",
-    "parse_scope",
     "resolve_identity",
 ]

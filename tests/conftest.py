@@ -15,6 +15,8 @@ pytest_plugins = ["tests.pipeline_support"]
 # The developer's home as the session started; tests/test_reliability_hermetic.py
 # checks that no test sees it.
 REAL_HOME = os.path.expanduser("~")
+# Variables that would point a test at the developer's settings, keys or servers.
+CLEARED_ENV = ("MEMSTORE_", "TDAI_", "OPENAI_")
 
 
 @pytest.fixture(autouse=True)
@@ -22,23 +24,26 @@ def hermetic_home(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
     """Every test (and every process it starts) gets its own empty HOME,
-    HERMES_HOME and XDG folders: nothing reads the developer's config or writes
-    into ~/.hermes/logs, ~/.config or ~/.local."""
+    HERMES_HOME and XDG folders, and none of the developer's MEMSTORE_*,
+    TDAI_* or OPENAI_* variables: nothing reads the developer's config, keys
+    or endpoints, or writes into ~/.hermes/logs, ~/.config, ~/.cache or ~/.local."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("HERMES_HOME", str(home / ".hermes"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
-    for var in ("MEMSTORE_DB", "MEMSTORE_CONFIG"):
-        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    for var in list(os.environ):
+        if var.startswith(CLEARED_ENV):
+            monkeypatch.delenv(var)
     return home
 
 
 @pytest.fixture
 def settings() -> Settings:
     # Tests never read the developer's config file or environment.
-    return Settings(embedder="hashing", scheduler=False, background_indexer=False)
+    return Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
 
 
 @pytest.fixture

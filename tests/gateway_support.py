@@ -37,7 +37,7 @@ def running_gateway(db: Path, settings: Settings | None = None, **config: Any) -
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     server: Any = make_server(
-        db, cfg, settings or Settings(embedder="hashing", scheduler=False), drain_s=5.0
+        db, cfg, settings or Settings().replace(embedder="hashing", scheduler=False), drain_s=5.0
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -63,16 +63,11 @@ def config(**extra: Any) -> dict[str, Any]:
 
 @pytest.fixture(name="hermes_home")
 def hermes_home_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """An empty Hermes home as $HERMES_HOME; no developer config or MEMSTORE_* leaks in."""
+    """An empty Hermes home as $HERMES_HOME (conftest.hermetic_home keeps the
+    developer's config and MEMSTORE_* variables out)."""
     home = tmp_path / "hermes-home"
     home.mkdir()
     monkeypatch.setenv("HERMES_HOME", str(home))
-    monkeypatch.setenv("MEMSTORE_CONFIG", str(tmp_path / "no-memstore-config.toml"))
-    import os
-
-    for key in list(os.environ):
-        if key.startswith("MEMSTORE_") and key != "MEMSTORE_CONFIG":
-            monkeypatch.delenv(key)
     try:
         yield home
     finally:

@@ -172,7 +172,7 @@ class FakeDeriver:
 
 
 def open_store(path: Path, clock: Any = None, **settings: Any) -> Store:
-    s = Settings(embedder="hashing", scheduler=False, **settings)
+    s = Settings().replace(embedder="hashing", scheduler=False, **settings)
     kwargs: dict[str, Any] = {} if clock is None else {"clock": clock}
     return Store.open(
         path, settings=s, projections=[StatsProjection(), PipelineStateProjection()], **kwargs

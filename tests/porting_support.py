@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -134,9 +133,6 @@ def build_upstream_dir(root: Path, *, bad_lines: bool = False) -> Path:
 
 @pytest.fixture
 def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for k in list(os.environ):
-        if k.startswith("MEMSTORE_") or k.startswith("TDAI_"):
-            monkeypatch.delenv(k)
     db = tmp_path / "cli.db"
     monkeypatch.setenv("MEMSTORE_DB", str(db))
     monkeypatch.setenv("MEMSTORE_EMBEDDER", "hashing")

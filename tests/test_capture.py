@@ -6,6 +6,8 @@ import pytest
 
 from memstore import Settings
 from memstore.errors import InvalidInputError
+from memstore.events.log import NewEvent
+from memstore.l0.events import MessagesCaptured
 from memstore.store import Store
 
 
@@ -93,7 +95,7 @@ def test_bad_bytes_surrogates_and_nul_are_cleaned(store: Store) -> None:
 
 
 def test_huge_messages_are_truncated_with_a_marker(db_path: Path) -> None:
-    settings = Settings(
+    settings = Settings().replace(
         embedder="hashing", scheduler=False, background_indexer=False, max_message_bytes=1024
     )
     with Store.open(db_path, settings=settings) as s:
@@ -129,3 +131,48 @@ def test_bad_input_is_a_clear_error_and_stores_nothing(
     with pytest.raises(InvalidInputError, match=match):
         store.capture(user, session, messages)  # type: ignore[arg-type]
     assert store.read_events() == []
+
+
+def test_a_duplicate_message_in_the_log_does_not_break_capture(store: Store) -> None:
+    store.capture("u", "s", [{"role": "user", "content": "hello", "id": "m1"}])
+    msg = {
+        "id": "m1",
+        "role": "user",
+        "text": "hello again",
+        "occurred_at": "2024-01-01T00:00:00.000000Z",
+        "truncated": False,
+        "original_bytes": 11,
+    }
+    store.append(
+        [NewEvent("l0/u/s", MessagesCaptured(session_id="s", messages=[msg]), user_id="u")]
+    )
+    res = store.capture("u", "s", [{"role": "user", "content": "next", "id": "m2"}])
+    assert res.stored == ["m2"]
+    assert [
+        h.text for h in store.search_conversations("hello", user_id="u", strategy="keyword")
+    ] == ["hello"]
+    store.rebuild()
+    assert [h.ref for h in store.search_conversations("next", user_id="u", strategy="keyword")] == [
+        "m2"
+    ]
+
+
+def test_message_ids_are_scoped_to_their_session(store: Store) -> None:
+    store.capture("u", "a", [{"role": "user", "content": "I adopted a cat named Mia", "id": "1"}])
+    res = store.capture(
+        "u", "b", [{"role": "user", "content": "I started learning piano", "id": "1"}]
+    )
+    assert res.stored == ["1"]
+    assert store.search_conversations("piano", user_id="u", strategy="keyword")
+
+
+@pytest.mark.parametrize("ts", ["0999-05-01T00:00:00", -62135596800, "10000-01-01"])
+def test_out_of_range_timestamps_are_refused(store: Store, ts: object) -> None:
+    with pytest.raises(InvalidInputError):
+        store.capture("u", "s", [{"role": "user", "content": "x", "timestamp": ts}])
+    assert store.read_events() == []
+
+
+def test_in_memory_database_is_a_clear_error() -> None:
+    with pytest.raises(InvalidInputError, match="in-memory"):
+        Store.open(":memory:", settings=Settings().replace(embedder="none"))

@@ -36,7 +36,7 @@ def test_every_command_has_help_with_an_example(path: tuple[str, ...], cmd: clic
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTORE_")}
+    env = dict(os.environ)
     env.update(
         MEMSTORE_DB=str(tmp_path / "cli.db"),
         MEMSTORE_EMBEDDER="hashing",

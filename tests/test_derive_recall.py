@@ -111,7 +111,7 @@ def test_cli_commands(rstore: Store) -> None:
 def test_global_instructions_are_recalled_whatever_the_query(tmp_path: Path) -> None:
     from memstore import Settings, Store
 
-    settings = Settings(embedder="hashing", scheduler=False, background_indexer=False)
+    settings = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
     with Store.open(tmp_path / "m.db", settings=settings) as s:
         s.capture("u", "s", [{"role": "user", "content": "Please always answer in French."}])
         s.capture("u", "s", [{"role": "user", "content": "I love green tea."}])

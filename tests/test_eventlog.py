@@ -141,7 +141,7 @@ from memstore.events.log import NewEvent
 from memstore.store import Store
 sys.path.insert(0, {root!r})
 from tests.helpers_events import Noted
-s = Store.open({path!r}, settings=Settings(scheduler=False, embedder="none"))
+s = Store.open({path!r}, settings=Settings().replace(scheduler=False, embedder="none"))
 for j in range(200):
     s.append([NewEvent("shared", Noted("p{i}-%d" % j), user_id="p{i}")])
 s.close()

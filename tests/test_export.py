@@ -18,7 +18,7 @@ __all__ = ["cli_env"]
 
 
 def _open(db: Path) -> Store:
-    return Store.open(db, settings=Settings(embedder="hashing", scheduler=False))
+    return Store.open(db, settings=Settings().replace(embedder="hashing", scheduler=False))
 
 
 def _state(s: Store, user: str) -> dict[str, Any]:

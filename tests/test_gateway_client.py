@@ -121,7 +121,7 @@ def test_two_session_conversation_through_an_upstream_style_client(tmp_path: Pat
 
 
 def _start(db: Path, *args: str, **env_extra: str) -> tuple[subprocess.Popen[str], str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTORE_", "TDAI_"))}
+    env = dict(os.environ)
     env.update(MEMSTORE_EMBEDDER="hashing", MEMSTORE_CONFIG=str(db) + ".none.toml", **env_extra)
     proc = subprocess.Popen(
         [sys.executable, "-m", "memstore", "serve", "--db", str(db), "--port", "0", *args],
@@ -177,7 +177,7 @@ def test_sigterm_drains_a_request_in_flight_then_closes_the_store(tmp_path: Path
     assert rc == 0, rest
     assert "stopped" in rest and "Traceback" not in rest
     assert result.get("body") == {"flushed": True}, result
-    with Store.open(db, settings=Settings(embedder="hashing", scheduler=False)) as s:
+    with Store.open(db, settings=Settings().replace(embedder="hashing", scheduler=False)) as s:
         assert s.search_conversations("green tea", user_id="default", strategy="keyword")
         # The extraction that was in flight finished and moved the cursor.
         sessions = s.pipeline_status("default")[0]["sessions"]

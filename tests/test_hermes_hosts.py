@@ -17,7 +17,7 @@ from tests.hermes_support import config, hermes_home_fixture, provider_module  #
 
 pytestmark = pytest.mark.hermes
 
-SETTINGS = Settings(embedder="hashing", scheduler=False, background_indexer=False)
+SETTINGS = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
 
 
 class Parked:

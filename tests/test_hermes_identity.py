@@ -19,6 +19,7 @@ pytest.importorskip("agent.memory_provider")
 
 from agent.memory_manager import MemoryManager
 
+from memstore.config import Settings
 from memstore.derive import api
 from memstore.errors import ConfigError
 from tests.hermes_support import config, hermes_home_fixture, provider_module  # noqa: F401
@@ -32,7 +33,6 @@ from memstore.hermes_provider import config as provider_config  # noqa: E402
 from memstore.hermes_provider.identity import (  # noqa: E402
     LOCAL_PLATFORMS,
     MAX_USER_ID,
-    parse_scope,
     resolve_identity,
 )
 
@@ -49,7 +49,10 @@ def manager(home: Path, session: str, **kwargs: Any) -> tuple[MemoryManager, Any
 
 def who(scope: str = "auto", configured: str | None = None, **kwargs: Any) -> tuple[str, str]:
     ident = resolve_identity(
-        kwargs, kwargs.pop("session", "sess-1"), scope=parse_scope(scope), configured=configured
+        kwargs,
+        kwargs.pop("session", "sess-1"),
+        scope=Settings().replace(user_scope=scope).hermes.user_scope,
+        configured=configured,
     )
     return ident.user_id, ident.source
 
@@ -119,7 +122,7 @@ def test_long_session_keys_stay_distinct_and_bounded() -> None:
 
 def test_unknown_scope_is_a_config_error(hermes_home: Path) -> None:
     with pytest.raises(ConfigError, match="user_scope"):
-        parse_scope("per-planet")
+        Settings().replace(user_scope="per-planet")
     with pytest.raises(ConfigError, match="user_scope"):
         provider_config.resolve(hermes_home, {"user_scope": "everyone"})
     assert provider_config.resolve(hermes_home, {"user_scope": "session-key"}).user_scope == (

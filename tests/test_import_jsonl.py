@@ -21,7 +21,7 @@ def _lines(path: Path, rows: list[object]) -> Path:
 
 
 def _open(db: Path) -> Store:
-    return Store.open(db, settings=Settings(embedder="hashing", scheduler=False))
+    return Store.open(db, settings=Settings().replace(embedder="hashing", scheduler=False))
 
 
 def _m(user: object, content: str, **kw: object) -> dict[str, object]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ __all__ = ["cli_env"]  # the fixture, imported for pytest
 
 
 def _open(db: Path) -> Store:
-    return Store.open(db, settings=Settings(embedder="hashing", scheduler=False))
+    return Store.open(db, settings=Settings().replace(embedder="hashing", scheduler=False))
 
 
 def _state(s: Store, user: str) -> tuple[object, ...]:
@@ -200,21 +199,18 @@ def test_cli_import_upstream_with_progress_and_summary(cli_env: Path, tmp_path: 
 def test_upstream_llm_environment_is_honoured_when_memstore_s_is_unset(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    for k in list(os.environ):
-        if k.startswith(("MEMSTORE_", "TDAI_")):
-            monkeypatch.delenv(k)
     monkeypatch.setenv("MEMSTORE_CONFIG", str(tmp_path / "none.toml"))
     monkeypatch.setenv("TDAI_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("TDAI_LLM_API_KEY", "tdai-key")
     monkeypatch.setenv("TDAI_LLM_MODEL", "qwen-upstream")
     monkeypatch.setenv("TDAI_LLM_TIMEOUT_MS", "45000")
     s = Settings.load()
-    assert (s.llm_base_url, s.llm_api_key, s.llm_model) == (
+    assert (s.llm.base_url, s.llm.api_key, s.llm.model) == (
         "http://127.0.0.1:9/v1", "tdai-key", "qwen-upstream",
     )  # fmt: skip
-    assert s.llm_timeout_s == 45.0 and s.llm_configured
+    assert s.llm.timeout_s == 45.0 and s.llm.configured
     monkeypatch.setenv("MEMSTORE_LLM_MODEL", "ours")
     (tmp_path / "c.toml").write_text('llm_base_url = "http://file/v1"\n')
     monkeypatch.setenv("MEMSTORE_CONFIG", str(tmp_path / "c.toml"))
     s = Settings.load()
-    assert (s.llm_model, s.llm_base_url, s.llm_api_key) == ("ours", "http://file/v1", "tdai-key")
+    assert (s.llm.model, s.llm.base_url, s.llm.api_key) == ("ours", "http://file/v1", "tdai-key")

@@ -122,9 +122,9 @@ def test_answer_cap_must_be_positive(limit: int) -> None:
 
     with pytest.raises(ConfigError, match="llm_max_answer_bytes"):
         LLMClient(
-            Settings(llm_base_url="http://127.0.0.1:1/v1", llm_model="m").replace(
-                llm_max_answer_bytes=limit
-            )
+            Settings()
+            .replace(llm_base_url="http://127.0.0.1:1/v1", llm_model="m")
+            .replace(llm_max_answer_bytes=limit)
         )
 
 

@@ -37,7 +37,7 @@ def _settings(fake: FakeOpenAI, **kw: Any) -> Settings:
         "llm_max_tokens": 321,
     }
     values.update(kw)
-    return Settings(**values)
+    return Settings().replace(**values)
 
 
 def _client(fake: FakeOpenAI, **kw: Any) -> LLMClient:
@@ -229,7 +229,7 @@ def test_connection_refused_becomes_llm_error() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    settings = Settings(
+    settings = Settings().replace(
         llm_base_url=f"http://127.0.0.1:{port}/v1", llm_model="m", llm_max_retries=0
     )
     with pytest.raises(LLMError, match="unreachable") as info:
@@ -248,7 +248,9 @@ def test_auth_error_translated(fake: FakeOpenAI) -> None:
     [{"llm_base_url": ""}, {"llm_model": ""}, {"llm_base_url": "", "llm_model": "  "}],
 )
 def test_from_settings_requires_url_and_model(changes: dict[str, str]) -> None:
-    settings = Settings(llm_base_url="http://127.0.0.1:1/v1", llm_model="m").replace(**changes)
+    settings = (
+        Settings().replace(llm_base_url="http://127.0.0.1:1/v1", llm_model="m").replace(**changes)
+    )
     with pytest.raises(ConfigError, match="not configured"):
         LLMClient.from_settings(settings)
 

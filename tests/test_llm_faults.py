@@ -177,7 +177,7 @@ def test_an_answer_past_the_cap_is_refused(
 def test_an_undeclared_huge_answer_stops_being_read_at_the_cap(fake_server: FakeOpenAI) -> None:
     size = 64 * 1024 * 1024
     fake_server.fault_next("huge_chunked", size=size)
-    settings = Settings(
+    settings = Settings().replace(
         llm_base_url=fake_server.base_url,
         llm_model="m",
         llm_max_retries=0,

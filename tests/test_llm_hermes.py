@@ -10,6 +10,7 @@ and ``memstore doctor`` must name the deriver and model that did it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -86,7 +87,7 @@ def _one_session(fake: FakeOpenAI, reopen: list[Store]) -> Store:
     agent.close()
     shared_stores().close_all()
     # What the session left in the file, read without Hermes or an LLM.
-    store = Store.open(db, settings=Settings(embedder="hashing", scheduler=False))
+    store = Store.open(db, settings=Settings().replace(embedder="hashing", scheduler=False))
     reopen.append(store)
     return store
 
@@ -193,13 +194,7 @@ def _doctor(db: Path) -> dict[str, Any]:
         capture_output=True,
         text=True,
         check=False,
-        env={**_clean_env(), "MEMSTORE_EMBEDDER": "hashing"},
+        env={**os.environ, "MEMSTORE_EMBEDDER": "hashing"},
     )
     report: dict[str, Any] = json.loads(out.stdout)
     return report
-
-
-def _clean_env() -> dict[str, str]:
-    import os
-
-    return {k: v for k, v in os.environ.items() if not k.startswith("MEMSTORE_LLM")}

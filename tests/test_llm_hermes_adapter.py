@@ -129,7 +129,7 @@ def test_an_answer_past_the_cap_is_refused(
     _hermes_model(hermes_home, fake)
     fake.set_chat(lambda _req: "x" * 5000)
     backend = hermes_llm.HermesBackend(
-        Settings(llm_max_answer_bytes=1000), hermes_llm.HermesModel("custom", MODEL)
+        Settings().replace(llm_max_answer_bytes=1000), hermes_llm.HermesModel("custom", MODEL)
     )
     with pytest.raises(LLMError, match=r"5,000 characters, more than llm_max_answer_bytes"):
         backend.chat("l1_extract", [{"role": "user", "content": "hi"}])

@@ -5,6 +5,10 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import numpy as np
+
+from memstore import Store
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -59,3 +63,10 @@ def test_every_mapped_folder_of_modules_is_listed() -> None:
             rel = py.parent.relative_to(root).parts
             found.add(".".join((pkg, *rel)))
     assert found <= listed, f"add to pyproject.toml packages: {sorted(found - listed)}"
+
+
+def test_store_is_importable_from_the_package(db_path: Path) -> None:
+    import memstore
+
+    assert memstore.Store is Store
+    assert isinstance(np.float32(1), np.floating)

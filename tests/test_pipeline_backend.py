@@ -24,7 +24,7 @@ def queued(store: Store) -> list[tuple[str, str, str]]:
 def test_threshold_sequence_is_warmup_then_every_n(settings: object) -> None:
     from memstore.config import Settings
 
-    s = Settings(extract_every=5, warmup=(1, 2, 4))
+    s = Settings().replace(extract_every=5, warmup=(1, 2, 4))
     assert [threshold_for(n, s) for n in range(6)] == [1, 2, 4, 5, 5, 5]
 
 

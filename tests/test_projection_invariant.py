@@ -76,7 +76,7 @@ def test_incremental_equals_rebuild(
     tmp_path_factory: object, plan: list[tuple[object, ...]]
 ) -> None:
     path = Path(tmp_path_factory.mktemp("inv")) / "m.db"  # type: ignore[attr-defined]
-    settings = Settings(embedder="hashing", scheduler=False, background_indexer=False)
+    settings = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
     with Store.open(path, settings=settings) as store:
         _run(store, plan)
         incremental = snapshot(store)

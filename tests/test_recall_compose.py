@@ -52,7 +52,7 @@ def _capture(store: Store, user: str = "u") -> None:
 def cstore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     """A user with three past sessions, derived (offline rules) and indexed; once
     with vectors (hashing embedder) and once keyword-only (no embedder)."""
-    settings = Settings(embedder=request.param, scheduler=False, background_indexer=False)
+    settings = Settings().replace(embedder=request.param, scheduler=False, background_indexer=False)
     with Store.open(tmp_path / "c.db", settings=settings) as store:
         _capture(store)
         for s in ("s1", "s2", "s3"):

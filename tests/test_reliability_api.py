@@ -204,7 +204,7 @@ VALID: dict[str, st.SearchStrategy[Any]] = {
 @pytest.fixture(scope="module")
 def fuzz_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     path = tmp_path_factory.mktemp("fuzz") / "fuzz.db"
-    cfg = Settings(embedder="hashing", scheduler=False, background_indexer=False)
+    cfg = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
     store = Store.open(path, settings=cfg)
     for user in ("alice", "bob"):
         store.capture_turn(user, "s1", f"{user} likes green tea and hiking", "ok")

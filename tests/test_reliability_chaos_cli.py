@@ -91,7 +91,9 @@ LINE = st.one_of(
 @pytest.fixture(scope="module")
 def cli_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     path = tmp_path_factory.mktemp("clifuzz") / "cli.db"
-    with Store.open(path, settings=Settings(embedder="hashing", scheduler=False)) as store:
+    with Store.open(
+        path, settings=Settings().replace(embedder="hashing", scheduler=False)
+    ) as store:
         store.capture_turn("alice", "s1", "I like green tea", "noted")
         store.write_memory("alice", "add", "The user likes green tea.")
     yield path

@@ -18,7 +18,7 @@ def _synchronous(store: Store) -> int:
 
 @pytest.mark.parametrize(("mode", "level"), [("normal", 1), ("full", 2)])
 def test_durability_sets_synchronous(db_path: Path, mode: str, level: int) -> None:
-    settings = Settings(embedder="none", scheduler=False, background_indexer=False)
+    settings = Settings().replace(embedder="none", scheduler=False, background_indexer=False)
     with Store.open(db_path, settings=settings.replace(durability=mode)) as store:
         store.capture_turn("alice", "s1", "hello")
         assert _synchronous(store) == level
@@ -33,13 +33,13 @@ def test_durability_from_the_environment(
     settings = Settings.load(tmp_path / "none.toml").replace(
         embedder="none", scheduler=False, background_indexer=False
     )
-    assert settings.durability == "full"
+    assert settings.storage.durability == "full"
     with Store.open(db_path, settings=settings) as store:
         assert _synchronous(store) == 2
 
 
 def test_unknown_durability_is_refused(db_path: Path) -> None:
-    settings = Settings(embedder="none", scheduler=False, durability="paranoid")
+    settings = Settings().replace(embedder="none", scheduler=False, durability="paranoid")
     with pytest.raises(ConfigError, match="durability"):
         Store.open(db_path, settings=settings)
     assert not db_path.exists() or db_path.stat().st_size == 0

@@ -39,7 +39,7 @@ CHILD = textwrap.dedent(
             time.sleep(600)  # killed here by the test
 
     ec.TEST_HOOK = hook
-    settings = Settings(embedder="hashing", scheduler=False, background_indexer=False)
+    settings = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
     with Store.open(path, settings=settings) as s:
         for i in range(60):
             s.capture_turn("victim", f"s{i % 3}", f"turn {i}: my code is {secret}", "noted")

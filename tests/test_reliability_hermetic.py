@@ -9,7 +9,7 @@ from pathlib import Path
 
 from memstore.config import default_db_path
 from memstore.hermes_home import hermes_home
-from tests.conftest import REAL_HOME
+from tests.conftest import CLEARED_ENV, REAL_HOME
 
 
 def test_home_and_hermes_home_are_temporary(hermetic_home: Path) -> None:
@@ -28,3 +28,9 @@ def test_child_processes_inherit_the_temporary_home(hermetic_home: Path) -> None
         env=dict(os.environ),
     )
     assert Path(out.stdout.strip()) == hermetic_home
+
+
+def test_settings_variables_are_cleared(hermetic_home: Path) -> None:
+    assert not [v for v in os.environ if v.startswith(CLEARED_ENV)]
+    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        assert Path(os.environ[var]).is_relative_to(hermetic_home)

@@ -50,7 +50,7 @@ class Flaky(Embedder):
 
 
 def _indexer(store: Store, emb: Embedder, clock: FakeClock) -> Indexer:
-    return Indexer(store.db, emb, clock, context_vectors=store.settings.context_vectors)
+    return Indexer(store.db, emb, clock, context_vectors=store.settings.embedding.context_vectors)
 
 
 def _vector_ids(store: Store, user: str, query: str) -> set[str]:

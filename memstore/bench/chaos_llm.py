@@ -82,7 +82,7 @@ def llm_faults(work: Path, rounds: int = 3) -> dict[str, Any]:
     script = ScriptedLLM()
     rows: dict[str, dict[str, int]] = {}
     with FakeOpenAI(chat=script) as fake:
-        settings = Settings(
+        settings = Settings().replace(
             embedder="hashing",
             scheduler=False,
             background_indexer=False,
@@ -163,7 +163,7 @@ def isolation(work: Path, pairs: int = 4) -> dict[str, Any]:
     """User B reads with A's words on every read path and must never see A's content."""
     from memstore.derive import api
 
-    settings = Settings(
+    settings = Settings().replace(
         embedder="hashing", scheduler=False, background_indexer=False, persona_every=1
     )
     probes = leaks = 0

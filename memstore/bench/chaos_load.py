@@ -170,7 +170,7 @@ def mixed_load(
 ) -> dict[str, Any]:
     """8 capturing threads + 3 capturing processes + a searcher + the pipeline."""
     db = work / "mixed.db"
-    settings = Settings(embedder="hashing", scheduler=True, background_indexer=True)
+    settings = Settings().replace(embedder="hashing", scheduler=True, background_indexer=True)
     stop = threading.Event()
     runs: list[float] = []
     searches: list[float] = []

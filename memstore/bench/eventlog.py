@@ -51,7 +51,7 @@ class BenchNoted(Event):
 
 def bench_settings() -> Settings:
     # No embedder work, no scheduler thread: only the log and inline projections run.
-    return Settings(embedder="none", background_indexer=False, scheduler=False)
+    return Settings().replace(embedder="none", background_indexer=False, scheduler=False)
 
 
 def _new_events(start: int, count: int, streams: int) -> list[NewEvent]:

@@ -193,7 +193,7 @@ def run_layers_conversation(
     users = [conv.sample_id, conv.sample_id + B_SUFFIX]
     capture_as_b(conv, store)
     acc.deriver = (
-        f"llm ({store.settings.llm_model})" if store.settings.llm_configured else "rules (offline)"
+        f"llm ({store.settings.llm.model})" if store.settings.llm.configured else "rules (offline)"
     )
     acc.derive_seconds += derive_all(conv, store, users)
     store.reindex()  # memory vectors (and the B capture, from the cache)

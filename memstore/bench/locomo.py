@@ -98,7 +98,7 @@ class ConvIndex:
 
 
 def locomo_settings(embedder: str) -> Settings:
-    return Settings(embedder=embedder, background_indexer=False, scheduler=False)
+    return Settings().replace(embedder=embedder, background_indexer=False, scheduler=False)
 
 
 def ingest(conv: Conversation, store: Store) -> None:

@@ -196,7 +196,7 @@ def run_conversation(
 
     user = conv.sample_id
     texts = {t.dia_id: turn_text(t.speaker, t.text) for t in conv.turns}
-    budget = store.settings.recall_budget_chars
+    budget = store.settings.recall.budget_chars
     stable = rc.stable_part(store, user, int(budget * rc.STABLE_SHARE))
     room = budget - len(stable.text) - (1 if stable.text else 0)
     asks: list[tuple[str, int | str, list[str]]] = [
@@ -305,8 +305,8 @@ def run_recall_bench(
         "variant": label,
         "conversations": len(convs),
         "embedder": embedder,
-        "budget_chars": Settings().recall_budget_chars,
-        "threshold": Settings().recall_threshold,
+        "budget_chars": Settings().recall.budget_chars,
+        "threshold": Settings().recall.threshold,
         "recall": main.summary(),
         "sweep": {str(t): acc.summary() for t, acc in sweep.items()},
         "peers": peer_out,

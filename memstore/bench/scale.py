@@ -214,7 +214,7 @@ def measure_size(
     mem_pool = [f"The user mentioned: {t}" for t in text_pool(n_texts, seed=21)]
     calls = _messages(size, users, pool)
     res: dict[str, Any] = {"size": size, "users": users, "distinct_texts": n_texts}
-    settings = Settings(embedder=embedder, background_indexer=False, scheduler=False)
+    settings = Settings().replace(embedder=embedder, background_indexer=False, scheduler=False)
     path = base / f"scale-{size}.db"
     with Store.open(path, settings=settings) as store:
         assert store.embedder is not None

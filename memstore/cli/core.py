@@ -76,8 +76,8 @@ def _doctor_llm(db: Path, report: dict[str, Any], problems: list[str]) -> None:
         problems.append(f"llm: {e}")
         return
     report["llm"] = (
-        f"llm: {settings.llm_base_url} (model {settings.llm_model})"
-        if settings.llm_configured
+        f"llm: {settings.llm.base_url} (model {settings.llm.model})"
+        if settings.llm.configured
         else "rules: offline rule-based deriver (no MEMSTORE_LLM_BASE_URL / MEMSTORE_LLM_MODEL;"
         " inside Hermes, Hermes' own model derives)"
     )

@@ -68,7 +68,7 @@ def run_demo(path: Path, echo: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with Store.open(path, settings=settings) as store:
         deriver = (
-            "LLM " + settings.llm_model if settings.llm_configured else "offline rule-based deriver"
+            "LLM " + settings.llm.model if settings.llm.configured else "offline rule-based deriver"
         )
         if echo:
             click.echo(

@@ -88,16 +88,6 @@ event_counts = Table(
     Column("last_position", Integer, nullable=False),
 )
 
-__all__ = [
-    "NAMING",
-    "VIRTUAL_PREFIXES",
-    "event_counts",
-    "events",
-    "include_name",
-    "metadata",
-    "projection_checkpoints",
-]
-
 # --- L0: captured messages (projection of l0.captured) ----------------------
 
 l0_messages = Table(

@@ -66,7 +66,7 @@ def llm_client(store: Store) -> LLMClient | None:
     backend a host registered for this store (``memstore.llm.use_host_backend``,
     e.g. Hermes' own model); else None.
     """
-    if store.settings.llm_configured:
+    if store.settings.llm.configured:
         with _clients_lock:
             client = _clients.get(store)
             if client is None:
@@ -116,13 +116,6 @@ def describe_derivation(last: dict[str, str] | None) -> str:
     return f"{last['deriver']}, model {last['model']} ({last['stage']}, {last['at']})"
 
 
-def log_head(store: Store) -> int:
-    """The log's last position: what a run records when it starts, so that
-    its appends can tell whether the user was erased while it ran."""
-    with store.db.read() as conn:
-        return store.log.last_position(conn)
-
-
 def append_checked(
     store: Store,
     user_id: str,
@@ -134,7 +127,7 @@ def append_checked(
 ) -> list[StoredEvent] | None:
     """Append derivation events in one write transaction; inline projections apply.
 
-    ``since`` is the log head the work started from (``log_head``; None for an
+    ``since`` is the log head the work started from (None for an
     instantaneous request such as a forget). When the user was erased after
     it, nothing is appended and None is returned: the outcome was computed
     from erased content and must not bring it back. ``check`` runs next, inside

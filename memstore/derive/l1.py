@@ -176,11 +176,11 @@ def _extract(
 ) -> tuple[list[ExtractedMemory], str, dict[str, int] | None]:
     s = store.settings
     if client is None:
-        return rules.extract(group, s.l1_max_memories), "rules", None
+        return rules.extract(group, s.pipeline.l1_max_memories), "rules", None
     found: list[ExtractedMemory] = []
     usage: dict[str, int] = {}
     model = client.model
-    size = max(s.l1_batch_messages, 1)
+    size = max(s.pipeline.l1_batch_messages, 1)
     context = list(background)
     now = to_iso(store.clock())
     for start in range(0, len(group), size):
@@ -190,11 +190,11 @@ def _extract(
             [_prompt_message(m) for m in chunk],
             [_prompt_message(m) for m in context],
             now,
-            s.l1_max_memories,
+            s.pipeline.l1_max_memories,
         )
 
         def check(obj: object, allowed: set[str] = allowed) -> list[ExtractedMemory]:
-            return validate_extract(obj, allowed, s.l1_max_memories)
+            return validate_extract(obj, allowed, s.pipeline.l1_max_memories)
 
         res = client.complete_json(kind="l1_extract", system=system, user=user, validate=check)
         model = res.model
@@ -208,7 +208,9 @@ def _extract(
                     mem.activity_start, mem.activity_end,
                 )  # fmt: skip
             found.append(mem)
-        context = chunk[-s.l1_context_messages :] if s.l1_context_messages > 0 else []
+        context = (
+            chunk[-s.pipeline.l1_context_messages :] if s.pipeline.l1_context_messages > 0 else []
+        )
     return found, model, usage or None
 
 
@@ -345,11 +347,11 @@ def run_l1(
         forgotten = forgotten_memories(conn, user_id) if pending else []
     client = llm_client(store)
     appended = new_memories = 0
-    for group in _group(pending, s.l1_batch_messages):
+    for group in _group(pending, s.pipeline.l1_batch_messages):
         try:
             with store.db.read() as conn:
                 background = background_messages(
-                    conn, user_id, session_id, group[0].row_id, s.l1_context_messages
+                    conn, user_id, session_id, group[0].row_id, s.pipeline.l1_context_messages
                 )
             candidates, model, usage = _extract(client, store, group, background)
             decisions = _decisions(client, store, user_id, gen, candidates, group, forgotten)

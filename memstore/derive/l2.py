@@ -136,13 +136,13 @@ def run_l2_generation(store: Store, user_id: str, generation: int) -> RunOutcome
                     return {k: v for k, v in found.items() if v["status"] == "active"}
 
                 ops, refresh = rules_l23.scene_ops(
-                    chunk, current, store.settings.max_scenes, lookup
+                    chunk, current, store.settings.pipeline.max_scenes, lookup
                 )
                 notes: list[str] = []
                 model, version = "rules", RULES_VERSION
             else:
                 ops, refresh, notes, model = _llm_ops(
-                    client, chunk, current, store.settings.max_scenes
+                    client, chunk, current, store.settings.pipeline.max_scenes
                 )
                 version = SCENE_PROMPT_VERSION
         except LLMError as exc:

@@ -57,7 +57,9 @@ def persona_trigger(conn: Connection, user_id: str, generation: int, every: int)
 def persona_due(store: Store, user_id: str, *, generation: int | None = None) -> bool:
     with store.db.read() as conn:
         gen = resolve_generation(conn, user_id, generation)
-        return persona_trigger(conn, user_id, gen, store.settings.persona_every) is not None
+        return (
+            persona_trigger(conn, user_id, gen, store.settings.pipeline.persona_every) is not None
+        )
 
 
 def run_l3(store: Store, user_id: str) -> RunOutcome:
@@ -70,7 +72,9 @@ def run_l3_generation(store: Store, user_id: str, generation: int | None) -> Run
     with store.db.read() as conn:
         since = store.log.last_position(conn)
         gen = resolve_generation(conn, user_id, generation)
-        trigger = persona_trigger(conn, user_id, gen, store.settings.persona_every) or "manual"
+        trigger = (
+            persona_trigger(conn, user_id, gen, store.settings.pipeline.persona_every) or "manual"
+        )
         previous = persona(conn, user_id, gen)
         since = int(previous["updated_position"]) if previous else 0
         all_scenes = scenes(conn, user_id, gen)

@@ -266,7 +266,7 @@ def per_turn_part(
             truncated = True
             break
         if c.kind == "memory":
-            if len(memories) >= store.settings.recall_limit:
+            if len(memories) >= store.settings.recall.limit:
                 continue
             first = not mem_lines
             over = block_overhead(MEMORIES_TAG) if first else 1
@@ -413,9 +413,9 @@ def recall(
     excerpts. ``threshold`` overrides the ``recall_threshold`` setting.
     """
     s = store.settings
-    budget = s.recall_budget_chars if budget_chars is None else max(int(budget_chars), 0)
-    timeout = s.recall_timeout_s if timeout_s is None else float(timeout_s)
-    gate = s.recall_threshold if threshold is None else float(threshold)
+    budget = s.recall.budget_chars if budget_chars is None else max(int(budget_chars), 0)
+    timeout = s.recall.timeout_s if timeout_s is None else float(timeout_s)
+    gate = s.recall.threshold if threshold is None else float(threshold)
     stable = stable_part(store, user_id, int(budget * STABLE_SHARE))
     room = budget - len(stable.text) - (1 if stable.text else 0)
     found: list[Candidate] | None = []

@@ -202,7 +202,7 @@ def _vectors(
     emb = store.embedder
     if emb is None or not rowids:
         return {}
-    model = spaces.space_model_id(kind, emb.model_id, store.settings.context_vectors)
+    model = spaces.space_model_id(kind, emb.model_id, store.settings.embedding.context_vectors)
     sp = spaces.get_space(conn, kind, model)
     if sp is None or not sp.ready:
         return {}

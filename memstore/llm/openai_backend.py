@@ -48,21 +48,21 @@ class OpenAIBackend:
     def __init__(self, settings: Settings) -> None:
         check_settings(settings)
         self._settings = settings
-        self._base_url = settings.llm_base_url
-        self._model = settings.llm_model
-        self._api_key = settings.llm_api_key
+        self._base_url = settings.llm.base_url
+        self._model = settings.llm.model
+        self._api_key = settings.llm.api_key
         # The openai client (and the httpx pool under it) is thread-safe, so one
         # instance serves every thread.
         self._client = openai.OpenAI(
-            base_url=settings.llm_base_url,
+            base_url=settings.llm.base_url,
             # Local servers (llama.cpp, Ollama, vLLM) need no key, but the client insists.
-            api_key=settings.llm_api_key or "none",
-            timeout=settings.llm_timeout_s,
-            max_retries=settings.llm_max_retries,
+            api_key=settings.llm.api_key or "none",
+            timeout=settings.llm.timeout_s,
+            max_retries=settings.llm.max_retries,
         )
         self._lock = threading.Lock()
         # Off by default: llama.cpp, older vLLM and many proxies reject response_format.
-        self._json_mode = settings.llm_json_mode
+        self._json_mode = settings.llm.json_mode
 
     @property
     def model(self) -> str:
@@ -82,7 +82,7 @@ class OpenAIBackend:
         return f"OpenAIBackend(base_url={self._base_url!r}, model={self._model!r})"
 
     def chat(self, kind: str, messages: Sequence[Mapping[str, str]]) -> ChatAnswer:
-        attempts = 1 + max(self._settings.llm_max_retries, 0)
+        attempts = 1 + max(self._settings.llm.max_retries, 0)
         for attempt in range(1, attempts + 1):
             try:
                 return self._once(kind, messages)
@@ -104,8 +104,8 @@ class OpenAIBackend:
         kwargs: dict[str, Any] = {
             "model": self._model,
             "messages": [dict(m) for m in messages],
-            "temperature": self._settings.llm_temperature,
-            "max_tokens": self._settings.llm_max_tokens,
+            "temperature": self._settings.llm.temperature,
+            "max_tokens": self._settings.llm.max_tokens,
         }
         if json_mode:
             kwargs["response_format"] = {"type": "json_object"}
@@ -128,7 +128,7 @@ class OpenAIBackend:
         return self._answer(kind, body)
 
     def _read_capped(self, kind: str, response: httpx.Response) -> bytes:
-        cap = self._settings.llm_max_answer_bytes
+        cap = self._settings.llm.max_answer_bytes
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > cap:
             raise LLMError(
@@ -188,10 +188,10 @@ class OpenAIBackend:
 
     def _translate(self, kind: str, exc: openai.OpenAIError) -> LLMError:
         where = self._where(kind)
-        retries = self._settings.llm_max_retries
+        retries = self._settings.llm.max_retries
         if isinstance(exc, openai.APITimeoutError):
             return LLMError(
-                f"{where} timed out after {self._settings.llm_timeout_s:g}s ({retries} retries)"
+                f"{where} timed out after {self._settings.llm.timeout_s:g}s ({retries} retries)"
             )
         if isinstance(exc, openai.APIConnectionError):
             return LLMError(f"{where} unreachable ({retries} retries): {self._detail(exc)}")
@@ -208,15 +208,14 @@ class OpenAIBackend:
 
 
 def check_settings(settings: Settings) -> None:
-    missing = [
-        name for name in ("llm_base_url", "llm_model") if not str(getattr(settings, name)).strip()
-    ]
+    given = {"llm_base_url": settings.llm.base_url, "llm_model": settings.llm.model}
+    missing = [name for name, value in given.items() if not value.strip()]
     if missing:
         env = " and ".join("MEMSTORE_" + m.upper() for m in missing)
         raise ConfigError(f"LLM is not configured: set {' and '.join(missing)} (or {env})")
-    if settings.llm_max_answer_bytes <= 0:
+    if settings.llm.max_answer_bytes <= 0:
         raise ConfigError(
-            f"llm_max_answer_bytes must be positive, got {settings.llm_max_answer_bytes}"
+            f"llm_max_answer_bytes must be positive, got {settings.llm.max_answer_bytes}"
         )
 
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 def gave_up(st: SessionState, settings: Settings) -> bool:
     """The session failed ``max_retries`` times and nothing was captured since."""
-    if st.failures < max(settings.max_retries, 1) or st.last_failure_at is None:
+    if st.failures < max(settings.pipeline.max_retries, 1) or st.last_failure_at is None:
         return False
     return from_iso(st.last_failure_at) >= from_iso(st.last_activity_at)
 
@@ -56,7 +56,7 @@ def reconcile(svc: PipelineService) -> dict[str, int]:
         if (st.user_id, st.session_id) not in open_l1 and idle_job_id(
             st.user_id, st.session_id
         ) not in jobs:
-            due = from_iso(st.last_activity_at) + timedelta(seconds=svc.settings.l1_idle_s)
+            due = from_iso(st.last_activity_at) + timedelta(seconds=svc.settings.pipeline.l1_idle_s)
             svc.arm_idle(st.user_id, st.session_id, due)
             armed += 1
     for us in users:

@@ -77,14 +77,13 @@ class PipelineService:
         lock_ttl_s: float | None = None,
         reconcile_every_s: float = 60.0,
     ) -> None:
-        extra = store.settings.extra
         self.store = store
         self.settings = store.settings
         self.db_path = str(store.path.resolve())
-        self.lease_ttl_s = float(lease_ttl_s or extra.get("pipeline_lease_ttl_s", 15.0))
+        self.lease_ttl_s = lease_ttl_s or store.settings.pipeline.lease_ttl_s
         # Short: a run renews its lock every ttl/3, and a dead owner on another
         # host blocks its sessions for at most this long (same host: at once).
-        self.lock_ttl_s = float(lock_ttl_s or extra.get("pipeline_lock_ttl_s", 60.0))
+        self.lock_ttl_s = lock_ttl_s or store.settings.pipeline.lock_ttl_s
         self.reconcile_every_s = reconcile_every_s
         self.owner = owners.new_instance(uuid.uuid4().hex[:8])
         self.deriver: Deriver = deriver or ModuleDeriver()
@@ -93,7 +92,7 @@ class PipelineService:
         # How long close() lets running work finish before abandoning it (on
         # daemon threads, so exit never hangs; an abandoned run is released,
         # not failed, and claimed again after the next open).
-        self.close_timeout_s = float(extra.get("pipeline_close_timeout_s", 10.0))
+        self.close_timeout_s = store.settings.pipeline.close_timeout_s
         self._stopping = threading.Event()
         self.timers = Timers(store.db, close_timeout_s=self.close_timeout_s)
         self._timer_thread = DaemonPool(1, "memstore-timers")
@@ -231,7 +230,7 @@ class PipelineService:
                 queue.enqueue(conn, ev.user_id, "l1", session_id=session, now=now)
                 decisions.append(("enqueued", ev.user_id, session, None))
             else:
-                due = from_iso(ev.recorded_at) + timedelta(seconds=self.settings.l1_idle_s)
+                due = from_iso(ev.recorded_at) + timedelta(seconds=self.settings.pipeline.l1_idle_s)
                 decisions.append(("timer", ev.user_id, session, due))
         self._local.decisions = decisions
         return decisions
@@ -287,7 +286,7 @@ class PipelineService:
         if st is None or st.messages_pending == 0:
             return
         now = self.clock()
-        due = from_iso(st.last_activity_at) + timedelta(seconds=self.settings.l1_idle_s)
+        due = from_iso(st.last_activity_at) + timedelta(seconds=self.settings.pipeline.l1_idle_s)
         if due > now:  # a later capture moved the deadline
             self.arm_idle(user_id, session_id, due)
             return
@@ -318,12 +317,14 @@ class PipelineService:
     def l2_not_before(self, us: UserState) -> datetime | None:
         if us.last_l2_at is None:
             return None
-        return from_iso(us.last_l2_at) + timedelta(seconds=self.settings.l2_min_interval_s)
+        return from_iso(us.last_l2_at) + timedelta(seconds=self.settings.pipeline.l2_min_interval_s)
 
     def _arm_l2_periodic(self, us: UserState, now: datetime) -> None:
-        window = timedelta(seconds=self.settings.l2_active_window_s)
+        window = timedelta(seconds=self.settings.pipeline.l2_active_window_s)
         if us.last_activity_at is not None and from_iso(us.last_activity_at) >= now - window:
-            self.arm_l2(us.user_id, now + timedelta(seconds=self.settings.l2_max_interval_s))
+            self.arm_l2(
+                us.user_id, now + timedelta(seconds=self.settings.pipeline.l2_max_interval_s)
+            )
 
     # -- running work --------------------------------------------------------------
 
@@ -394,8 +395,8 @@ class PipelineService:
                     owner,
                     error=out.error or "failed",
                     now=self.clock(),
-                    retry_delay_s=self.settings.retry_delay_s,
-                    max_retries=self.settings.max_retries,
+                    retry_delay_s=self.settings.pipeline.retry_delay_s,
+                    max_retries=self.settings.pipeline.max_retries,
                 )
         if out.ok:
             self._after_success(item, out)
@@ -407,7 +408,7 @@ class PipelineService:
                 item.stage,
                 item.user_id,
                 item.session_id,
-                self.settings.max_retries,
+                self.settings.pipeline.max_retries,
             )
         return out
 
@@ -418,7 +419,7 @@ class PipelineService:
         if us is None:
             return
         if item.stage == "l1":
-            due = now + timedelta(seconds=self.settings.l2_delay_s)
+            due = now + timedelta(seconds=self.settings.pipeline.l2_delay_s)
             not_before = self.l2_not_before(us)
             self.arm_l2(item.user_id, max(due, not_before) if not_before else due)
         elif item.stage == "l2":

@@ -60,9 +60,9 @@ from memstore.projections.base import Projection
 def threshold_for(extractions: int, settings: Settings) -> int:
     """Rounds that trigger the next extraction: the warm-up steps (1 → 2 → 4),
     then every ``extract_every`` rounds."""
-    if extractions < len(settings.warmup):
-        return max(1, settings.warmup[extractions])
-    return max(1, settings.extract_every)
+    if extractions < len(settings.pipeline.warmup):
+        return max(1, settings.pipeline.warmup[extractions])
+    return max(1, settings.pipeline.extract_every)
 
 
 @dataclass(frozen=True)

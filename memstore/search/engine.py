@@ -157,12 +157,12 @@ class SearchEngine:
     def __init__(self, db: Database, embedder: Embedder | None, settings: Settings) -> None:
         self.db = db
         self.embedder = embedder
-        self.rrf_k = settings.rrf_k
-        self.candidates = max(1, settings.search_candidates)
-        self.vector_weight = settings.vector_weight
-        self.neighbour_weight = settings.neighbour_weight
-        self.speaker_boost = settings.speaker_boost
-        self.context_vectors = settings.context_vectors
+        self.rrf_k = settings.recall.rrf_k
+        self.candidates = max(1, settings.recall.search_candidates)
+        self.vector_weight = settings.recall.vector_weight
+        self.neighbour_weight = settings.recall.neighbour_weight
+        self.speaker_boost = settings.recall.speaker_boost
+        self.context_vectors = settings.embedding.context_vectors
         self._qcache: OrderedDict[str, bytes] = OrderedDict()
         self._qlock = threading.Lock()
 

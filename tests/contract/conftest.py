@@ -21,10 +21,13 @@ from memstore import Settings
 from memstore.store import Store
 
 PG_URL_ENV = "MEMSTORE_TEST_PG_URL"
+# Read once at collection: the hermetic fixture (tests/conftest.py) clears every
+# MEMSTORE_* variable before each test.
+_PG_URL = os.environ.get(PG_URL_ENV) or None
 
 
 def pg_admin_url() -> str | None:
-    return os.environ.get(PG_URL_ENV) or None
+    return _PG_URL
 
 
 def _libpq(url: str) -> str:
@@ -67,7 +70,7 @@ def target(backend: str, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def settings() -> Settings:
-    return Settings(embedder="hashing", scheduler=False, background_indexer=False)
+    return Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
 
 
 @pytest.fixture

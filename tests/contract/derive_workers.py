@@ -11,7 +11,7 @@ ROUNDS = 6
 
 
 def capture_and_derive(target: str, llm_url: str, proc: int, start: Any) -> None:
-    settings = Settings(
+    settings = Settings().replace(
         embedder="hashing",
         scheduler=False,
         background_indexer=False,

@@ -15,7 +15,7 @@ WRITERS = 3
 
 
 def _settings() -> Settings:
-    return Settings(embedder="hashing", scheduler=False, background_indexer=False)
+    return Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
 
 
 @pytest.mark.slow

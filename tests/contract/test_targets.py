@@ -13,7 +13,7 @@ from memstore.db.target import parse
 from memstore.errors import InvalidInputError, StorageError
 from memstore.store import Store
 
-SETTINGS = Settings(embedder="hashing", scheduler=False, background_indexer=False)
+SETTINGS = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
 
 
 @pytest.mark.parametrize(
