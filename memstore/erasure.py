@@ -95,12 +95,18 @@ def erase_user(
         removed = conn.execute(events.delete().where(events.c.user_id == user_id)).rowcount or 0
         store.log.forget_cache()
         # Every projection is replayed from what is left; a user's derived rows
-        # cannot outlive their events. Vector tables are reset by the L0/L1 clears.
+        # cannot outlive their events. Row ids shift, so the other users'
+        # vectors move to their rows' new ids in fresh vec0 tables (no bytes of
+        # the erased user's vectors stay in vec0 chunks; nothing is re-embedded).
+        before = {k: spaces.natural_ids(conn, k, without_user=user_id) for k in spaces.KINDS}
         store.projections.rebuild(conn)
-        spaces.reset_kind(conn, "l0", recreate=True)
-        spaces.reset_kind(conn, "l1", recreate=True)
-        dropped = hashes - _shared_hashes(conn, hashes)
         gone = 0
+        for kind, old_ids in before.items():
+            new_ids = spaces.natural_ids(conn, kind, without_user=user_id)
+            moved = {old: new_ids[key] for key, old in old_ids.items() if key in new_ids}
+            gone += spaces.carry_over(conn, kind, moved)
+        # Cached embeddings from before migration 0013 (and recall's own).
+        dropped = hashes - _shared_hashes(conn, hashes)
         ordered = sorted(dropped)
         for i in range(0, len(ordered), 500):
             gone += (

@@ -27,7 +27,7 @@ DERIVED_TABLES = {
     "active_generations": "user_id",
     "l1_cursors": "user_id, session_id, generation",
     "derive_generations": "user_id, generation",
-    "derive_failures": "user_id, stage, session_id",
+    "derive_failures": "user_id, stage, session_id, generation",
     "l2_scenes": "scene_id",
     "l2_state": "user_id, generation",
     "l3_persona": "user_id, generation",

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from memstore.config import Settings
+from memstore.derive import derive_projections
 from memstore.derive.events import (
     L1Extracted,
     PersonaUpdated,
@@ -174,9 +175,10 @@ class FakeDeriver:
 def open_store(path: Path, clock: Any = None, **settings: Any) -> Store:
     s = Settings().replace(embedder="hashing", scheduler=False, **settings)
     kwargs: dict[str, Any] = {} if clock is None else {"clock": clock}
-    return Store.open(
-        path, settings=s, projections=[StatsProjection(), PipelineStateProjection()], **kwargs
-    )
+    # The pipeline reads cursors, failures and generations from the derivation
+    # projections, so they are registered too (the L0 projection is not needed).
+    projections = [StatsProjection(), *derive_projections(), PipelineStateProjection()]
+    return Store.open(path, settings=s, projections=projections, **kwargs)
 
 
 def capture(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sqlalchemy import select, text
 
-from memstore.db.schema import pipeline_pending, pipeline_sessions, pipeline_users
+from memstore.db.schema import pipeline_pending, pipeline_sessions
 from memstore.pipeline import PipelineService, queue, scheduler, threshold_for
 from memstore.pipeline.scheduler import idle_job_id, l2_job_id
 from memstore.pipeline.state import get_session
@@ -223,7 +223,7 @@ def test_purge_removes_one_user_only(
         got = svc.purge_user(conn, "a")
     assert got == {"queued": 1, "timers": 2}
     with store.db.read() as conn:
-        for t in (pipeline_sessions, pipeline_pending, pipeline_users):
+        for t in (pipeline_sessions, pipeline_pending):
             assert {r[0] for r in conn.execute(select(t.c.user_id))} == {"a:b", "a%"}
         assert {i.user_id for i in queue.pending(conn)} == {"a:b", "a%"}
         locks = {r[0] for r in conn.execute(text("select key from pipeline_locks"))}
@@ -291,7 +291,7 @@ def test_projection_rebuild_matches_incremental(
         with store.db.read() as conn:
             return [
                 [tuple(r) for r in conn.execute(select(t).order_by(*t.primary_key.columns))]
-                for t in (pipeline_sessions, pipeline_pending, pipeline_users)
+                for t in (pipeline_sessions, pipeline_pending)
             ]
 
     before = dump()

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from memstore import Settings
 from memstore.search import clamp_limit
 from memstore.store import Store
+from memstore.vectors import spaces
 
 STRATEGIES = ("keyword", "vector", "hybrid")
 
@@ -162,12 +163,9 @@ def test_model_change_reembeds_in_background_and_meanwhile_keyword_only(
         assert s.embedding_status()["l0"]["pending"] == 0
 
 
-def test_embedding_cache_survives_rebuild(filled: Store) -> None:
-    with filled.db.read() as conn:
-        cached = conn.exec_driver_sql("select count(*) from embedding_cache").scalar_one()
+def test_vector_search_survives_rebuild_without_embedding(filled: Store) -> None:
     before = filled.search_conversations("cat", user_id="alice", strategy="vector")
-    filled.rebuild()
-    # vectors were dropped with the rows they pointed at; refilling uses only the cache
+    assert before and all(h.vector_rank for h in before)
     calls: list[int] = []
     assert filled.embedder is not None
     original = filled.embedder.embed_documents
@@ -177,12 +175,17 @@ def test_embedding_cache_survives_rebuild(filled: Store) -> None:
         return original(texts)
 
     filled.embedder.embed_documents = counting  # type: ignore[method-assign]
+    filled.rebuild()
+    # vec0 is the stored copy and replay gives every message its id again:
+    # vector search answers at once, with the same vectors, before any reindex.
+    assert filled.search_engine.vector_ready("l0")
+    after = filled.search_conversations("cat", user_id="alice", strategy="vector")
+    assert [(h.text, h.similarity) for h in after] == [(h.text, h.similarity) for h in before]
     filled.reindex()
     assert calls == []
     with filled.db.read() as conn:
-        assert conn.exec_driver_sql("select count(*) from embedding_cache").scalar_one() == cached
-    after = filled.search_conversations("cat", user_id="alice", strategy="vector")
-    assert [h.text for h in after] == [h.text for h in before]
+        # The cache no longer holds a second copy of each vector.
+        assert conn.exec_driver_sql("select count(*) from embedding_cache").scalar_one() == 0
 
 
 def test_wrong_dimension_vectors_are_rejected(filled: Store) -> None:
@@ -200,7 +203,10 @@ def test_wrong_dimension_vectors_are_rejected(filled: Store) -> None:
 def test_vector_search_falls_back_to_keyword_while_a_reset_space_refills(store: Store) -> None:
     store.capture_turn("u", "s", "the zebra crossing", "ok")
     store.reindex()
-    store.rebuild()
+    # A rebuild keeps vectors now (vec0 is their stored copy); a reset space
+    # (what a new embedding model starts as) is still empty until refilled.
+    with store.db.write() as conn:
+        spaces.reset_kind(conn, "l0")
     hits = store.search_conversations("zebra", user_id="u", strategy="vector")
     assert hits and hits[0].keyword_rank == 1 and hits[0].vector_rank is None
     store.reindex()

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sqlalchemy import text
 
 from memstore import Settings
 from memstore.db import migrate
 from memstore.db.engine import Database
-from memstore.embeddings import content_hash
 from memstore.search import Hit
 from memstore.store import Store
 
@@ -258,13 +258,29 @@ def test_context_vectors_skip_filler(tmp_path: Path) -> None:
             ],
         )
         store.reindex()
+        assert store.embedder is not None
         with store.db.read() as conn:
-            cached = {
-                r[0] for r in conn.exec_driver_sql("SELECT content_hash FROM embedding_cache")
+            (table,) = conn.exec_driver_sql(
+                "SELECT table_name FROM vector_spaces WHERE kind = 'l0'"
+            ).one()
+            stored = {
+                ref: np.frombuffer(
+                    conn.exec_driver_sql(
+                        f'SELECT embedding FROM "{table}" WHERE rowid = ?', (rid,)
+                    ).scalar_one(),
+                    dtype=np.float32,
+                )
+                for rid, ref in conn.exec_driver_sql("SELECT id, message_id FROM l0_messages")
             }
-        assert content_hash("I love hiking.\nEvery weekend in the Alps.") in cached
-        assert content_hash("Noted.\nEvery weekend in the Alps.") not in cached
+
+        def same(ref: str, body: str) -> bool:
+            assert store.embedder is not None
+            want = store.embedder.embed_documents([body])[0]
+            return bool(np.allclose(stored[ref], want, atol=1e-6))
+
+        assert same("c", "I love hiking.\nEvery weekend in the Alps.")
+        assert not same("c", "Noted.\nEvery weekend in the Alps.")
         # The filler itself still gets a vector (with its own context).
-        assert content_hash("I love hiking.\nNoted.") in cached
+        assert same("b", "I love hiking.\nNoted.")
     finally:
         store.close()

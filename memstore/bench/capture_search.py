@@ -46,9 +46,10 @@ import numpy as np
 
 from memstore.bench.metrics import percentile
 from memstore.config import Settings
-from memstore.embeddings import Embedder, from_blob
+from memstore.embeddings import Embedder
 from memstore.store import Store
 from memstore.text import build_match
+from memstore.vectors.hot import partition_vectors
 
 _PEOPLE = [
     "Anna",
@@ -214,16 +215,12 @@ def _copy_cache(src: Path, dst: Store) -> None:
 
 
 def _vectors_by_user(store: Store, embedder: Embedder) -> dict[str, np.ndarray[Any, Any]]:
-    """Every message's vector, from the embedding cache, grouped like the vec0 partitions."""
-    rows: dict[str, list[np.ndarray[Any, Any]]] = {}
+    """Every message's vector, read from vec0 (their one stored copy), by user."""
     with store.db.read() as conn:
-        for user, blob in conn.exec_driver_sql(
-            "SELECT m.user_id, c.vector FROM l0_messages m JOIN embedding_cache c "
-            "ON c.content_hash = m.content_hash AND c.model_id = ? ORDER BY m.id",
-            (embedder.model_id,),
-        ):
-            rows.setdefault(user, []).append(from_blob(blob, embedder.dimensions))
-    return {u: np.vstack(v) for u, v in rows.items()}
+        sp = store.search_engine._space(conn, "l0")
+        assert sp is not None
+        users = [r[0] for r in conn.exec_driver_sql("SELECT DISTINCT user_id FROM l0_messages")]
+        return {u: partition_vectors(conn, sp, u)[1] for u in users}
 
 
 def _stats(ms: Sequence[float]) -> dict[str, float]:

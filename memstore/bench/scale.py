@@ -50,8 +50,8 @@ from memstore.db.driver import sqlite_module
 from memstore.derive.common import append_checked, new_id
 from memstore.derive.events import MemoryWritten
 from memstore.derive.state import DEFAULT_GENERATION
-from memstore.embeddings import from_blob
 from memstore.store import Store
+from memstore.vectors.hot import partition_vectors
 
 DEFAULT_SIZES = (10_000, 100_000)
 MILLION = 1_000_000
@@ -140,14 +140,11 @@ def _fill_memories(store: Store, size: int, users: int, pool: Sequence[str]) -> 
 
 
 def _vectors(store: Store, user: str) -> np.ndarray[Any, Any]:
-    assert store.embedder is not None
+    """The user's vectors, read from vec0 (their one stored copy)."""
     with store.db.read() as conn:
-        rows = conn.exec_driver_sql(
-            "SELECT c.vector FROM l0_messages m JOIN embedding_cache c "
-            "ON c.content_hash = m.content_hash AND c.model_id = ? WHERE m.user_id = ?",
-            (store.embedder.model_id, user),
-        ).all()
-    return np.vstack([from_blob(r[0], store.embedder.dimensions) for r in rows])
+        sp = store.search_engine._space(conn, "l0")
+        assert sp is not None
+        return partition_vectors(conn, sp, user)[1]
 
 
 def _search(store: Store, qs: Sequence[str], users: int) -> dict[str, Any]:

@@ -145,6 +145,9 @@ vector_spaces = Table(
     # Bumped whenever the space is emptied (rebuild, erasure): an indexer batch
     # read before a reset must not write its vectors after it.
     Column("epoch", Integer, nullable=False),
+    # Bumped when a vector is written below ``cursor`` (a quarantined row
+    # embedded later): in-memory copies of large partitions reload then.
+    Column("rewrites", Integer, nullable=False, server_default="0"),
     Column("created_at", Text, nullable=False),
 )
 
@@ -211,7 +214,9 @@ active_generations = Table(
 # --- derivation state, L2 scenes, L3 persona (projections of derive events) ---
 
 # Extraction cursor per (user, session, generation): the highest l0.captured
-# position an l1.extracted event covered.
+# position an l1.extracted event covered; ``runs`` counts the extractions that
+# moved it (the warm-up step) and ``updated_position`` is the last of them.
+# The one record of cursors: the pipeline reads the active generation's.
 l1_cursors = Table(
     "l1_cursors",
     metadata,
@@ -237,13 +242,16 @@ derive_generations = Table(
     Column("activated_position", Integer, nullable=True),
 )
 
-# Consecutive failed runs per (user, stage, session); a success removes the row.
+# Consecutive failed runs per (user, stage, session, generation); a success
+# of that stage and generation removes the row. The one record of failures:
+# the live pipeline reads the rows of the user's active generation.
 derive_failures = Table(
     "derive_failures",
     metadata,
     Column("user_id", Text, primary_key=True),
     Column("stage", Text, primary_key=True),
     Column("session_id", Text, primary_key=True),
+    Column("generation", Integer, primary_key=True, autoincrement=False),
     Column("failures", Integer, nullable=False),
     Column("last_error", Text, nullable=False),
     Column("updated_position", Integer, nullable=False),
@@ -295,25 +303,17 @@ l3_persona = Table(
 
 # --- pipeline: scheduling state (memstore/pipeline) --------------------------
 
-# Projection (inline): per (user, session) extraction state. Counts only, no
-# settings: the warm-up threshold is computed from ``extractions`` at read
-# time, so changing ``extract_every`` never needs a rebuild.
+# Projection (inline): per (user, session) capture activity. Cursors,
+# failures and pending counts are not copied here: ``pipeline/state.py``
+# reads them from ``l1_cursors``, ``derive_failures`` and ``pipeline_pending``
+# for the user's active generation, so each fact has one table.
 pipeline_sessions = Table(
     "pipeline_sessions",
     metadata,
     Column("user_id", Text, primary_key=True),
     Column("session_id", Text, primary_key=True),
-    Column("rounds_pending", Integer, nullable=False),
-    Column("messages_pending", Integer, nullable=False),
-    Column("cursor_position", Integer, nullable=False),
-    Column("extractions", Integer, nullable=False),
     Column("last_capture_position", Integer, nullable=False),
     Column("last_activity_at", Text, nullable=False),
-    Column("last_l1_at", Text, nullable=True),
-    Column("last_l1_position", Integer, nullable=True),
-    Column("failures", Integer, nullable=False),
-    Column("last_error", Text, nullable=True),
-    Column("last_failure_at", Text, nullable=True),
     Column("ended_at", Text, nullable=True),
 )
 
@@ -328,23 +328,6 @@ pipeline_pending = Table(
     Column("position", Integer, primary_key=True, autoincrement=False),
     Column("rounds", Integer, nullable=False),
     Column("messages", Integer, nullable=False),
-)
-
-# Projection (inline): per-user run times that drive L2/L3 timing.
-pipeline_users = Table(
-    "pipeline_users",
-    metadata,
-    Column("user_id", Text, primary_key=True),
-    Column("last_activity_at", Text, nullable=True),
-    Column("last_l1_at", Text, nullable=True),
-    Column("last_l1_position", Integer, nullable=False),
-    Column("last_l2_at", Text, nullable=True),
-    Column("last_l2_position", Integer, nullable=False),
-    Column("last_l3_at", Text, nullable=True),
-    Column("last_l3_position", Integer, nullable=False),
-    Column("l2_failures", Integer, nullable=False),
-    Column("l3_failures", Integer, nullable=False),
-    Column("last_error", Text, nullable=True),
 )
 
 # Operational (not a projection): queued derivation work, claimed inside
@@ -384,33 +367,6 @@ pipeline_locks = Table(
     Column("owner", Text, nullable=False),
     Column("expires_at", Text, nullable=False),
     Column("acquired_at", Text, nullable=False),
-)
-
-# Projection (inline, part of pipeline_state): the extraction cursor of every
-# (user, session, derivation generation). The session row in
-# ``pipeline_sessions`` shows the cursor of the user's active generation; on
-# activation it switches to that generation's row and its pending counts are
-# recomputed from ``pipeline_pending`` (which therefore keeps one row per
-# capture, also below the cursor).
-pipeline_cursors = Table(
-    "pipeline_cursors",
-    metadata,
-    Column("user_id", Text, primary_key=True),
-    Column("session_id", Text, primary_key=True),
-    Column("generation", Integer, primary_key=True, autoincrement=False),
-    Column("cursor_position", Integer, nullable=False),
-    Column("extractions", Integer, nullable=False),
-    Column("last_l1_at", Text, nullable=True),
-    Column("last_l1_position", Integer, nullable=True),
-)
-
-# Projection (inline, part of pipeline_state): the generation the live
-# pipeline follows per user (from ``derive.generation_activated``; absent = 0).
-pipeline_generations = Table(
-    "pipeline_generations",
-    metadata,
-    Column("user_id", Text, primary_key=True),
-    Column("generation", Integer, nullable=False),
 )
 
 # --- erasure ---------------------------------------------------------------

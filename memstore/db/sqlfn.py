@@ -10,9 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.elements import ColumnElement
-from sqlalchemy.sql.functions import FunctionElement
 
 
 def driver_sql(conn: Connection, sql: str) -> str:
@@ -27,21 +25,3 @@ def json_text(conn: Connection, column: Any, key: str) -> ColumnElement[Any]:
     if conn.dialect.name == "postgresql":
         return column.cast(JSONB)[key].astext  # type: ignore[no-any-return]
     return func.json_extract(column, f"$.{key}")
-
-
-class greatest(FunctionElement[Any]):
-    """The larger of its arguments: ``max(a, b)`` on SQLite, ``greatest(a, b)``
-    on PostgreSQL (where ``max`` is only the aggregate)."""
-
-    inherit_cache = True
-    name = "greatest"
-
-
-@compiles(greatest)
-def _greatest_sqlite(element: greatest, compiler: Any, **kw: Any) -> str:
-    return f"max({compiler.process(element.clauses, **kw)})"
-
-
-@compiles(greatest, "postgresql")
-def _greatest_pg(element: greatest, compiler: Any, **kw: Any) -> str:
-    return f"greatest({compiler.process(element.clauses, **kw)})"

@@ -1,4 +1,5 @@
-"""The L1 projection: memories, their FTS rows, extraction cursors, generations.
+"""Derivation projections: L1 memories (and their FTS rows), extraction
+cursors, generations, failures — one table (set) per fact.
 
 Applies recorded decisions only; every id it writes either comes from the
 event (new memory ids were generated when the event was created) or is
@@ -22,7 +23,6 @@ from memstore.db.schema import (
     l1_cursors,
     l1_memories,
 )
-from memstore.db.sqlfn import greatest
 from memstore.derive.events import (
     GenerationActivated,
     GenerationStarted,
@@ -37,7 +37,6 @@ from memstore.embeddings import content_hash
 from memstore.events.log import StoredEvent
 from memstore.projections.base import Projection
 from memstore.text import document_columns, stem_text
-from memstore.vectors import spaces
 
 COPY_LAYERS = ("l2", "l3")  # from_layer values that copy L1 from the base generation
 DIRECT_ORIGINS = ("user_stated", "host")  # memories no extraction produced
@@ -57,6 +56,8 @@ def union(*lists: Sequence[str]) -> list[str]:
 
 
 _INSERT = l1_memories.insert()
+# Memory ids are unique across users and generations (the table's constraint).
+_TAKEN = select(l1_memories.c.id).where(l1_memories.c.memory_id == bindparam("m"))
 _ROW = select(l1_memories).where(
     l1_memories.c.memory_id == bindparam("m"), l1_memories.c.user_id == bindparam("u")
 )
@@ -77,10 +78,9 @@ class L1Projection(Projection):
             MemoryWritten.TYPE,
             MemoryForgotten.TYPE,
             GenerationStarted.TYPE,
-            GenerationActivated.TYPE,
         }
     )
-    tables = (l1_memories, active_generations, l1_cursors, derive_generations)
+    tables = (l1_memories,)
 
     def __init__(self) -> None:
         self._next_id = 0
@@ -95,7 +95,6 @@ class L1Projection(Projection):
                 origin = "rules" if p.deriver == "rules" else "extracted"
                 for d in p.decisions:
                     self._decide(conn, ev, p.generation, d, origin)
-                self._advance_cursor(conn, ev, p)
             elif isinstance(p, MemoryWritten):
                 self._decide(conn, ev, p.generation, p.decision, p.origin)
             elif isinstance(p, MemoryForgotten):
@@ -104,30 +103,12 @@ class L1Projection(Projection):
                     self._retire(conn, [row], "forgotten", ev.position)
             elif isinstance(p, GenerationStarted):
                 self._start_generation(conn, ev, p)
-            elif isinstance(p, GenerationActivated):
-                stmt = sqlite_insert(active_generations).values(
-                    user_id=ev.user_id, generation=p.generation
-                )
-                conn.execute(
-                    stmt.on_conflict_do_update(
-                        index_elements=[active_generations.c.user_id],
-                        set_={"generation": p.generation},
-                    )
-                )
-                conn.execute(
-                    update(derive_generations)
-                    .where(
-                        derive_generations.c.user_id == ev.user_id,
-                        derive_generations.c.generation == p.generation,
-                    )
-                    .values(activated_position=ev.position)
-                )
 
     def clear(self, conn: Connection) -> None:
         conn.execute(text("DELETE FROM l1_fts"))
         super().clear(conn)
-        # Row ids are reassigned on replay; the indexer refills vectors from the cache.
-        spaces.reset_kind(conn, "l1")
+        # Vectors stay (ids follow log order); vector_index re-embeds any row
+        # whose text differs, and search checks each hit's owner and status.
 
     # -- decisions -------------------------------------------------------------
 
@@ -167,8 +148,8 @@ class L1Projection(Projection):
             return
         if action == "merge":
             sources = union(*(json.loads(t.source_message_ids) for t in targets), sources)
-        if self._row(conn, ev.user_id, d["new_id"]) is not None:
-            return  # defensive: an id is never reused
+        if conn.execute(_TAKEN, {"m": d["new_id"]}).first() is not None:
+            return  # defensive: an id is never reused (a log could still hold one twice)
         self._insert(conn, ev, generation, d, origin, sources)
         if action in ("merge", "supersede"):
             self._retire(conn, targets, d["new_id"], ev.position)
@@ -230,48 +211,9 @@ class L1Projection(Projection):
     def _row(conn: Connection, user_id: str, memory_id: str) -> Row[Any] | None:
         return conn.execute(_ROW, {"m": memory_id, "u": user_id}).first()
 
-    # -- cursors and generations -----------------------------------------------
-
-    @staticmethod
-    def _advance_cursor(conn: Connection, ev: StoredEvent, p: L1Extracted) -> None:
-        key = {"user_id": ev.user_id, "session_id": p.session_id, "generation": p.generation}
-        stmt = sqlite_insert(l1_cursors).values(
-            **key,
-            cursor_position=p.cursor_position,
-            runs=1,
-            last_run_id=p.run_id,
-            updated_position=ev.position,
-        )
-        conn.execute(
-            stmt.on_conflict_do_update(
-                index_elements=[
-                    l1_cursors.c.user_id,
-                    l1_cursors.c.session_id,
-                    l1_cursors.c.generation,
-                ],
-                set_={
-                    "cursor_position": greatest(l1_cursors.c.cursor_position, p.cursor_position),
-                    "runs": l1_cursors.c.runs + 1,
-                    "last_run_id": p.run_id,
-                    "updated_position": ev.position,
-                },
-            )
-        )
+    # -- generations ----------------------------------------------------------------
 
     def _start_generation(self, conn: Connection, ev: StoredEvent, p: GenerationStarted) -> None:
-        conn.execute(
-            sqlite_insert(derive_generations)
-            .values(
-                user_id=ev.user_id,
-                generation=p.generation,
-                from_layer=p.from_layer,
-                base_generation=p.base_generation,
-                run_id=p.run_id,
-                started_position=ev.position,
-                activated_position=None,
-            )
-            .on_conflict_do_nothing()
-        )
         q = select(l1_memories).where(
             l1_memories.c.user_id == ev.user_id,
             l1_memories.c.generation == p.base_generation,
@@ -283,66 +225,165 @@ class L1Projection(Projection):
             q = q.where(l1_memories.c.origin.in_(DIRECT_ORIGINS))
         rows = conn.execute(q.order_by(l1_memories.c.id)).all()
         for r in rows:
+            new_id = copied_id(r.memory_id, p.generation)
+            if conn.execute(_TAKEN, {"m": new_id}).first() is not None:
+                continue  # the generation was started before: its copy exists
             self._next_id += 1
             values = dict(r._mapping)
-            values.update(
-                id=self._next_id,
-                memory_id=copied_id(r.memory_id, p.generation),
-                generation=p.generation,
-            )
+            values.update(id=self._next_id, memory_id=new_id, generation=p.generation)
             conn.execute(l1_memories.insert().values(**values))
             self._index(conn, self._next_id, r.content, replace=False)
-        if p.from_layer not in COPY_LAYERS:
-            return
-        cursors = conn.execute(
-            select(l1_cursors).where(
-                l1_cursors.c.user_id == ev.user_id, l1_cursors.c.generation == p.base_generation
-            )
-        ).all()
-        for c in cursors:
-            conn.execute(
-                sqlite_insert(l1_cursors)
-                .values(**{**dict(c._mapping), "generation": p.generation})
-                .on_conflict_do_nothing()
-            )
 
 
-class FailuresProjection(Projection):
-    """Consecutive failures per (user, stage, session): what ``attempt`` counts."""
+class GenerationsProjection(Projection):
+    """Every generation a re-derive started, and the one each user sees."""
 
-    name: ClassVar[str] = "derive_failures"
+    name: ClassVar[str] = "generations"
     handles: ClassVar[frozenset[str] | None] = frozenset(
-        {RunFailed.TYPE, L1Extracted.TYPE, ScenesUpdated.TYPE, PersonaUpdated.TYPE}
+        {GenerationStarted.TYPE, GenerationActivated.TYPE}
     )
-    tables = (derive_failures,)
+    tables = (active_generations, derive_generations)
 
     def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
         for ev in events:
             p = ev.payload
-            if isinstance(p, RunFailed):
-                stmt = sqlite_insert(derive_failures).values(
+            if isinstance(p, GenerationStarted):
+                conn.execute(
+                    sqlite_insert(derive_generations)
+                    .values(
+                        user_id=ev.user_id,
+                        generation=p.generation,
+                        from_layer=p.from_layer,
+                        base_generation=p.base_generation,
+                        run_id=p.run_id,
+                        started_position=ev.position,
+                        activated_position=None,
+                    )
+                    .on_conflict_do_nothing()
+                )
+            elif isinstance(p, GenerationActivated):
+                stmt = sqlite_insert(active_generations).values(
+                    user_id=ev.user_id, generation=p.generation
+                )
+                conn.execute(
+                    stmt.on_conflict_do_update(
+                        index_elements=[active_generations.c.user_id],
+                        set_={"generation": p.generation},
+                    )
+                )
+                conn.execute(
+                    update(derive_generations)
+                    .where(
+                        derive_generations.c.user_id == ev.user_id,
+                        derive_generations.c.generation == p.generation,
+                    )
+                    .values(activated_position=ev.position)
+                )
+
+
+class CursorsProjection(Projection):
+    """Extraction cursors per (user, session, generation).
+
+    Only an extraction that moves its cursor forward counts: ``runs`` is the
+    number of such extractions (which warm-up step applies next) and
+    ``updated_position`` the last one. A re-derive from L2 or L3 keeps the
+    base generation's L1, and so its cursors."""
+
+    name: ClassVar[str] = "l1_cursors"
+    handles: ClassVar[frozenset[str] | None] = frozenset({L1Extracted.TYPE, GenerationStarted.TYPE})
+    tables = (l1_cursors,)
+
+    def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
+        c = l1_cursors.c
+        for ev in events:
+            p = ev.payload
+            if isinstance(p, L1Extracted):
+                stmt = sqlite_insert(l1_cursors).values(
                     user_id=ev.user_id,
-                    stage=p.stage,
                     session_id=p.session_id,
-                    failures=1,
-                    last_error=p.error,
+                    generation=p.generation,
+                    cursor_position=p.cursor_position,
+                    runs=1,
+                    last_run_id=p.run_id,
                     updated_position=ev.position,
                 )
                 conn.execute(
                     stmt.on_conflict_do_update(
-                        index_elements=[
-                            derive_failures.c.user_id,
-                            derive_failures.c.stage,
-                            derive_failures.c.session_id,
-                        ],
+                        index_elements=[c.user_id, c.session_id, c.generation],
                         set_={
-                            "failures": derive_failures.c.failures + 1,
-                            "last_error": p.error,
+                            "cursor_position": p.cursor_position,
+                            "runs": c.runs + 1,
+                            "last_run_id": p.run_id,
+                            "updated_position": ev.position,
+                        },
+                        where=c.cursor_position < p.cursor_position,
+                    )
+                )
+            elif isinstance(p, GenerationStarted) and p.from_layer in COPY_LAYERS:
+                rows = conn.execute(
+                    select(l1_cursors).where(
+                        c.user_id == ev.user_id, c.generation == p.base_generation
+                    )
+                ).all()
+                for r in rows:
+                    conn.execute(
+                        sqlite_insert(l1_cursors)
+                        .values(**{**dict(r._mapping), "generation": p.generation})
+                        .on_conflict_do_nothing()
+                    )
+
+
+class FailuresProjection(Projection):
+    """Consecutive failures per (user, stage, session, generation): what
+    ``attempt`` counts and what the live pipeline reports and gives up on.
+
+    A failure without a generation is the live pipeline's: it counts against
+    the generation active when it happened, read from ``generations``."""
+
+    name: ClassVar[str] = "derive_failures"
+    version: ClassVar[int] = 2  # 2: per generation
+    handles: ClassVar[frozenset[str] | None] = frozenset(
+        {RunFailed.TYPE, L1Extracted.TYPE, ScenesUpdated.TYPE, PersonaUpdated.TYPE}
+    )
+    depends_on: ClassVar[tuple[str, ...]] = ("generations",)
+    tables = (derive_failures,)
+
+    def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
+        f = derive_failures.c
+        for ev in events:
+            p = ev.payload
+            if isinstance(p, RunFailed):
+                generation = p.generation
+                if generation is None:
+                    generation = (
+                        conn.execute(
+                            select(active_generations.c.generation).where(
+                                active_generations.c.user_id == ev.user_id
+                            )
+                        ).scalar_one_or_none()
+                        or 0
+                    )
+                stmt = sqlite_insert(derive_failures).values(
+                    user_id=ev.user_id,
+                    stage=p.stage,
+                    session_id=p.session_id,
+                    generation=generation,
+                    failures=1,
+                    last_error=p.error[:2000],
+                    updated_position=ev.position,
+                )
+                conn.execute(
+                    stmt.on_conflict_do_update(
+                        index_elements=[f.user_id, f.stage, f.session_id, f.generation],
+                        set_={
+                            "failures": f.failures + 1,
+                            "last_error": p.error[:2000],
                             "updated_position": ev.position,
                         },
                     )
                 )
                 continue
+            assert isinstance(p, L1Extracted | ScenesUpdated | PersonaUpdated)
             stage, session = (
                 ("l1", p.session_id)
                 if isinstance(p, L1Extracted)
@@ -352,8 +393,9 @@ class FailuresProjection(Projection):
             )
             conn.execute(
                 delete(derive_failures).where(
-                    derive_failures.c.user_id == ev.user_id,
-                    derive_failures.c.stage == stage,
-                    derive_failures.c.session_id == session,
+                    f.user_id == ev.user_id,
+                    f.stage == stage,
+                    f.session_id == session,
+                    f.generation == p.generation,
                 )
             )

@@ -15,7 +15,14 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memstore.db.schema import l2_scenes, l2_state, l3_persona
 from memstore.derive.events import GenerationStarted, PersonaUpdated, ScenesUpdated
-from memstore.derive.projections import FailuresProjection, L1Projection, copied_id, union
+from memstore.derive.projections import (
+    CursorsProjection,
+    FailuresProjection,
+    GenerationsProjection,
+    L1Projection,
+    copied_id,
+    union,
+)
 from memstore.events.log import StoredEvent
 from memstore.projections.base import Projection
 
@@ -108,8 +115,11 @@ class L2Projection(Projection):
         heat: int,
         memory_ids: list[str],
     ) -> None:
+        # Scene ids are unique across users and generations; a log holding one
+        # twice keeps the first (``on_conflict_do_nothing``) instead of failing.
         conn.execute(
-            l2_scenes.insert().values(
+            sqlite_insert(l2_scenes)
+            .values(
                 scene_id=op["scene_id"],
                 user_id=ev.user_id,
                 generation=gen,
@@ -121,6 +131,7 @@ class L2Projection(Projection):
                 created_position=ev.position,
                 updated_position=ev.position,
             )
+            .on_conflict_do_nothing()
         )
 
     @staticmethod
@@ -164,7 +175,7 @@ class L2Projection(Projection):
                     [copied_id(m, p.generation) for m in json.loads(r.memory_ids)]
                 ),
             )
-            conn.execute(l2_scenes.insert().values(**values))
+            conn.execute(sqlite_insert(l2_scenes).values(**values).on_conflict_do_nothing())
         state = conn.execute(
             select(l2_state).where(
                 l2_state.c.user_id == ev.user_id, l2_state.c.generation == p.base_generation
@@ -207,5 +218,12 @@ class L3Projection(Projection):
 
 
 def derive_projections() -> list[Projection]:
-    """The derivation projections, in the order they must apply."""
-    return [L1Projection(), L2Projection(), L3Projection(), FailuresProjection()]
+    """The derivation projections (the registry orders them by ``depends_on``)."""
+    return [
+        GenerationsProjection(),
+        L1Projection(),
+        CursorsProjection(),
+        L2Projection(),
+        L3Projection(),
+        FailuresProjection(),
+    ]

@@ -404,12 +404,20 @@ def persona(conn: Connection, user_id: str, generation: int) -> dict[str, Any] |
     return dict(r._mapping) if r is not None else None
 
 
-def failures(conn: Connection, user_id: str, stage: str, session_id: str = "") -> int:
+def failures(
+    conn: Connection,
+    user_id: str,
+    stage: str,
+    session_id: str = "",
+    generation: int | None = None,
+) -> int:
+    """Consecutive failures of a stage in ``generation`` (default: the active one)."""
     got = conn.execute(
         select(derive_failures.c.failures).where(
             derive_failures.c.user_id == user_id,
             derive_failures.c.stage == stage,
             derive_failures.c.session_id == session_id,
+            derive_failures.c.generation == resolve_generation(conn, user_id, generation),
         )
     ).scalar_one_or_none()
     return int(got) if got is not None else 0

@@ -10,13 +10,45 @@ from sqlalchemy import Connection, delete, func, select, text
 from memstore.db.schema import l0_messages
 from memstore.embeddings import content_hash
 from memstore.events.log import StoredEvent
-from memstore.l0.capture import known_message_ids
 from memstore.l0.events import MessagesCaptured
 from memstore.projections.base import Projection
 from memstore.text import document_columns, is_low_information, stem_text
-from memstore.vectors import spaces
 
-_FTS_INSERT = text("INSERT INTO l0_fts(rowid, text, cjk, stem) VALUES (:id, :t, :c, :s)")
+_FTS_INSERT = "INSERT INTO l0_fts(rowid, text, cjk, stem) VALUES (?, ?, ?, ?)"
+_INSERT = (
+    "INSERT INTO l0_messages (id, user_id, agent_id, session_id, message_id, role, text, "
+    "occurred_at, position, content_hash, speaker, low_info) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+# Keys per lookup: 3 parameters each, well under SQLite's parameter limit.
+_LOOKUP = 300
+
+
+def _known(conn: Connection, events: Sequence[StoredEvent]) -> set[tuple[str, str, str]]:
+    """The (user, session, message id) keys of ``events`` already stored,
+    found through the unique index in a few statements, not one per event."""
+    keys = sorted(
+        {
+            (ev.user_id, ev.payload.session_id, m["id"])
+            for ev in events
+            if isinstance(ev.payload, MessagesCaptured)
+            for m in ev.payload.messages
+        }
+    )
+    found: set[tuple[str, str, str]] = set()
+    for i in range(0, len(keys), _LOOKUP):
+        chunk = keys[i : i + _LOOKUP]
+        values = ",".join("(?, ?, ?)" for _ in chunk)
+        found.update(
+            (str(u), str(s), str(m))
+            for u, s, m in conn.exec_driver_sql(
+                f"WITH k(u, s, m) AS (VALUES {values}) "
+                "SELECT l.user_id, l.session_id, l.message_id FROM k JOIN l0_messages l "
+                "ON l.user_id = k.u AND l.session_id = k.s AND l.message_id = k.m",
+                tuple(x for key in chunk for x in key),
+            )
+        )
+    return found
 
 
 class L0Projection(Projection):
@@ -31,18 +63,10 @@ class L0Projection(Projection):
         )
         # Capture never appends a known id, but a log can hold one anyway (an
         # event appended directly, an older version): skip it here rather than
-        # let the FTS row and the message row disagree.
-        seen: set[tuple[str, str, str]] = set()
-        for ev in events:
-            p = ev.payload
-            assert isinstance(p, MessagesCaptured)
-            ids = [m["id"] for m in p.messages]
-            seen |= {
-                (ev.user_id, p.session_id, mid)
-                for mid in known_message_ids(conn, ev.user_id, p.session_id, ids)
-            }
-        rows: list[dict[str, Any]] = []
-        fts: list[dict[str, Any]] = []
+        # let the FTS row and the message row disagree. One lookup per batch.
+        seen = _known(conn, events)
+        rows: list[tuple[Any, ...]] = []
+        fts: list[tuple[Any, ...]] = []
         for ev in events:
             p = ev.payload
             assert isinstance(p, MessagesCaptured)
@@ -52,31 +76,34 @@ class L0Projection(Projection):
                     continue
                 seen.add(key)
                 next_id += 1
+                text_ = m["text"]
                 rows.append(
-                    {
-                        "id": next_id,
-                        "user_id": ev.user_id,
-                        "agent_id": p.agent_id,
-                        "session_id": p.session_id,
-                        "message_id": m["id"],
-                        "role": m["role"],
-                        "text": m["text"],
-                        "occurred_at": m["occurred_at"],
-                        "position": ev.position,
-                        "content_hash": content_hash(m["text"]),
-                        "speaker": m.get("name"),
-                        "low_info": int(is_low_information(m["text"])),
-                    }
+                    (
+                        next_id,
+                        ev.user_id,
+                        p.agent_id,
+                        p.session_id,
+                        m["id"],
+                        m["role"],
+                        text_,
+                        m["occurred_at"],
+                        ev.position,
+                        content_hash(text_),
+                        m.get("name"),
+                        int(is_low_information(text_)),
+                    )
                 )
-                latin, cjk = document_columns(m["text"])
-                fts.append({"id": next_id, "t": latin, "c": cjk, "s": stem_text(latin)})
+                latin, cjk = document_columns(text_)
+                fts.append((next_id, latin, cjk, stem_text(latin)))
         if rows:
-            conn.execute(l0_messages.insert(), rows)
-            conn.execute(_FTS_INSERT, fts)
+            # Bare executemany: SQLAlchemy's per-row parameter processing cost
+            # more than the inserts on replay.
+            conn.exec_driver_sql(_INSERT, rows)
+            conn.exec_driver_sql(_FTS_INSERT, fts)
 
     def clear(self, conn: Connection) -> None:
         conn.execute(text("DELETE FROM l0_fts"))
         conn.execute(delete(l0_messages))
-        # Row ids are reassigned on replay, so vectors keyed by them are stale;
-        # the indexer refills them from the embedding cache without re-embedding.
-        spaces.reset_kind(conn, "l0")
+        # Vectors stay: replay assigns ids in log order, so each id names the
+        # same message again and vector search works right after a rebuild
+        # (erasure, which renumbers, moves them: spaces.carry_over).

@@ -4,6 +4,18 @@ A projection owns some tables and a checkpoint row. Its ``apply`` must be a
 pure function of the events it is given (no clock, no randomness, no LLM):
 that is what makes "incremental state == rebuilt state" hold, and the
 property test in ``tests/test_projection_invariant.py`` checks it.
+
+Each projection declares what it reads:
+
+- ``handles``: the event types it is fed (None: every type). Nothing else
+  reaches its ``apply``, on an append, a catch-up or a rebuild.
+- ``depends_on``: projections whose tables its ``apply`` reads. The registry
+  rejects unknown names and cycles, applies and rebuilds in dependency order,
+  and guarantees that when a projection applies event *e*, each dependency
+  has applied exactly the events up to and including *e* — the state an
+  event-at-a-time replay would show — however the events are batched (see
+  ``Projections._segments``). Rebuilding a projection replays its
+  dependencies too, since their tables must pass through the same history.
 """
 
 from __future__ import annotations
@@ -23,12 +35,18 @@ from memstore.events.log import EventLog, StoredEvent
 
 Progress = Callable[[int], None]
 
+# Events per replay read: large enough that per-batch statements (one
+# executemany per table) amortise, small enough to bound memory.
+REPLAY_BATCH = 5000
+
 
 class Projection(ABC):
     name: ClassVar[str]
     version: ClassVar[int] = 1
-    # Event types this projection reads; None means every type.
+    # Event types this projection reads; None means every type. Required.
     handles: ClassVar[frozenset[str] | None]
+    # Names of projections whose tables ``apply`` reads.
+    depends_on: ClassVar[tuple[str, ...]] = ()
     tables: ClassVar[tuple[Table, ...]] = ()
     # Inline projections apply inside the append's transaction.
     inline: ClassVar[bool] = True
@@ -71,12 +89,62 @@ class Projections:
         self.log = log
         self._items: dict[str, Projection] = {}
         for p in projections:
-            self.add(p)
+            self._register(p)
+        self._resolve()
 
     def add(self, p: Projection) -> None:
+        self._register(p)
+        try:
+            self._resolve()
+        except ProjectionError:
+            del self._items[p.name]
+            self._resolve()
+            raise
+
+    def _register(self, p: Projection) -> None:
         if p.name in self._items:
             raise ProjectionError(f"projection {p.name!r} registered twice")
+        if not hasattr(p, "handles"):
+            raise ProjectionError(
+                f"projection {p.name!r} must declare `handles` (its event types, or None for all)"
+            )
         self._items[p.name] = p
+
+    def _resolve(self) -> None:
+        """Check the declared dependencies and fix the order everything runs in:
+        dependencies first, otherwise the order of registration."""
+        for p in self._items.values():
+            unknown = [d for d in p.depends_on if d not in self._items]
+            if unknown:
+                raise ProjectionError(
+                    f"projection {p.name!r} depends on unknown {', '.join(map(repr, unknown))}; "
+                    f"known: {', '.join(sorted(self._items))}"
+                )
+        order: list[str] = []
+        state: dict[str, int] = {}  # 1: on the current path, 2: placed
+
+        def visit(name: str, path: list[str]) -> None:
+            if state.get(name) == 2:
+                return
+            if state.get(name) == 1:
+                cycle = [*path[path.index(name) :], name]
+                raise ProjectionError(f"projection dependency cycle: {' -> '.join(cycle)}")
+            state[name] = 1
+            for dep in self._items[name].depends_on:
+                visit(dep, [*path, name])
+            state[name] = 2
+            order.append(name)
+
+        for name in self._items:
+            visit(name, [])
+        self._order = [self._items[n] for n in order]
+        # Transitive dependencies and dependents, for rebuild closures and batching.
+        deps: dict[str, set[str]] = {}
+        for p in self._order:
+            deps[p.name] = set(p.depends_on).union(*(deps[d] for d in p.depends_on))
+        self._deps = deps
+        self._dependents = {n: {m for m in deps if n in deps[m]} for n in deps}
+        self._by_type: dict[str, tuple[list[Projection], frozenset[str], frozenset[str]]] = {}
 
     def get(self, name: str) -> Projection:
         try:
@@ -88,11 +156,17 @@ class Projections:
 
     @property
     def names(self) -> list[str]:
-        return list(self._items)
+        """Every projection, dependencies before their dependents."""
+        return [p.name for p in self._order]
 
     @property
     def inline(self) -> list[Projection]:
-        return [p for p in self._items.values() if p.inline]
+        return [p for p in self._order if p.inline]
+
+    def dependencies(self, name: str) -> set[str]:
+        """Everything ``name`` depends on, directly or through another projection."""
+        self.get(name)
+        return set(self._deps[name])
 
     # -- checkpoints ---------------------------------------------------------
 
@@ -113,6 +187,60 @@ class Projections:
 
     # -- applying ------------------------------------------------------------
 
+    def _routing(self, type_: str) -> tuple[list[Projection], frozenset[str], frozenset[str]]:
+        """For one event type: the projections it feeds (in order), their names,
+        and the names of everything that depends on them."""
+        got = self._by_type.get(type_)
+        if got is None:
+            feeds = [p for p in self._order if p.handles is None or type_ in p.handles]
+            names = frozenset(p.name for p in feeds)
+            after = frozenset().union(*(self._dependents[p.name] for p in feeds))
+            got = self._by_type[type_] = (feeds, names, after)
+        return got
+
+    def _segments(self, events: Sequence[StoredEvent]) -> list[Sequence[StoredEvent]]:
+        """Cut a batch where batching could show a projection the future.
+
+        Within a segment each projection applies its events in one call,
+        dependencies first. That is only exact if no dependency handles an
+        event later in the segment than one its dependent already handled —
+        else the dependent would read the dependency's state *after* that
+        later event. So a segment ends just before such an event. A log of
+        captures (no projection reading another) is one segment.
+        """
+        out: list[Sequence[StoredEvent]] = []
+        start = 0
+        touched: set[str] = set()
+        for i, ev in enumerate(events):
+            _, names, after = self._routing(ev.type)
+            if after and not after.isdisjoint(touched):
+                out.append(events[start:i])
+                start, touched = i, set()
+            touched |= names
+        out.append(events[start:])
+        return out
+
+    def _apply(
+        self, conn: Connection, events: Sequence[StoredEvent], targets: Sequence[Projection]
+    ) -> set[str]:
+        """Feed ``events`` to ``targets`` (in dependency order), each only the
+        types it handles; returns the names of those that got any."""
+        wanted = {p.name for p in targets}
+        fed: set[str] = set()
+        for seg in self._segments(events):
+            if len(seg) == 1:
+                feeds = [p for p in self._routing(seg[0].type)[0] if p.name in wanted]
+                for p in feeds:
+                    p.apply(conn, seg)
+                    fed.add(p.name)
+                continue
+            for p in targets:
+                mine = seg if p.handles is None else [e for e in seg if e.type in p.handles]
+                if mine:
+                    p.apply(conn, mine)
+                    fed.add(p.name)
+        return fed
+
     def apply_inline(self, conn: Connection, stored: Sequence[StoredEvent]) -> None:
         """Called by every append, in its transaction, with what it appended.
 
@@ -124,14 +252,17 @@ class Projections:
         fresh = [e for e in stored if not e.duplicate]
         if not fresh:
             return
-        for p in self.inline:
-            mine = [e for e in fresh if p.wants(e)]
-            if mine:
-                p.apply(conn, mine)
-                self.set_checkpoint(conn, p.name, mine[-1].position, p.version)
+        inline = self.inline
+        for name in self._apply(conn, fresh, inline):
+            p = self._items[name]
+            last = fresh[-1] if p.handles is None else [e for e in fresh if p.wants(e)][-1]
+            self.set_checkpoint(conn, name, last.position, p.version)
 
     def catch_up(self, conn: Connection, name: str, *, batch: int = 2000) -> int:
-        """Apply everything after the projection's checkpoint; returns events applied."""
+        """Apply everything after the projection's checkpoint; returns events applied.
+
+        Its dependencies must be current (``bring_current`` and ``Store.catch_up``
+        go in dependency order)."""
         p = self.get(name)
         position, _ = self.checkpoint(conn, name)
         head = self.log.last_position(conn)
@@ -149,11 +280,14 @@ class Projections:
     ) -> int:
         """Empty the projections, reset their checkpoints and replay the log in one pass.
 
-        Runs inside the caller's write transaction: readers keep seeing the old
-        state until it commits.
+        The projections named are rebuilt with everything they depend on (their
+        tables must pass through the same history). Runs inside the caller's
+        write transaction: readers keep seeing the old state until it commits.
         """
-        targets = [self.get(n) for n in (names or self.names)]
-        for p in targets:
+        chosen = {self.get(n).name for n in (names or self.names)}
+        chosen |= set().union(*(self._deps[n] for n in chosen))
+        targets = [p for p in self._order if p.name in chosen]
+        for p in reversed(targets):  # dependents first, should one hold references
             p.clear(conn)
         head = self.log.last_position(conn)
         wanted: set[str] | None = set()
@@ -164,11 +298,9 @@ class Projections:
             assert wanted is not None
             wanted |= p.handles
         seen = 0
-        for chunk in self.log.iter_all(conn, types=None if wanted is None else sorted(wanted)):
-            for p in targets:
-                mine = [e for e in chunk if p.wants(e)]
-                if mine:
-                    p.apply(conn, mine)
+        types = None if wanted is None else sorted(wanted)
+        for chunk in self.log.iter_all(conn, types=types, batch=REPLAY_BATCH):
+            self._apply(conn, chunk, targets)
             seen += len(chunk)
             if progress:
                 progress(len(chunk))
@@ -179,7 +311,7 @@ class Projections:
     def status(self, conn: Connection) -> list[ProjectionStatus]:
         head = self.log.last_position(conn)
         out = []
-        for p in self._items.values():
+        for p in self._order:
             pos, ver = self.checkpoint(conn, p.name)
             q = select(func.count()).select_from(ev_t).where(ev_t.c.position > pos)
             if p.handles is not None:
@@ -189,11 +321,14 @@ class Projections:
         return out
 
     def bring_current(self, conn: Connection) -> list[str]:
-        """On open: rebuild projections whose code version changed, catch up the rest."""
-        rebuilt = [s.name for s in self.status(conn) if s.needs_rebuild]
-        if rebuilt:
-            self.rebuild(conn, rebuilt)
-        for p in self._items.values():
-            if p.name not in rebuilt:
+        """On open: rebuild projections whose code version changed (and what
+        depends on them, whose state was computed from theirs), catch up the rest."""
+        stale = {s.name for s in self.status(conn) if s.needs_rebuild}
+        stale |= set().union(*(self._dependents[n] for n in stale))
+        replayed = stale.union(*(self._deps[n] for n in stale))
+        if stale:
+            self.rebuild(conn, sorted(stale))
+        for p in self._order:
+            if p.name not in replayed:
                 self.catch_up(conn, p.name)
-        return rebuilt
+        return [n for n in self.names if n in replayed]

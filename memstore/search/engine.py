@@ -27,12 +27,13 @@ from sqlalchemy import Connection, text
 
 from memstore.config import Settings
 from memstore.db.engine import Database
-from memstore.embeddings import Embedder, check_vectors, to_blob
+from memstore.embeddings import Embedder, check_vectors, from_blob, to_blob
 from memstore.errors import InvalidInputError, MemstoreError, StorageError
 from memstore.l0.capture import check_id
 from memstore.search import keyword_pg
 from memstore.text import build_match, is_low_information
 from memstore.vectors import spaces
+from memstore.vectors.hot import HotPartitions
 
 STRATEGIES = ("keyword", "vector", "hybrid")
 MAX_LIMIT = 20
@@ -165,6 +166,8 @@ class SearchEngine:
         self.context_vectors = settings.embedding.context_vectors
         self._qcache: OrderedDict[str, bytes] = OrderedDict()
         self._qlock = threading.Lock()
+        # Large conversation partitions are searched in memory (vectors.hot).
+        self.hot = HotPartitions()
 
     # -- public ----------------------------------------------------------------
 
@@ -221,7 +224,7 @@ class SearchEngine:
             if filler and keep_filler:
                 # Lending never reaches them (_ADJACENT), so no new ones appear here.
                 ranked = _demote(ranked, filler)
-            return self._materialise(conn, kind, ranked[:n], kw, vec)
+            return self._materialise(conn, kind, user_id, ranked[:n], kw, vec)
 
     def vector_ready(self, kind: str) -> bool:
         with self.db.read() as conn:
@@ -324,6 +327,10 @@ class SearchEngine:
             blob = self._query_blob(query)
         except MemstoreError:
             return []  # an unreachable remote embedder degrades search to keyword
+        if kind == "l0":
+            got = self.hot.search(conn, sp, user_id, from_blob(blob, sp.dims), k, session_id)
+            if got is not None:
+                return got
         params: dict[str, Any] = {
             "v": blob,
             "u": user_id,
@@ -350,7 +357,11 @@ class SearchEngine:
             live = {
                 int(r[0])
                 for r in conn.execute(
-                    text(f"SELECT m.id FROM l1_memories m WHERE m.id IN ({ids}) AND {_L1_ACTIVE}")
+                    text(
+                        f"SELECT m.id FROM l1_memories m WHERE m.id IN ({ids}) "
+                        f"AND m.user_id = :u AND {_L1_ACTIVE}"
+                    ),
+                    {"u": user_id},
                 )
             }
             rows = [r for r in rows if r[0] in live][:k]
@@ -438,6 +449,7 @@ class SearchEngine:
         self,
         conn: Connection,
         kind: str,
+        user_id: str,
         ranked: Sequence[tuple[int, float]],
         kw: list[tuple[int, float]],
         vec: list[tuple[int, float]],
@@ -452,14 +464,22 @@ class SearchEngine:
             rows = {
                 int(r[0]): r
                 for r in conn.execute(
-                    text(f"SELECT {_L0_COLS} FROM l0_messages m WHERE m.id IN ({ids})")
+                    text(
+                        f"SELECT {_L0_COLS} FROM l0_messages m "
+                        f"WHERE m.id IN ({ids}) AND m.user_id = :u"
+                    ),
+                    {"u": user_id},
                 )
             }
         else:
             rows = {
                 int(r[0]): r
                 for r in conn.execute(
-                    text(f"SELECT {_L1_COLS} FROM l1_memories m WHERE m.id IN ({ids})")
+                    text(
+                        f"SELECT {_L1_COLS} FROM l1_memories m "
+                        f"WHERE m.id IN ({ids}) AND m.user_id = :u"
+                    ),
+                    {"u": user_id},
                 )
             }
         out: list[Hit] = []

@@ -3,9 +3,15 @@
 Capture never waits for an embedder: rows land in ``l0_messages`` /
 ``l1_memories`` inline, and this indexer embeds them later (in a background
 thread, or in the foreground for ``memstore reindex``). Each step reads a
-batch, embeds only what the (model, content hash) cache lacks, and writes
-vectors in one short write transaction, re-checking that each source row
-still holds the text it embedded.
+batch, embeds it, and writes vectors in one short write transaction,
+re-checking that each source row still holds the text it embedded.
+
+The vec0 table is the one stored copy of each vector (issue 14): a
+projection rebuild keeps it (row ids are assigned in log order, so they name
+the same messages again) and erasure carries the other users' vectors over
+(``spaces.carry_over``). ``embedding_cache`` is no longer written for source
+rows; vectors a file from before migration 0013 still holds there are used
+once, instead of embedding their text again, and then deleted.
 """
 
 from __future__ import annotations
@@ -210,8 +216,8 @@ class Indexer:
         gone: list[int] | None = None,
         isolate: bool = False,
     ) -> int:
-        """Embed what the cache lacks and write it in one short transaction;
-        returns rows written."""
+        """Embed what vec0 and the legacy cache lack; write it in one short
+        transaction; returns rows written."""
         hashes = sorted({r.hash for r in rows})
         cached: dict[str, bytes] = {}
         with self.db.read() as conn:
@@ -231,20 +237,24 @@ class Indexer:
                 # A rebuild or erasure emptied the space while we embedded:
                 # our row ids may now name other messages (or users).
                 return 0
-            if fresh:
-                conn.execute(
-                    sqlite_insert(embedding_cache).on_conflict_do_nothing(),
-                    [
-                        {
-                            "model_id": self.embedder.model_id,
-                            "content_hash": h,
-                            "dims": sp.dims,
-                            "vector": b,
-                        }
-                        for h, b in fresh.items()
-                    ],
-                )
             written = self._write_vectors(conn, sp, kind, good, {**cached, **fresh})
+            if cached:
+                # Legacy cache rows now live in vec0: drop the second copy.
+                used = sorted(cached)
+                for i in range(0, len(used), 500):
+                    conn.execute(
+                        embedding_cache.delete().where(
+                            embedding_cache.c.model_id == self.embedder.model_id,
+                            embedding_cache.c.content_hash.in_(used[i : i + 500]),
+                        )
+                    )
+            if written and cursor is None and kind == "l0":
+                # Written below the cursor: in-memory partition copies reload.
+                conn.execute(
+                    update(vector_spaces)
+                    .where(vector_spaces.c.name == sp.name)
+                    .values(rewrites=vector_spaces.c.rewrites + 1)
+                )
             now = self.clock()
             for error in sorted(set(bad.values())):
                 quarantine.record(

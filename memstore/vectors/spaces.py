@@ -28,10 +28,15 @@ _KIND_COLUMNS = {
 KINDS = tuple(_KIND_COLUMNS)
 
 # vec0 allocates a whole chunk per partition (user). The default of 1024 costs
-# 1.5 MB per user at 384-d (100 users of 5 messages: 158 MB); measured here on
-# a 100k-row table, 256 kept a 50k-row partition's KNN within ~10% of 1024
-# (69 vs 61 ms) at a third less space; 64 was 40% slower.
-CHUNK_SIZE = 256
+# 1.5 MB per user at 384-d (100 users of 5 messages: 158 MB); 256 left chunks
+# 39% full at 100 users x 100 messages (issue 14). Small chunks slow the KNN
+# of a large partition (64 was 40% slower than 256 at 50k rows), but those are
+# searched in memory now (memstore.vectors.hot), so vec0 serves partitions
+# under hot.MIN_ROWS rows, where 128 costs a few chunks more per query.
+# Users hold far fewer memories than messages (bench vectors, 100 users x 100
+# messages: a few memories each, one 128-slot chunk apiece, 1.96 KB per
+# message of L1 vector chunks), so L1 chunks are smaller still.
+CHUNK_SIZE = {"l0": 128, "l1": 32}
 
 
 @dataclass(frozen=True)
@@ -44,12 +49,13 @@ class Space:
     cursor: int
     ready: bool
     epoch: int
+    rewrites: int = 0
 
 
-def _ddl(table: str, kind: str, dims: int) -> str:
+def ddl(table: str, kind: str, dims: int) -> str:
     return (
         f'CREATE VIRTUAL TABLE IF NOT EXISTS "{table}" USING vec0({_KIND_COLUMNS[kind]}, '
-        f"embedding float[{dims}] distance_metric=cosine, chunk_size={CHUNK_SIZE})"
+        f"embedding float[{dims}] distance_metric=cosine, chunk_size={CHUNK_SIZE[kind]})"
     )
 
 
@@ -63,6 +69,7 @@ def _space(r: Row[Any]) -> Space:
         int(r.cursor),
         bool(r.ready),
         int(r.epoch),
+        int(r.rewrites),
     )
 
 
@@ -106,7 +113,7 @@ def ensure_space(conn: Connection, kind: str, model_id: str, dims: int, now_iso:
             )
         return existing
     table = _table_name(kind, model_id, dims)
-    conn.execute(text(_ddl(table, kind, dims)))
+    conn.execute(text(ddl(table, kind, dims)))
     conn.execute(
         vector_spaces.insert().values(
             name=space_name(kind, model_id),
@@ -117,6 +124,7 @@ def ensure_space(conn: Connection, kind: str, model_id: str, dims: int, now_iso:
             cursor=0,
             ready=0,
             epoch=0,
+            rewrites=0,
             created_at=now_iso,
         )
     )
@@ -139,7 +147,7 @@ def reset_kind(conn: Connection, kind: str, *, recreate: bool = False) -> None:
             continue
         if recreate:
             conn.execute(text(f'DROP TABLE IF EXISTS "{space.table_name}"'))
-            conn.execute(text(_ddl(space.table_name, kind, space.dims)))
+            conn.execute(text(ddl(space.table_name, kind, space.dims)))
         else:
             conn.execute(text(f'DELETE FROM "{space.table_name}"'))
         conn.execute(vector_index.delete().where(vector_index.c.space == space.name))
@@ -155,3 +163,83 @@ def reset_kind(conn: Connection, kind: str, *, recreate: bool = False) -> None:
 def current_epoch(conn: Connection, name: str) -> int | None:
     row = conn.execute(select(vector_spaces.c.epoch).where(vector_spaces.c.name == name)).first()
     return None if row is None else int(row[0])
+
+
+def _columns(kind: str) -> tuple[str, ...]:
+    return ("user_id", "session_id") if kind == "l0" else ("user_id", "mtype", "scene")
+
+
+def natural_ids(conn: Connection, kind: str, *, without_user: str) -> dict[Any, int]:
+    """Row id of each source row by its stable key: (user, session, message
+    id) for messages, the memory id for memories."""
+    if kind == "l0":
+        q = "SELECT user_id, session_id, message_id, id FROM l0_messages WHERE user_id != :u"
+        return {(r[0], r[1], r[2]): int(r[3]) for r in conn.execute(text(q), {"u": without_user})}
+    q = "SELECT memory_id, id FROM l1_memories WHERE user_id != :u"
+    return {r[0]: int(r[1]) for r in conn.execute(text(q), {"u": without_user})}
+
+
+def carry_over(conn: Connection, kind: str, moved: dict[int, int]) -> int:
+    """After rows were renumbered (erasure), keep the vectors of rows that
+    survive (``moved``: old id -> new id) and nothing else; returns how many
+    vectors were left behind.
+
+    Each space gets a new vec0 table, filled by point lookups in the old one,
+    which is dropped: vec0 only flags deleted rows, so copying out is the way
+    to leave no erased vector's bytes in its chunks. No text is embedded again.
+    """
+    dropped = 0
+    for sp in list_spaces(conn):
+        if sp.kind != kind:
+            continue
+        # vec0's own rowid table: a count(*) on vec0 would read every vector.
+        dropped += int(
+            conn.execute(text(f'SELECT count(*) FROM "{sp.table_name}_rowids"')).scalar_one()
+        )
+        epoch = sp.epoch + 1
+        table = f"{_table_name(kind, sp.model_id, sp.dims)}_{epoch}"
+        conn.execute(text(f'DROP TABLE IF EXISTS "{table}"'))
+        conn.execute(text(ddl(table, kind, sp.dims)))
+        cols = _columns(kind)
+        read = text(f'SELECT {", ".join(cols)}, embedding FROM "{sp.table_name}" WHERE rowid = :i')
+        names = ", ".join(["rowid", *cols, "embedding"])
+        marks = ", ".join([":rowid", *(f":{c}" for c in cols), ":embedding"])
+        ins = text(f'INSERT INTO "{table}"({names}) VALUES ({marks})')
+        batch: list[dict[str, Any]] = []
+        for old, new in sorted(moved.items()):
+            row = conn.execute(read, {"i": old}).first()
+            if row is None:
+                continue
+            dropped -= 1
+            batch.append({"rowid": new, **dict(zip([*cols, "embedding"], row, strict=True))})
+            if len(batch) >= 500:
+                conn.execute(ins, batch)
+                batch = []
+        if batch:
+            conn.execute(ins, batch)
+        conn.execute(text(f'DROP TABLE IF EXISTS "{sp.table_name}"'))
+        _carry_bookkeeping(conn, sp, moved)
+        # Ids only shrink and keep their order, so the cursor maps to the new
+        # id of the last surviving row at or below it.
+        cursor = max((n for o, n in moved.items() if o <= sp.cursor), default=0)
+        conn.execute(
+            update(vector_spaces)
+            .where(vector_spaces.c.name == sp.name)
+            .values(table_name=table, cursor=cursor, epoch=epoch)
+        )
+    return dropped
+
+
+def _carry_bookkeeping(conn: Connection, sp: Space, moved: dict[int, int]) -> None:
+    """Quarantine and (L1) vector_index rows follow their rows' new ids."""
+    for table in (vector_quarantine, vector_index):
+        rows = [
+            dict(r._mapping)
+            for r in conn.execute(select(table).where(table.c.space == sp.name))
+            if int(r.source_id) in moved
+        ]
+        conn.execute(table.delete().where(table.c.space == sp.name))
+        for r in rows:
+            r["source_id"] = moved[int(r["source_id"])]
+        if rows:
+            conn.execute(table.insert(), rows)

@@ -1,0 +1,122 @@
+"""Large partitions searched in memory (memstore.vectors.hot) against vec0."""
+
+from __future__ import annotations
+
+import pytest
+
+from memstore.store import Store
+from memstore.vectors.hot import HotPartitions
+
+TEXTS = [
+    "My cat is called Mochi and she loves tuna",
+    "I am planning a hiking trip to the Alps in June",
+    "The dentist appointment moved to Thursday",
+    "We adopted a second cat, a grey kitten",
+    "My sister lives in Lisbon and teaches piano",
+    "I started learning to bake sourdough bread",
+]
+
+
+def _fill(store: Store, user: str, n: int, session: str = "s1") -> None:
+    for i in range(n):
+        store.capture_turn(user, f"{session}{i % 2}", f"{TEXTS[i % len(TEXTS)]} ({i})", "ok")
+
+
+def _vector(store: Store, query: str, user: str, **kw: str) -> list[tuple[str, float | None]]:
+    hits = store.search_conversations(query, user_id=user, strategy="vector", limit=10, **kw)
+    return [(h.text, h.similarity) for h in hits]
+
+
+@pytest.fixture
+def two_users(store: Store) -> Store:
+    _fill(store, "big", 12)
+    _fill(store, "small", 3)
+    store.reindex()
+    return store
+
+
+def test_memory_search_ranks_like_vec0(two_users: Store) -> None:
+    s = two_users
+    on_vec0 = _vector(s, "cat kitten", "big")
+    s.search_engine.hot = HotPartitions(min_rows=8)
+    in_memory = _vector(s, "cat kitten", "big")
+    assert s.search_engine.hot.cached_users() != []
+    assert [t for t, _ in in_memory] == [t for t, _ in on_vec0]
+    for (_, a), (_, b) in zip(in_memory, on_vec0, strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+    # a small partition stays on vec0
+    _vector(s, "cat", "small")
+    assert [u for _, u in s.search_engine.hot.cached_users()] == ["big"]
+
+
+def test_memory_search_keeps_users_and_sessions_apart(two_users: Store) -> None:
+    s = two_users
+    s.search_engine.hot = HotPartitions(min_rows=2)
+    for user in ("big", "small"):
+        hits = s.search_conversations("cat", user_id=user, strategy="vector", limit=20)
+        assert hits and all(h.user_id == user for h in hits)
+    hits = s.search_conversations("cat", user_id="big", strategy="vector", session_id="s11")
+    assert hits and all(h.session_id == "s11" for h in hits)
+
+
+def test_new_vectors_join_a_loaded_partition(two_users: Store) -> None:
+    s = two_users
+    s.search_engine.hot = HotPartitions(min_rows=5)
+    _vector(s, "cat", "big")
+    s.capture_turn("big", "s9", "Our parrot Kiwi whistles the national anthem", "ok")
+    s.reindex()
+    hits = s.search_conversations("parrot whistles anthem", user_id="big", strategy="vector")
+    assert hits[0].text.startswith("Our parrot Kiwi")
+    in_memory = _vector(s, "parrot", "big")
+    s.search_engine.hot = HotPartitions(min_rows=10_000)
+    on_vec0 = _vector(s, "parrot", "big")
+    # same neighbours and similarities (ties may come in another order)
+    assert sorted((round(b or 0, 4), t) for t, b in in_memory) == sorted(
+        (round(b or 0, 4), t) for t, b in on_vec0
+    )
+
+
+def test_erasure_drops_memory_copies_and_keeps_other_vectors(two_users: Store) -> None:
+    s = two_users
+    s.search_engine.hot = HotPartitions(min_rows=2)
+    _vector(s, "cat", "big")
+    _vector(s, "cat", "small")
+    before = _vector(s, "cat", "small")
+    calls: list[int] = []
+    assert s.embedder is not None
+    original = s.embedder.embed_documents
+
+    def counting(texts):  # type: ignore[no-untyped-def]
+        calls.append(len(texts))
+        return original(texts)
+
+    s.embedder.embed_documents = counting  # type: ignore[method-assign]
+    s.forget_user("big")
+    # the other user's vectors were carried over to their new row ids: same
+    # answers at once, nothing embedded again, and the erased copy left memory
+    assert _vector(s, "cat", "small") == before
+    assert [u for _, u in s.search_engine.hot.cached_users()] == ["small"]
+    assert s.search_conversations("cat", user_id="big", strategy="vector") == []
+    s.reindex()
+    assert calls == []
+
+
+def test_a_late_vector_below_the_cursor_reloads_the_copy(store: Store) -> None:
+    from memstore.vectors import quarantine
+    from tests.pipeline_support import FakeClock
+    from tests.test_reliability_indexer import Flaky, _indexer
+
+    assert store.embedder is not None
+    clock = FakeClock()
+    store.capture_turn("big", "s1", "REJECT the lighthouse keeper's logbook", "ok")
+    _fill(store, "big", 6)
+    flaky = Flaky(store.embedder)
+    _indexer(store, flaky, clock).run_until_idle()
+    store.search_engine.hot = HotPartitions(min_rows=5)
+    texts = [t for t, _ in _vector(store, "lighthouse keeper logbook", "big")]
+    assert "REJECT the lighthouse keeper's logbook" not in texts  # quarantined, no vector
+    clock.advance(quarantine.FIRST_RETRY_S + 1)
+    flaky.healed = True
+    _indexer(store, flaky, clock).run_until_idle()  # written below the cursor
+    hits = _vector(store, "lighthouse keeper logbook", "big")
+    assert hits[0][0] == "REJECT the lighthouse keeper's logbook"
