@@ -36,7 +36,11 @@ class Parts:
         owner: object,
     ) -> None:
         self.kernel = Kernel(db, settings, projections, clock=clock)
-        self.embedder: Embedder | None = make_embedder(settings)
+        # Vectors live in sqlite-vec tables; on PostgreSQL (preview) search is
+        # keyword-only until pgvector support lands.
+        self.embedder: Embedder | None = (
+            make_embedder(settings) if db.dialect == "sqlite" else None
+        )
         self.search_engine = SearchEngine(db, self.embedder, settings)
         self.indexer: Indexer | None = None
         if self.embedder is not None:

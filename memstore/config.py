@@ -310,8 +310,10 @@ def _env_values() -> dict[tuple[str, str], Any]:
     # A misspelt variable would silently leave the default in place: say so.
     for name in os.environ:
         if name.startswith("MEMSTORE_") and name not in known:
-            if name.startswith("MEMSTORE_GATEWAY_"):
-                continue  # the gateway's own (memstore/gateway/config.py)
+            if name.startswith(("MEMSTORE_GATEWAY_", "MEMSTORE_PG_", "MEMSTORE_TEST_")):
+                # The gateway's own (memstore/gateway/config.py); PostgreSQL's
+                # (memstore/db/postgres.py, scripts/pg.sh) and the test suite's.
+                continue
             close = difflib.get_close_matches(name, sorted(known), n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
             log.warning("ignoring unknown environment variable %s%s", name, hint)

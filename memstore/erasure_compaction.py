@@ -70,6 +70,11 @@ def compact(db: Database, *, wait_s: float) -> CompactionResult:
     """Finish a pending compaction; ``done`` says whether the erased bytes are gone.
 
     Waits at most about ``wait_s`` seconds for readers of older snapshots."""
+    if db.dialect == "postgresql":
+        from memstore.db.postgres import PostgresDatabase
+
+        assert isinstance(db, PostgresDatabase)
+        return CompactionResult(True, db.compact_after_erasure())
     deadline = time.monotonic() + max(wait_s, 0.0)
     with db._write_lock, db.engine.connect() as sa_conn:
         raw: Any = sa_conn.connection.dbapi_connection

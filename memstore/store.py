@@ -27,8 +27,9 @@ from types import TracebackType
 from memstore import recall as recall_api
 from memstore import validate as v
 from memstore.assembly import Parts
-from memstore.config import Settings, default_db_path
+from memstore.config import Settings
 from memstore.db import migrate
+from memstore.db.connect import open_database, resolve
 from memstore.db.engine import Database
 from memstore.derive import api, derive_projections
 from memstore.erasure import ErasureReport, erase_user
@@ -110,9 +111,8 @@ class Store:
         which case an out-of-date database raises ``MigrationError``.
         """
         settings = settings or Settings.load()
-        target = Path(path).expanduser() if path is not None else default_db_path()
-        db = Database(
-            target,
+        db = open_database(
+            resolve(path),
             busy_timeout_ms=settings.storage.busy_timeout_ms,
             durability=settings.storage.durability,
         )

@@ -6,6 +6,6 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || $PY -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e ".[dev,embed,bench,hermes,peers,server]"
+.venv/bin/pip install -q -e ".[dev,embed,bench,hermes,peers,server,postgres]"
 # -n: one worker per core (pytest-xdist); PYTEST_WORKERS=0 runs in one process.
 .venv/bin/pytest -n "${PYTEST_WORKERS:-auto}" "$@"

@@ -1,4 +1,4 @@
-"""SQLite access: driver choice, engine with pragmas, transactions, schema, migrations."""
+"""Database access: a SQLite file or PostgreSQL (preview); transactions, schema, migrations."""
 
 from memstore.db.driver import sqlite_module
 from memstore.db.engine import Database

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.pool import QueuePool
 
 from memstore.db.driver import load_vec, sqlite_module
+from memstore.db.target import looks_like_url, safe_url
 from memstore.errors import ConfigError, InvalidInputError, LockedError, StorageError
 
 # Settings.durability -> PRAGMA synchronous. In WAL mode NORMAL syncs only at
@@ -36,7 +37,13 @@ def translate(err: exc.DBAPIError | Exception, what: str = "database") -> Storag
 
 
 class Database:
-    """Owns the engine for one SQLite file; safe to share between threads."""
+    """Owns the engine for one SQLite file; safe to share between threads.
+
+    ``memstore.db.postgres.PostgresDatabase`` is the same interface on a
+    PostgreSQL server; ``dialect`` tells them apart where SQL differs.
+    """
+
+    dialect = "sqlite"
 
     def __init__(
         self, path: str | Path, *, busy_timeout_ms: int = 5000, durability: str = "normal"
@@ -52,7 +59,15 @@ class Database:
             raise InvalidInputError(
                 "in-memory databases are not supported; use a file (a temporary one is fine)"
             )
+        if looks_like_url(path):
+            # Never a file or folder named after a URL (Path("x://h/db") is "x:/h/db").
+            raise InvalidInputError(
+                f"{safe_url(str(path))} is a URL, not a SQLite file: open it with "
+                "Store.open(url) (PostgreSQL) or give a file path"
+            )
         self.path = Path(path)
+        # What messages call this database (a PostgreSQL URL without password there).
+        self.location = str(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:

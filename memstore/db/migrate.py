@@ -21,7 +21,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection, Table, text
 
 from memstore.db.engine import Database
 from memstore.errors import MigrationError
@@ -117,7 +117,7 @@ def _run(
                 what = ", ".join(f"{t} ({n} rows)" for t, n in sorted(lost.items()))
                 raise MigrationError(
                     f"downgrade to {revision} would delete data that cannot be rebuilt: "
-                    f"{what}; nothing was changed. Back up {db.path} and confirm with "
+                    f"{what}; nothing was changed. Back up {db.location} and confirm with "
                     "`memstore db downgrade --yes` to go ahead"
                 )
             changed = {t for t in before.keys() | after.keys() if before.get(t) != after.get(t)}
@@ -131,11 +131,29 @@ def _run(
 def _schema(conn: Connection) -> dict[str, str]:
     """Each table's DDL with its indexes': what a migration step changes."""
     out: dict[str, list[str]] = {}
+    if conn.dialect.name == "postgresql":
+        return _schema_pg(conn)
     for tbl, sql in conn.exec_driver_sql(
         "SELECT tbl_name, coalesce(sql, '') FROM sqlite_master "
         "WHERE type IN ('table', 'index') ORDER BY tbl_name, type, name"
     ):
         out.setdefault(str(tbl), []).append(str(sql))
+    return {t: "\n".join(s) for t, s in out.items()}
+
+
+def _schema_pg(conn: Connection) -> dict[str, str]:
+    """PostgreSQL has no stored DDL: each table's columns and index definitions."""
+    out: dict[str, list[str]] = {}
+    for tbl, line in conn.execute(
+        text(
+            "SELECT table_name, column_name || ' ' || data_type || ' ' || is_nullable || ' ' "
+            "|| coalesce(column_default, '') || ' ' || coalesce(generation_expression, '') "
+            "FROM information_schema.columns WHERE table_schema = current_schema() "
+            "UNION ALL SELECT tablename, indexdef FROM pg_indexes "
+            "WHERE schemaname = current_schema() ORDER BY 1, 2"
+        )
+    ):
+        out.setdefault(str(tbl), []).append(str(line))
     return {t: "\n".join(s) for t, s in out.items()}
 
 
@@ -209,7 +227,7 @@ def _mark_stale(
         return []
     stale = sorted({proj[o] for t in changed if (o := _owner_table(t, proj)) is not None})
     for name in stale:
-        conn.exec_driver_sql("DELETE FROM projection_checkpoints WHERE name = ?", (name,))
+        conn.execute(text("DELETE FROM projection_checkpoints WHERE name = :n"), {"n": name})
     return stale
 
 
@@ -221,8 +239,8 @@ def ensure_current(db: Database, *, owners: Mapping[str, str], upgrade_schema: b
         return head
     if not upgrade_schema:
         raise MigrationError(
-            f"database {db.path} is at revision {cur or 'none (empty)'}, this memstore "
-            f"needs {head}; run `memstore db upgrade --db {db.path}`"
+            f"database {db.location} is at revision {cur or 'none (empty)'}, this memstore "
+            f"needs {head}; run `memstore db upgrade --db {db.location}`"
         )
     script = ScriptDirectory.from_config(_config())
     if cur is not None:
@@ -230,7 +248,7 @@ def ensure_current(db: Database, *, owners: Mapping[str, str], upgrade_schema: b
             script.get_revision(cur)
         except Exception as exc:
             raise MigrationError(
-                f"database {db.path} is at revision {cur}, unknown to this memstore "
+                f"database {db.location} is at revision {cur}, unknown to this memstore "
                 "(written by a newer version?)"
             ) from exc
     upgrade(db, "head", owners=owners)

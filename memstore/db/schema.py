@@ -66,6 +66,7 @@ events = Table(
         "idempotency_key",
         unique=True,
         sqlite_where=text("idempotency_key IS NOT NULL"),
+        postgresql_where=text("idempotency_key IS NOT NULL"),
     ),
 )
 
@@ -366,6 +367,7 @@ pipeline_queue = Table(
         "stage",
         unique=True,
         sqlite_where=text("claimed_by IS NULL"),
+        postgresql_where=text("claimed_by IS NULL"),
     ),
 )
 

@@ -20,7 +20,9 @@ from memstore.db.schema import (
     l2_state,
     l3_persona,
 )
+from memstore.db.sqlfn import json_text
 from memstore.l0.events import UserErased
+from memstore.text import build_match
 
 DEFAULT_GENERATION = 0  # a user nobody re-derived shows generation 0 (as search assumes)
 
@@ -235,10 +237,27 @@ def memory(conn: Connection, user_id: str, memory_id: str) -> dict[str, Any] | N
 
 
 def fts_memories(
-    conn: Connection, user_id: str, generation: int, match: str, limit: int
+    conn: Connection, user_id: str, generation: int, query: str, limit: int
 ) -> list[tuple[str, str]]:
     """``(memory_id, content)`` of the live memories of one generation that
-    match an FTS5 query (``memstore.text.build_match``), best first."""
+    match ``query`` by keyword (FTS5 or PostgreSQL full text), best first."""
+    if conn.dialect.name == "postgresql":
+        from memstore.search import keyword_pg
+
+        gen = f"m.generation = {int(generation)} AND m.status = 'active'"
+        ids = [i for i, _ in keyword_pg.keyword(conn, "l1", query, user_id, limit, l1_filter=gen)]
+        by_id = {
+            int(r[0]): (str(r[1]), str(r[2]))
+            for r in conn.execute(
+                select(l1_memories.c.id, l1_memories.c.memory_id, l1_memories.c.content).where(
+                    l1_memories.c.id.in_(ids)
+                )
+            )
+        }
+        return [by_id[i] for i in ids if i in by_id]
+    match = build_match(query)
+    if match is None:
+        return []
     rows = conn.execute(
         text(
             "SELECT m.memory_id, m.content FROM l1_fts JOIN l1_memories m ON m.id = l1_fts.rowid "
@@ -280,7 +299,7 @@ def erased_since(conn: Connection, user_id: str, position: int) -> bool:
         .where(
             e.type == UserErased.TYPE,
             e.position > position,
-            func.json_extract(e.payload, "$.erased_user_id") == user_id,
+            json_text(conn, e.payload, "erased_user_id") == user_id,
         )
         .limit(1)
     ).first()

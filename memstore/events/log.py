@@ -5,6 +5,13 @@ inline projections and pipeline state change atomically with the log. Batches
 are inserted with one Core ``executemany``; positions are assigned here while
 the write lock is held, which keeps them dense and lets us return them without
 RETURNING.
+
+The write lock is SQLite's ``BEGIN IMMEDIATE`` on a file and one advisory lock
+held to COMMIT on PostgreSQL (memstore.db.postgres explains why not a
+sequence): on both, ``max(position) + 1`` is taken by one writer at a time and
+positions become visible in commit order without gaps, for any number of
+processes. The unique index on ``idempotency_key`` (and on ``(stream, seq)``)
+enforces in the database what the checks here do first.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, exc, func, select
 
 from memstore.db.schema import events as events_t
+from memstore.db.sqlfn import driver_sql
 from memstore.errors import ConcurrencyError, InvalidInputError
 from memstore.events.types import Event, Registry, registry
 from memstore.timeutil import Clock, system_clock, to_iso
@@ -191,7 +199,7 @@ class EventLog:
             try:
                 # A plain DB-API executemany of tuples: Core's per-row parameter
                 # processing cost about half of a batched append.
-                conn.exec_driver_sql(_INSERT, rows_out)
+                conn.exec_driver_sql(driver_sql(conn, _INSERT), rows_out)
             except UnicodeEncodeError as e:  # a lone surrogate in a payload or a name
                 raise InvalidInputError(f"event text is not valid Unicode: {e}") from e
             except exc.IntegrityError as e:

@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from memstore.db.sqlfn import driver_sql
 from memstore.errors import InvalidInputError
 from memstore.events.log import NewEvent
 from memstore.kernel import Kernel
@@ -147,8 +148,11 @@ def known_message_ids(
         known |= {
             r[0]
             for r in conn.exec_driver_sql(
-                "SELECT message_id FROM l0_messages WHERE user_id = ? AND session_id = ? "
-                f"AND message_id IN ({marks})",
+                driver_sql(
+                    conn,
+                    "SELECT message_id FROM l0_messages WHERE user_id = ? AND session_id = ? "
+                    f"AND message_id IN ({marks})",
+                ),
                 (user_id, session_id, *chunk),
             )
         }

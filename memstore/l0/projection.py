@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from sqlalchemy import Connection, delete, func, select, text
 
 from memstore.db.schema import l0_messages, l0_user_slots
+from memstore.db.sqlfn import driver_sql
 from memstore.embeddings import content_hash
 from memstore.events.log import StoredEvent
 from memstore.l0.events import MessagesCaptured
@@ -49,9 +50,12 @@ def _known(conn: Connection, events: Sequence[StoredEvent]) -> set[tuple[str, st
         found.update(
             (str(u), str(s), str(m))
             for u, s, m in conn.exec_driver_sql(
-                f"WITH k(u, s, m) AS (VALUES {values}) "
-                "SELECT l.user_id, l.session_id, l.message_id FROM k JOIN l0_messages l "
-                "ON l.user_id = k.u AND l.session_id = k.s AND l.message_id = k.m",
+                driver_sql(
+                    conn,
+                    f"WITH k(u, s, m) AS (VALUES {values}) "
+                    "SELECT l.user_id, l.session_id, l.message_id FROM k JOIN l0_messages l "
+                    "ON l.user_id = k.u AND l.session_id = k.s AND l.message_id = k.m",
+                ),
                 tuple(x for key in chunk for x in key),
             )
         )
@@ -149,13 +153,16 @@ class L0Projection(Projection):
         if rows:
             # Bare executemany: SQLAlchemy's per-row parameter processing cost
             # more than the inserts on replay.
-            conn.exec_driver_sql(_INSERT, rows)
-            conn.exec_driver_sql(_FTS_INSERT, fts)
+            conn.exec_driver_sql(driver_sql(conn, _INSERT), rows)
+            conn.exec_driver_sql(driver_sql(conn, _FTS_INSERT), fts)
 
     def clear(self, conn: Connection) -> None:
         # A contentless FTS5 table cannot DELETE rows it has no content for;
         # 'delete-all' empties its index.
-        conn.execute(text("INSERT INTO l0_fts(l0_fts) VALUES ('delete-all')"))
+        if conn.dialect.name == "sqlite":
+            conn.execute(text("INSERT INTO l0_fts(l0_fts) VALUES ('delete-all')"))
+        else:
+            conn.execute(text("DELETE FROM l0_fts"))
         conn.execute(delete(l0_messages))
         conn.execute(delete(l0_user_slots))
         # Vectors stay: replay assigns ids in log order, so each id names the

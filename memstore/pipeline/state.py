@@ -34,6 +34,7 @@ from sqlalchemy import Connection, delete, text
 
 from memstore.config import Settings
 from memstore.db.schema import pipeline_pending, pipeline_sessions
+from memstore.db.sqlfn import driver_sql
 from memstore.events.log import StoredEvent
 from memstore.l0.events import MessagesCaptured, SessionEnded
 from memstore.projections.base import Projection
@@ -114,8 +115,11 @@ class PipelineStateProjection(Projection):
                     self._flush(conn, pending, sessions)
                     pending, sessions = [], {}
                     conn.exec_driver_sql(
-                        "UPDATE pipeline_sessions SET ended_at = ? "
-                        "WHERE user_id = ? AND session_id = ?",
+                        driver_sql(
+                            conn,
+                            "UPDATE pipeline_sessions SET ended_at = ? "
+                            "WHERE user_id = ? AND session_id = ?",
+                        ),
                         (ev.recorded_at, ev.user_id, p.session_id),
                     )
         self._flush(conn, pending, sessions)
@@ -128,18 +132,24 @@ class PipelineStateProjection(Projection):
     ) -> None:
         if pending:
             conn.exec_driver_sql(
-                "INSERT INTO pipeline_pending (user_id, session_id, position, rounds, messages) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                driver_sql(
+                    conn,
+                    "INSERT INTO pipeline_pending (user_id, session_id, position, rounds, "
+                    "messages) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                ),
                 pending,
             )
         if sessions:
             # New talk reopens an ended session (ended_at back to NULL).
             conn.exec_driver_sql(
-                "INSERT INTO pipeline_sessions (user_id, session_id, last_capture_position, "
-                "last_activity_at, ended_at) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT (user_id, session_id) DO UPDATE SET "
-                "last_capture_position = excluded.last_capture_position, "
-                "last_activity_at = excluded.last_activity_at, ended_at = excluded.ended_at",
+                driver_sql(
+                    conn,
+                    "INSERT INTO pipeline_sessions (user_id, session_id, last_capture_position, "
+                    "last_activity_at, ended_at) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (user_id, session_id) DO UPDATE SET "
+                    "last_capture_position = excluded.last_capture_position, "
+                    "last_activity_at = excluded.last_activity_at, ended_at = excluded.ended_at",
+                ),
                 [(u, s, *v) for (u, s), v in sessions.items()],
             )
 

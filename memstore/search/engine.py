@@ -28,9 +28,10 @@ from sqlalchemy import Connection, text
 from memstore.config import Settings
 from memstore.db.engine import Database
 from memstore.embeddings import Embedder, check_vectors, from_blob, to_blob
-from memstore.errors import InvalidInputError, MemstoreError
+from memstore.errors import InvalidInputError, MemstoreError, StorageError
 from memstore.l0.capture import check_id
 from memstore.l0.projection import user_fts_range
+from memstore.search import keyword_pg
 from memstore.text import build_match, is_low_information
 from memstore.vectors import spaces
 from memstore.vectors.hot import HotPartitions
@@ -190,6 +191,11 @@ class SearchEngine:
             )
         if not isinstance(query, str):
             raise InvalidInputError("query must be a string")
+        if strategy == "vector" and self.db.dialect == "postgresql":
+            raise StorageError(
+                "vector search on PostgreSQL is not supported yet: use strategy 'keyword' "
+                "(or 'hybrid', which is keyword-only there)"
+            )
         n = clamp_limit(limit)
         fetch = max(n, self.candidates)
         deep = fetch * (_L0_OVERFETCH if kind == "l0" else 1)
@@ -248,6 +254,18 @@ class SearchEngine:
         type_: str | None,
         scene: str | None,
     ) -> list[tuple[int, float]]:
+        if conn.dialect.name == "postgresql":
+            return keyword_pg.keyword(
+                conn,
+                kind,
+                query,
+                user_id,
+                k,
+                session_id=session_id,
+                type_=type_,
+                scene=scene,
+                l1_filter=_L1_ACTIVE,
+            )
         match = build_match(query)
         if match is None:
             return []

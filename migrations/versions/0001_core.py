@@ -46,6 +46,7 @@ def upgrade() -> None:
         ["idempotency_key"],
         unique=True,
         sqlite_where=sa.text("idempotency_key IS NOT NULL"),
+        postgresql_where=sa.text("idempotency_key IS NOT NULL"),
     )
     op.create_table(
         "projection_checkpoints",

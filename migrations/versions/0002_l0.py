@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from memstore.db.ddl import create_fts, drop_fts
+
 revision: str = "0002"
 down_revision: str | None = "0001"
 branch_labels: str | Sequence[str] | None = None
@@ -47,10 +49,7 @@ def upgrade() -> None:
     op.create_index("ix_l0_messages_user_id_occurred_at", "l0_messages", ["user_id", "occurred_at"])
     # unicode61 for Latin scripts; the cjk column holds overlapping bigrams of
     # Han/Kana/Hangul runs, which unicode61 alone would index as one token.
-    op.execute(
-        "CREATE VIRTUAL TABLE l0_fts USING fts5("
-        "text, cjk, tokenize = 'unicode61 remove_diacritics 2')"
-    )
+    create_fts("l0_fts", ("text", "cjk"))
     op.create_table(
         "embedding_cache",
         sa.Column("model_id", sa.Text(), nullable=False),
@@ -90,7 +89,7 @@ def downgrade() -> None:
     op.drop_table("vector_index")
     op.drop_table("vector_spaces")
     op.drop_table("embedding_cache")
-    op.execute("DROP TABLE IF EXISTS l0_fts")
+    drop_fts("l0_fts")
     op.drop_index("ix_l0_messages_user_id_occurred_at", table_name="l0_messages")
     op.drop_index("ix_l0_messages_user_id_session_id_position", table_name="l0_messages")
     op.drop_table("l0_messages")

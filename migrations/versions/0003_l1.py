@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from memstore.db.ddl import create_fts, drop_fts
+
 revision: str = "0003"
 down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
@@ -47,10 +49,7 @@ def upgrade() -> None:
         "l1_memories",
         ["user_id", "generation", "status"],
     )
-    op.execute(
-        "CREATE VIRTUAL TABLE l1_fts USING fts5("
-        "text, cjk, tokenize = 'unicode61 remove_diacritics 2')"
-    )
+    create_fts("l1_fts", ("text", "cjk"))
     op.create_table(
         "active_generations",
         sa.Column("user_id", sa.Text(), nullable=False),
@@ -61,6 +60,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("active_generations")
-    op.execute("DROP TABLE IF EXISTS l1_fts")
+    drop_fts("l1_fts")
     op.drop_index("ix_l1_memories_user_id_generation_status", table_name="l1_memories")
     op.drop_table("l1_memories")

@@ -89,6 +89,7 @@ def upgrade() -> None:
         ["user_id", "session_id", "stage"],
         unique=True,
         sqlite_where=sa.text("claimed_by IS NULL"),
+        postgresql_where=sa.text("claimed_by IS NULL"),
     )
     op.create_table(
         "pipeline_locks",

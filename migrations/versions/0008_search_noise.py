@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from memstore.db.ddl import is_postgres, reshape_fts_pg
 from memstore.text import is_low_information, stem_text
 
 revision: str = "0008"
@@ -55,6 +56,11 @@ def upgrade() -> None:
     op.add_column(
         "l0_messages", sa.Column("low_info", sa.Integer(), server_default="0", nullable=False)
     )
+    if is_postgres():
+        # Nothing to backfill: PostgreSQL databases start at this version.
+        for name in _FTS_TABLES:
+            reshape_fts_pg(name, ("text", "cjk", "stem"), add="stem")
+        return
     conn = op.get_bind()
     last = -1
     while True:
@@ -74,6 +80,9 @@ def upgrade() -> None:
 def downgrade() -> None:
     conn = op.get_bind()
     for name in _FTS_TABLES:
-        _rebuild_fts(conn, name, with_stem=False)
+        if is_postgres():
+            reshape_fts_pg(name, ("text", "cjk"), drop="stem")
+        else:
+            _rebuild_fts(conn, name, with_stem=False)
     with op.batch_alter_table("l0_messages") as batch:
         batch.drop_column("low_info")

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from memstore.db.ddl import is_postgres
+
 revision: str = "0010"
 down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
@@ -50,6 +52,8 @@ def upgrade() -> None:
         sa.Column("vacuumed", sa.Integer(), server_default="0", nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_erasure_compaction")),
     )
+    if is_postgres():
+        return  # no old stream names there: PostgreSQL databases start at this version
     for prefix, plain, escaped in _FAMILIES:
         where = f"stream LIKE '{prefix}/%' AND stream = {plain} AND {escaped} <> {plain}"
         # Via a temporary prefix: a renamed stream may equal another row's old
@@ -68,6 +72,8 @@ def downgrade() -> None:
     # (projections read user_id and payload, never the stream, so nothing is
     # lost; only ``read_stream`` by the old name misses it).
     for prefix, plain, escaped in _FAMILIES:
+        if is_postgres():
+            break  # escaped names are what this version writes there; keep them
         where = f"stream LIKE '{prefix}/%' AND stream = {escaped} AND {escaped} <> {plain}"
         op.execute(f"UPDATE OR IGNORE events SET stream = {plain} WHERE {where}")
     op.drop_table("erasure_compaction")

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from memstore.db import ddl
 from memstore.text import document_columns, stem_text
 
 revision: str = "0012_search_storage"
@@ -77,9 +78,22 @@ def upgrade() -> None:
         "INSERT INTO l0_user_slots (user_id, slot) "
         "SELECT user_id, row_number() OVER (ORDER BY min(id)) FROM l0_messages GROUP BY user_id"
     )
+    if ddl.is_postgres():
+        # A plain table there (memstore.db.ddl): re-key the rows in place; the
+        # new keys are all >= 2**40 and the old ones below, so none collide.
+        conn.exec_driver_sql(
+            f"UPDATE l0_fts f SET rowid = (s.slot::bigint << {_SHIFT}) | f.rowid "
+            "FROM l0_messages m JOIN l0_user_slots s ON s.user_id = m.user_id "
+            "WHERE m.id = f.rowid"
+        )
+        return
     _refill(conn, keyed=True)
 
 
 def downgrade() -> None:
-    _refill(op.get_bind(), keyed=False)
+    conn = op.get_bind()
+    if ddl.is_postgres():
+        conn.exec_driver_sql(f"UPDATE l0_fts SET rowid = rowid & {(1 << _SHIFT) - 1}")
+    else:
+        _refill(conn, keyed=False)
     op.drop_table("l0_user_slots")

@@ -48,7 +48,6 @@ from memstore.derive.queries import (
 from memstore.derive.runs import RunOutcome, append_checked, llm_client, new_id, record_failure
 from memstore.errors import EmbeddingError, LLMError
 from memstore.llm.client import LLMClient
-from memstore.text import build_match
 from memstore.timeutil import parse_when, to_iso
 
 if TYPE_CHECKING:
@@ -135,9 +134,8 @@ def related_memories(
     if generation == active:
         ids = [str(h.ref) for h in store.search_memories(query, user_id=user_id, limit=limit)]
     else:
-        match = build_match(query)
         with store.db.read() as conn:
-            found = fts_memories(conn, user_id, generation, match, limit) if match else []
+            found = fts_memories(conn, user_id, generation, query, limit)
         ids = [mid for mid, _ in found]
     with store.db.read() as conn:
         rows = memories_by_id(conn, user_id, ids)

@@ -1,0 +1,228 @@
+"""PostgreSQL (preview): the same ``Database`` interface on a server.
+
+Writes are serialised, exactly as on SQLite. Every write transaction first
+takes one transaction-scoped advisory lock (``pg_advisory_xact_lock``) and
+holds it until COMMIT or ROLLBACK. We chose that over a sequence because the
+event log's contract is *ordered, gap-free positions in commit order*: a
+reader that has applied position N must never later find an N-1 committed
+behind it. A sequence hands out numbers at INSERT time, and transactions
+commit in any order (and roll back, leaving gaps), so readers would need a
+commit-order rule on top (e.g. only read below the oldest in-flight xid,
+``pg_snapshot_xmin``) and every projection a way to skip holes. Under the
+lock the log assigns ``max(position) + 1`` (memstore.events.log), the
+position is visible only once committed, and nothing commits in between.
+Many processes and machines share the lock through the server. The cost is
+one writer at a time, the same as SQLite's ``BEGIN IMMEDIATE`` — the write
+paths are short transactions by design, and LLM calls never run inside one.
+
+Under READ COMMITTED each statement sees everything committed before it, so
+once the lock is held a writer reads the latest state (read-then-write is
+safe, like SQLite's IMMEDIATE). Reads run in REPEATABLE READ: one snapshot
+for the whole read, like SQLite's deferred read transaction.
+
+``lock_timeout`` plays SQLite's ``busy_timeout``: a writer that waited that
+long for the lock gets ``LockedError``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, create_engine, event, exc, text
+from sqlalchemy.dialects.postgresql import dml as pg_dml
+from sqlalchemy.dialects.sqlite import dml as sqlite_dml
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.compiler import compiles
+
+from memstore.db.engine import Database
+from memstore.db.target import safe_url
+from memstore.errors import ConfigError, LockedError, StorageError
+
+
+# The parts build upserts with SQLite's ``insert().on_conflict_do_*``. SQLite
+# took its upsert syntax from PostgreSQL (``ON CONFLICT (cols) DO UPDATE SET
+# ... excluded.col`` / ``DO NOTHING``), so each becomes the equal PostgreSQL
+# clause here; without this SQLAlchemy's PostgreSQL compiler fails on the
+# SQLite construct. (A dialect-neutral insert helper at each call site is the
+# longer-term shape; the contract suite runs these upserts on both engines.)
+@compiles(sqlite_dml.OnConflictDoUpdate, "postgresql")
+def _upsert_update(element: Any, compiler: Any, **kw: Any) -> str:
+    clause = pg_dml.OnConflictDoUpdate(
+        index_elements=element.inferred_target_elements,
+        index_where=element.inferred_target_whereclause,
+        set_=dict(element.update_values_to_set),
+        where=element.update_whereclause,
+    )
+    return str(compiler.process(clause, **kw))
+
+
+@compiles(sqlite_dml.OnConflictDoNothing, "postgresql")
+def _upsert_nothing(element: Any, compiler: Any, **kw: Any) -> str:
+    clause = pg_dml.OnConflictDoNothing(
+        index_elements=element.inferred_target_elements,
+        index_where=element.inferred_target_whereclause,
+    )
+    return str(compiler.process(clause, **kw))
+
+
+# Key of the one advisory lock that serialises memstore's writers on a
+# database (advisory locks are per database, so two memstore databases on one
+# server do not contend). The number is arbitrary but fixed: ASCII "memstore".
+WRITE_LOCK_KEY = 0x6D656D73746F7265
+
+
+def translate(err: exc.DBAPIError | Exception, what: str = "database") -> StorageError:
+    """Map a psycopg error to a memstore error (callers ``raise ... from err``)."""
+    orig = getattr(err, "orig", err)
+    state = getattr(orig, "sqlstate", None)
+    if state in ("55P03", "40P01"):  # lock_not_available (lock_timeout), deadlock
+        return LockedError(f"{what} is locked by another writer (waited lock_timeout): {orig}")
+    return StorageError(f"{what}: {orig}")
+
+
+class PostgresDatabase(Database):
+    """Owns the engine for one PostgreSQL database; safe to share between threads."""
+
+    dialect = "postgresql"
+
+    def __init__(
+        self, url: str, *, busy_timeout_ms: int = 5000, durability: str = "normal"
+    ) -> None:
+        try:
+            import psycopg  # noqa: F401  (only to give a clear error)
+        except ImportError as e:
+            raise ConfigError(
+                "PostgreSQL needs the psycopg driver: pip install 'memstore[postgres]'"
+            ) from e
+        if durability not in ("normal", "full"):
+            raise ConfigError(f"durability must be one of normal, full, not {durability!r}")
+        self.url = url
+        self.location = safe_url(url)
+        # Not a file: a key for per-database registries (the scheduler's timers
+        # carry it to whichever process fires them). Absolute, so resolving it
+        # does not depend on the working directory of the process.
+        self.path = Path("/", self.location.replace("://", "/", 1))
+        self.busy_timeout_ms = busy_timeout_ms
+        # "normal" on SQLite survives a process crash but maybe not a power
+        # cut; PostgreSQL's commits are durable either way (synchronous_commit
+        # stays at the server's setting, on by default).
+        self.synchronous = "on"
+        self._write_lock = threading.RLock()
+        self.vacuum_full = os.environ.get("MEMSTORE_PG_VACUUM_FULL", "") in ("1", "true", "yes")
+        try:
+            parsed = make_url(url)
+        except exc.ArgumentError as e:
+            raise ConfigError(f"not a database URL: {self.location}: {e}") from e
+        self.engine = create_engine(
+            parsed,
+            pool_size=8,
+            max_overflow=16,
+            pool_pre_ping=True,
+            connect_args={"connect_timeout": max(1, busy_timeout_ms // 1000)},
+        )
+        event.listen(self.engine, "connect", self._on_connect)
+        try:
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")
+        except exc.DBAPIError as e:
+            raise translate(e, f"cannot open {self.location}") from e
+
+    def _on_connect(self, dbapi_conn: Any, _record: Any) -> None:
+        # Autocommit off (psycopg's default); SET outside a transaction would
+        # otherwise open one, so commit it right away.
+        with dbapi_conn.cursor() as cur:
+            cur.execute(f"SET lock_timeout = {int(self.busy_timeout_ms)}")
+            cur.execute("SET TIME ZONE 'UTC'")
+        dbapi_conn.commit()
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A serialised write transaction (see the module docstring)."""
+        with self._write_lock:
+            try:
+                with self.engine.connect() as conn, conn.begin():
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
+                    yield conn
+            except exc.IntegrityError:
+                raise
+            except exc.DBAPIError as e:
+                raise translate(e) from e
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A REPEATABLE READ transaction: one snapshot, like SQLite's deferred read."""
+        try:
+            with self.engine.connect() as raw:
+                conn = raw.execution_options(isolation_level="REPEATABLE READ")
+                with conn.begin():
+                    yield conn
+        except exc.DBAPIError as e:
+            raise translate(e) from e
+
+    def vacuum(self, tables: list[str] | None = None, *, full: bool | None = None) -> None:
+        """``VACUUM`` (or ``VACUUM FULL``) the given tables, or all of them.
+
+        After a DELETE the rows are dead tuples: invisible to every query, but
+        their bytes stay in the table's pages until VACUUM (or autovacuum, on
+        its own schedule) marks the space reusable and later writes overwrite
+        it. ``VACUUM FULL`` rewrites each table into a new file and drops the
+        old one, so no erased row is left in a live data file — at the price of
+        an exclusive lock on each table while it runs. Neither scrubs the
+        write-ahead log (recycled after checkpoints) or the filesystem's freed
+        blocks. A transaction that started before the DELETE keeps the dead
+        rows needed until it ends. ``full=None`` takes ``vacuum_full``
+        (``MEMSTORE_PG_VACUUM_FULL=1`` sets it for erasures).
+        """
+        full = self.vacuum_full if full is None else full
+        verb = "VACUUM (FULL)" if full else "VACUUM"
+        target = ", ".join(f'"{t}"' for t in tables) if tables else ""
+        try:
+            with self.engine.connect() as raw:
+                conn = raw.execution_options(isolation_level="AUTOCOMMIT")
+                conn.exec_driver_sql(f"{verb} {target}".strip())
+        except exc.DBAPIError as e:
+            raise translate(e, "vacuum") from e
+
+    def compact_after_erasure(self) -> str:
+        """Finish an erasure (memstore.erasure_compaction): vacuum the tables
+        that held the user's rows, then clear the marker. Returns a note."""
+        with self.read() as conn:
+            pending = conn.exec_driver_sql("SELECT 1 FROM erasure_compaction").first()
+            names = [
+                str(r[0])
+                for r in conn.exec_driver_sql(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                )
+            ]
+        if pending is None:
+            return ""
+        self.vacuum([n for n in names if n not in ("alembic_version", "erasure_compaction")])
+        with self.write() as conn:
+            conn.exec_driver_sql("DELETE FROM erasure_compaction")
+        return (
+            "VACUUM FULL done"
+            if self.vacuum_full
+            else (
+                "VACUUM done: the erased rows are dead tuples whose space PostgreSQL reuses; set "
+                "MEMSTORE_PG_VACUUM_FULL=1 to rewrite the tables (VACUUM FULL) instead"
+            )
+        )
+
+    def sqlite_version(self) -> str:
+        raise StorageError(f"{self.location} is PostgreSQL, not SQLite")
+
+    def vec_version(self) -> str:
+        with self.read() as conn:
+            v = conn.exec_driver_sql(
+                "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+            ).scalar()
+        return f"pgvector {v}" if v else "pgvector not installed"
+
+    def server_version(self) -> str:
+        with self.read() as conn:
+            return str(conn.exec_driver_sql("SHOW server_version").scalar())

@@ -1,0 +1,27 @@
+"""SQL that differs between SQLite and PostgreSQL, behind one call.
+
+The parts write portable SQLAlchemy Core where they can; these helpers cover
+the few places where the two engines spell the same thing differently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, func
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.sql.elements import ColumnElement
+
+
+def driver_sql(conn: Connection, sql: str) -> str:
+    """SQL for ``exec_driver_sql`` written with "?" placeholders, in the form this
+    connection's driver takes (psycopg: "%s"). The text must hold no other "?"
+    or "%": ``exec_driver_sql`` hands it to the driver as it is."""
+    return sql if conn.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
+
+
+def json_text(conn: Connection, column: Any, key: str) -> ColumnElement[Any]:
+    """The text of top-level ``key`` in a JSON text column (events.payload)."""
+    if conn.dialect.name == "postgresql":
+        return column.cast(JSONB)[key].astext  # type: ignore[no-any-return]
+    return func.json_extract(column, f"$.{key}")

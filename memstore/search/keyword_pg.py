@@ -1,0 +1,98 @@
+"""Keyword search on PostgreSQL: the FTS5 query of the SQLite side, in tsquery.
+
+The full-text tables have the same columns on both engines (memstore.db.ddl):
+``text`` (words, CJK runs blanked), ``cjk`` (overlapping CJK bigrams) and
+``stem`` (English word roots), and on PostgreSQL a generated ``tsv`` with
+weights A/B/C over them and a GIN index. The terms come from the same
+:func:`memstore.text.fts.query_terms` and :func:`memstore.text.stem.word_roots`
+as on SQLite, so CJK bigrams and roots are treated alike.
+
+User text is never query syntax: every term is a bind parameter turned into a
+tsquery by ``plainto_tsquery`` (which knows no operators), and the terms are
+OR-ed with tsquery's ``||`` in SQL — no user character reaches ``to_tsquery``.
+A lone CJK character is a prefix query (it is indexed only as the first half
+of bigrams), built from a string that holds CJK characters only.
+
+Scores are ``-ts_rank_cd`` so that, as with FTS5's ``bm25()``, lower is better.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from memstore.l0.projection import SLOT_SHIFT
+from memstore.text.cjk import CJK_CHAR_CLASS
+from memstore.text.fts import query_terms
+from memstore.text.stem import word_roots
+
+_CJK_ONLY = re.compile(f"[{CJK_CHAR_CLASS}]+")
+
+
+def tsquery_sql(query: str, params: dict[str, Any]) -> str | None:
+    """A SQL expression of type tsquery for ``query`` (terms added to ``params``),
+    or None when nothing in it is searchable."""
+    latin, cjk = query_terms(query)
+    parts: list[str] = []
+    terms = [*latin, *word_roots(latin)] if latin else []
+    for i, term in enumerate(terms):
+        params[f"kw{i}"] = term
+        parts.append(f"plainto_tsquery('simple', :kw{i})")
+    for i, gram in enumerate(cjk):
+        if gram.endswith("*"):
+            char = gram[:-1]
+            if not _CJK_ONLY.fullmatch(char):
+                continue
+            params[f"cj{i}"] = char + ":*"
+            parts.append(f"to_tsquery('simple', :cj{i})")
+        else:
+            params[f"cj{i}"] = gram
+            parts.append(f"plainto_tsquery('simple', :cj{i})")
+    if not parts:
+        return None
+    return "(" + " || ".join(parts) + ")"
+
+
+def keyword(
+    conn: Connection,
+    kind: str,
+    query: str,
+    user_id: str,
+    k: int,
+    *,
+    l1_filter: str,
+    session_id: str | None = None,
+    type_: str | None = None,
+    scene: str | None = None,
+) -> list[tuple[int, float]]:
+    """``(row id, score)`` best first, the contract of the FTS5 search.
+    ``l1_filter`` is the caller's SQL condition on memories ``m`` (which
+    generation and status count); it is code, never user input."""
+    params: dict[str, Any] = {"u": user_id, "k": k}
+    q = tsquery_sql(query, params)
+    if q is None:
+        return []
+    table, source = ("l0_fts", "l0_messages") if kind == "l0" else ("l1_fts", "l1_memories")
+    # l0_fts rowids carry the user's slot above the message id
+    # (memstore.l0.projection.fts_key); the low bits are the message id.
+    key = f"f.rowid % {1 << SLOT_SHIFT}" if kind == "l0" else "f.rowid"
+    sql = (
+        f"SELECT m.id, -ts_rank_cd(f.tsv, q.q) AS s FROM (SELECT {q} AS q) q "
+        f"JOIN {table} f ON f.tsv @@ q.q JOIN {source} m ON m.id = {key} WHERE m.user_id = :u"
+    )
+    if kind == "l0":
+        if session_id:
+            sql += " AND m.session_id = :s"
+            params["s"] = session_id
+    else:
+        sql += f" AND {l1_filter}"
+        if type_:
+            sql += " AND m.type = :t"
+            params["t"] = type_
+        if scene:
+            sql += " AND m.scene_name = :sc"
+            params["sc"] = scene
+    sql += " ORDER BY s, m.id LIMIT :k"
+    return [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]

@@ -1,0 +1,31 @@
+"""Child process of test_two_processes: captures and derives on a shared store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memstore import Settings
+from memstore.store import Store
+
+ROUNDS = 6
+
+
+def capture_and_derive(target: str, llm_url: str, proc: int, start: Any) -> None:
+    settings = Settings().replace(
+        embedder="hashing",
+        scheduler=False,
+        background_indexer=False,
+        llm_base_url=llm_url,
+        llm_model="fake-model",
+        llm_max_retries=1,
+        llm_timeout_s=10.0,
+    )
+    start.wait(120)
+    with Store.open(target, settings=settings) as store:
+        for r in range(ROUNDS):
+            # Both processes talk to the same two users and sessions.
+            user = f"u{r % 2}"
+            store.capture_turn(
+                user, "s", f"p{proc} round {r}: I live in Berlin", "ok", turn_id=f"p{proc}-{r}"
+            )
+            store.run_pipeline(user, wait=True)

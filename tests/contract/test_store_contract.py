@@ -1,0 +1,182 @@
+"""The store's behaviour, the same on SQLite and PostgreSQL (see conftest)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from sqlalchemy import exc, text
+
+from memstore import Settings
+from memstore.db import migrate
+from memstore.events.log import NewEvent
+from memstore.l0.events import SessionEnded
+from memstore.store import Store, default_projections
+from tests.snapshot import snapshot
+
+# Which projection fills which table: what Store.open tells the migrations.
+OWNERS = migrate.projection_tables(default_projections())
+
+
+def _turns(store: Store) -> None:
+    store.capture_turn("alice", "s1", "I like green tea in the morning", "noted", turn_id="a1")
+    store.capture_turn("alice", "s1", "I am allergic to peanuts", "I will remember", turn_id="a2")
+    store.capture_turn("bob", "s9", "My dog is called Rex", "nice", turn_id="b1")
+    store.capture_turn("alice", "s2", "我喜欢喝咖啡", "好的", turn_id="a3")
+    store.write_memory("alice", "add", "Alice drinks green tea", type="persona")
+    store.write_memory("bob", "add", "Bob has a dog named Rex", type="persona")
+
+
+def test_capture_assigns_dense_positions_and_reads_back(store: Store) -> None:
+    _turns(store)
+    events = store.read_events()
+    assert [e.position for e in events] == list(range(1, len(events) + 1))
+    assert store.event_count() == len(events)
+    alice = store.read_events(user_id="alice")
+    assert alice and all(e.user_id == "alice" for e in alice)
+    texts = [m["text"] for e in alice if e.type == "l0.captured" for m in e.payload.messages]
+    assert "我喜欢喝咖啡" in texts and "I am allergic to peanuts" in texts
+
+
+def test_capture_is_idempotent(store: Store) -> None:
+    first = store.capture_turn("alice", "s1", "hello there", "hi", turn_id="t1")
+    again = store.capture_turn("alice", "s1", "hello there", "hi", turn_id="t1")
+    assert first.stored and not again.stored and again.duplicates
+    assert store.event_count() == 1
+    ev = NewEvent("x/alice", SessionEnded(session_id="s1"), user_id="alice", idempotency_key="k1")
+    a = store.append([ev])
+    b = store.append([ev])
+    assert not a[0].duplicate and b[0].duplicate and a[0].position == b[0].position
+    assert store.event_count() == 2
+
+
+def test_the_database_enforces_idempotency_keys(store: Store) -> None:
+    store.append([NewEvent("x/u", SessionEnded(session_id="s"), user_id="u", idempotency_key="k")])
+    row = {
+        "p": 99,
+        "e": "other-event-id",
+        "s": "y/u",
+        "k": "k",
+    }
+    insert = text(
+        "INSERT INTO events (position, event_id, stream, seq, type, version, user_id, payload, "
+        "occurred_at, recorded_at, idempotency_key) VALUES (:p, :e, :s, 1, 't', 1, 'u', '{}', "
+        "'2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', :k)"
+    )
+    try:
+        with store.db.write() as conn:
+            conn.execute(insert, row)
+    except exc.IntegrityError:
+        pass
+    else:
+        raise AssertionError("a second event with the same idempotency key was stored")
+    assert store.event_count() == 1
+
+
+def test_rebuild_equals_incremental(store: Store) -> None:
+    _turns(store)
+    store.end_session("alice", "s1", timeout_s=0)
+    before = snapshot(store)
+    assert before["l0_messages"] and before["l1_memories"] and before["l0_fts"]
+    store.rebuild()
+    assert snapshot(store) == before
+
+
+def test_users_are_isolated(store: Store) -> None:
+    _turns(store)
+    for strategy in ("keyword", "hybrid"):
+        hits = store.search_conversations("dog Rex tea", user_id="alice", strategy=strategy)
+        assert hits and all(h.user_id == "alice" for h in hits)
+        assert not any("Rex" in h.text for h in hits)
+        mem = store.search_memories("dog Rex tea", user_id="alice", strategy=strategy)
+        assert mem and all("Rex" not in h.text for h in mem)
+    assert store.search_conversations("Rex", user_id="alice", strategy="keyword") == []
+    assert all(e.user_id == "bob" for e in store.read_events(user_id="bob"))
+
+
+def test_keyword_search_words_roots_and_cjk(store: Store) -> None:
+    _turns(store)
+
+    def top(query: str) -> str:
+        hits = store.search_conversations(query, user_id="alice", strategy="keyword")
+        assert hits, query
+        return hits[0].text
+
+    assert top("green tea") == "I like green tea in the morning"
+    assert top("peanut allergy") == "I am allergic to peanuts"  # word roots
+    assert top("咖啡") == "我喜欢喝咖啡"  # CJK bigrams
+    assert top("喝") == "我喜欢喝咖啡"  # a lone character: prefix of its bigrams
+    assert store.search_memories("tea", user_id="alice", strategy="keyword")[0].text == (
+        "Alice drinks green tea"
+    )
+
+
+def test_user_text_is_never_query_syntax(store: Store) -> None:
+    _turns(store)
+    for q in ['"', "AND(", "tea OR", "a:b", "*", "' OR 1=1 --", "\\", "tea & !green | (", "NEAR"]:
+        for kind in (store.search_conversations, store.search_memories):
+            kind(q, user_id="alice", strategy="keyword")  # must not raise
+    hits = store.search_conversations('"green" AND(tea', user_id="alice", strategy="keyword")
+    assert hits and hits[0].text == "I like green tea in the morning"
+
+
+def test_forget_user_leaves_no_content_in_live_tables(store: Store) -> None:
+    _turns(store)
+    report = store.forget_user("bob")
+    assert report.events_removed > 0
+    with store.db.read() as conn:
+        tables = [
+            t
+            for t in _tables(conn)
+            if not t.startswith(("vec_", "sqlite_", "apscheduler")) and t != "alembic_version"
+        ]
+        for t in tables:
+            for row in conn.execute(text(f'SELECT * FROM "{t}"')).all():
+                blob = " ".join(str(v) for v in row)
+                assert "Rex" not in blob and "dog" not in blob, (t, row)
+                # The user's id survives only in the content-free tombstone.
+                assert "bob" not in blob or "erasure.user" in blob, (t, row)
+    assert store.search_conversations("Rex", user_id="bob", strategy="keyword") == []
+    # Everyone else is untouched.
+    assert store.search_conversations("tea", user_id="alice", strategy="keyword")
+
+
+def _tables(conn: object) -> list[str]:
+    from sqlalchemy import inspect
+
+    return list(inspect(conn).get_table_names())
+
+
+def test_migrations_down_and_up_keep_the_log(target: str, settings: Settings) -> None:
+    with Store.open(target, settings=settings) as s:
+        _turns(s)
+        before = snapshot(s)
+        head = migrate.head_revision()
+        stale = migrate.downgrade(s.db, "0007", owners=OWNERS)
+        assert stale and migrate.current_revision(s.db) == "0007"
+        migrate.upgrade(s.db, owners=OWNERS)
+        assert migrate.current_revision(s.db) == head
+    with Store.open(target, settings=settings) as s:  # rebuilds what the steps touched
+        assert snapshot(s) == before
+        assert s.search_conversations("peanut", user_id="alice", strategy="keyword")
+        migrate.downgrade(s.db, "base", allow_data_loss=True, owners=OWNERS)
+        assert migrate.current_revision(s.db) is None
+        with s.db.read() as conn:
+            assert [t for t in _tables(conn) if t != "alembic_version"] == []
+        migrate.upgrade(s.db, owners=OWNERS)
+        assert migrate.current_revision(s.db) == head
+
+
+def test_timers_leave_nothing_in_the_working_directory(
+    target: str, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Armed and fired timers name users and sessions only, never a path made
+    from the store's location: a URL must not turn into folders in the cwd."""
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    with Store.open(target, settings=settings.replace(scheduler=True)) as s:
+        s.capture_turn("alice", "s1", "I keep bees on my roof", "Nice")
+        s.run_pipeline("alice", wait=True)
+    assert os.listdir(work) == []
