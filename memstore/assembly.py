@@ -38,9 +38,7 @@ class Parts:
         self.kernel = Kernel(db, settings, projections, clock=clock)
         # Vectors live in sqlite-vec tables; on PostgreSQL (preview) search is
         # keyword-only until pgvector support lands.
-        self.embedder: Embedder | None = (
-            make_embedder(settings) if db.dialect == "sqlite" else None
-        )
+        self.embedder: Embedder | None = make_embedder(settings) if db.dialect == "sqlite" else None
         self.search_engine = SearchEngine(db, self.embedder, settings)
         self.indexer: Indexer | None = None
         if self.embedder is not None:
