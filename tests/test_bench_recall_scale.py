@@ -7,6 +7,7 @@ every step is timed for every query and that the command writes its JSON.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -26,7 +27,9 @@ def test_recall_scale_times_every_step(tmp_path: Path) -> None:
     assert set(got["latency"]) == set(STEPS) == set(LABELS)
     for step in STEPS:
         s = got["latency"][step]
-        assert 0 <= s["p50_ms"] <= s["p95_ms"] <= s["p99_ms"], step
+        assert s["n"] == 6 and s["p50_ms"] >= 0, step
+        # Six samples cannot carry a tail: those percentiles are NaN, not a maximum.
+        assert math.isnan(s["p95_ms"]) and math.isnan(s["p99_ms"]), step
     assert len(got["loadavg"]["before"]) == 3
     assert "Store.recall (+ query embedding)" in format_recall_scale(got)
     assert "ref: bare embed_query" in res.output
