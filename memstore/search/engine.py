@@ -32,6 +32,7 @@ from memstore.errors import InvalidInputError, MemstoreError, StorageError
 from memstore.l0.capture import check_id
 from memstore.l0.projection import user_fts_range
 from memstore.search import keyword_pg
+from memstore.search.filters import row_filters
 from memstore.text import build_match, is_low_information
 from memstore.vectors import spaces
 from memstore.vectors.hot import HotPartitions
@@ -282,21 +283,13 @@ class SearchEngine:
                 "JOIN l0_messages m ON m.id = l0_fts.rowid - :lo "
                 "WHERE l0_fts MATCH :q AND l0_fts.rowid BETWEEN :lo AND :hi AND m.user_id = :u"
             )
-            if session_id:
-                sql += " AND m.session_id = :s"
-                params["s"] = session_id
         else:
             sql = (
                 f"SELECT m.id, bm25(l1_fts, {_BM25_WEIGHTS}) AS s FROM l1_fts "
                 "JOIN l1_memories m ON m.id = l1_fts.rowid "
                 f"WHERE l1_fts MATCH :q AND m.user_id = :u AND {_L1_ACTIVE}"
             )
-            if type_:
-                sql += " AND m.type = :t"
-                params["t"] = type_
-            if scene:
-                sql += " AND m.scene_name = :sc"
-                params["sc"] = scene
+        sql += row_filters(kind, params, session_id=session_id, type_=type_, scene=scene)
         sql += " ORDER BY s LIMIT :k"
         return [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
 

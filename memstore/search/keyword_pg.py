@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from memstore.l0.projection import SLOT_SHIFT
+from memstore.search.filters import row_filters
 from memstore.text.cjk import CJK_CHAR_CLASS
 from memstore.text.fts import query_terms
 from memstore.text.stem import word_roots
@@ -82,17 +83,8 @@ def keyword(
         f"SELECT m.id, -ts_rank_cd(f.tsv, q.q) AS s FROM (SELECT {q} AS q) q "
         f"JOIN {table} f ON f.tsv @@ q.q JOIN {source} m ON m.id = {key} WHERE m.user_id = :u"
     )
-    if kind == "l0":
-        if session_id:
-            sql += " AND m.session_id = :s"
-            params["s"] = session_id
-    else:
+    if kind != "l0":
         sql += f" AND {l1_filter}"
-        if type_:
-            sql += " AND m.type = :t"
-            params["t"] = type_
-        if scene:
-            sql += " AND m.scene_name = :sc"
-            params["sc"] = scene
+    sql += row_filters(kind, params, session_id=session_id, type_=type_, scene=scene)
     sql += " ORDER BY s, m.id LIMIT :k"
     return [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
