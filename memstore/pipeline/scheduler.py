@@ -58,9 +58,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from apscheduler.executors.base import BaseExecutor
 from apscheduler.job import Job
@@ -68,13 +69,15 @@ from apscheduler.jobstores.base import JobLookupError
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import Connection, text
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from memstore.db.engine import Database
 from memstore.errors import PipelineError
 from memstore.pipeline.queue import q
 from memstore.pipeline.threads import DaemonPool
 from memstore.timeutil import UTC
+
+_T = TypeVar("_T")
 
 log = logging.getLogger(__name__)
 
@@ -238,8 +241,33 @@ class TimerJobStore(SQLAlchemyJobStore):  # type: ignore[misc]
             # Left in place, a fired job fires again: callbacks are idempotent.
             log.debug("could not delete timer %s (it may fire again): %s", job_id, e)
 
+    # Reading jobs can write: a row APScheduler cannot restore (a job of an
+    # older memstore) is deleted in the same transaction as the read. That
+    # transaction starts deferred, so when another connection wrote the job
+    # table in between, SQLite refuses the upgrade at once ("database is
+    # locked", no busy wait). A fresh transaction sees the new snapshot.
+    def get_due_jobs(self, now: datetime) -> list[Job]:
+        return _retry_stale(lambda: super(TimerJobStore, self).get_due_jobs(now))
+
+    def get_all_jobs(self) -> list[Job]:
+        return _retry_stale(lambda: super(TimerJobStore, self).get_all_jobs())
+
+    def lookup_job(self, job_id: str) -> Job | None:
+        return _retry_stale(lambda: super(TimerJobStore, self).lookup_job(job_id))
+
     def shutdown(self) -> None:
         pass
+
+
+def _retry_stale(read: Callable[[], _T], attempts: int = 5) -> _T:
+    for attempt in range(attempts):
+        try:
+            return read()
+        except OperationalError as e:
+            if "locked" not in str(e) or attempt == attempts - 1:
+                raise
+            time.sleep(0.01 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 class Timers:
