@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from memstore.cli.app import cli, db_option, resolve_db
+from memstore.cli.app import Location, cli, db_option, resolve_db, shown
 from memstore.errors import ConfigError
 
 
@@ -29,7 +27,7 @@ from memstore.errors import ConfigError
     help="User of requests without user_id  [default: default; env MEMSTORE_GATEWAY_DEFAULT_USER]",
 )  # fmt: skip
 def serve(
-    db: Path | None,
+    db: Location | None,
     host: str | None,
     port: int | None,
     cors: tuple[str, ...],
@@ -74,7 +72,7 @@ def serve(
 
     def ready(url: str) -> None:
         auth = "Bearer auth on" if config.api_key else "no auth (loopback only)"
-        click.echo(f"memstore gateway on {url} ({auth}); database {path}", err=True)
+        click.echo(f"memstore gateway on {url} ({auth}); database {shown(path)}", err=True)
 
     run(path, config, on_ready=ready)
     click.echo("memstore gateway stopped", err=True)
