@@ -212,6 +212,7 @@ def run_backends(
     with _fresh_pg(target.url) as pg:
         log("postgresql: fill, reindex, capture, search, rebuild, derive")
         res["backends"]["postgresql"] = measure(pg, **kw)
+        res["scratch_database"] = pg.rpartition("/")[2]
     return res
 
 

@@ -368,6 +368,13 @@ def bench_locomo(
     show_default=True,
     help="With --db: USERSxMESSAGES of the small users, then the big user's messages.",
 )
+@click.option(
+    "--sessions",
+    type=click.IntRange(1, 10_000),
+    default=40,
+    show_default=True,
+    help="With --db: sessions of 20 messages derived (rule-based) for the derivation rate.",
+)
 @_json_opt
 @_workdir_opt
 def bench_scale(
@@ -379,6 +386,7 @@ def bench_scale(
     turns: int,
     db_url: str | None,
     layout: str,
+    sessions: int,
     json_path: Path | None,
     workdir: Path | None,
 ) -> None:
@@ -395,7 +403,7 @@ def bench_scale(
       memstore bench scale --db "$(bash scripts/pg.sh url)" --layout 20x500,10000
     """
     if db_url is not None:
-        _scale_backends(db_url, layout, queries, turns, json_path, workdir)
+        _scale_backends(db_url, layout, queries, turns, sessions, json_path, workdir)
         return
     from memstore.bench.scale import MILLION, format_scale, run_scale
 
@@ -416,7 +424,13 @@ def bench_scale(
 
 
 def _scale_backends(
-    url: str, layout: str, queries: int, turns: int, json_path: Path | None, workdir: Path | None
+    url: str,
+    layout: str,
+    queries: int,
+    turns: int,
+    sessions: int,
+    json_path: Path | None,
+    workdir: Path | None,
 ) -> None:
     from memstore.bench.scale_db import format_backends, run_backends
     from memstore.db.target import looks_like_url, parse
@@ -434,6 +448,7 @@ def _scale_backends(
         big=int(big),
         turns=turns,
         n_queries=queries,
+        sessions=sessions,
         workdir=workdir,
         log=_log,
     )

@@ -89,3 +89,31 @@ def test_hermes_install_refuses_a_url(in_tmp: Path, tmp_path: Path) -> None:
     )
     assert r.exit_code == 2 and "MEMSTORE_DB" in r.output
     assert not (tmp_path / "h").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_bench_scale_db_prints_both_backends(backend: str, in_tmp: Path, tmp_path: Path) -> None:
+    from tests.contract.conftest import pg_admin_url
+
+    url = pg_admin_url()
+    assert url is not None
+    out = _ok(
+        "bench", "scale", "--db", url, "--layout", "1x40,40", "--queries", "5", "--turns", "5",
+        "--sessions", "1",
+        "--json", str(tmp_path / "r.json"),
+    )  # fmt: skip
+    assert "| bytes per message" in out and "| PostgreSQL |" in out.replace("  ", " ")
+    res = json.loads((tmp_path / "r.json").read_text())
+    for name in ("sqlite", "postgresql"):
+        run = res["backends"][name]
+        assert run["messages"] == 40 + 40
+        assert run["derive"]["failed"] == 0 and run["derive"]["memories"] > 0
+    # The scratch database is gone from the server.
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        left = conn.execute(
+            "SELECT count(*) FROM pg_database WHERE datname = %s", (res["scratch_database"],)
+        ).fetchone()
+    assert left == (0,)
