@@ -7,25 +7,27 @@ and vectors cross the driver as float32 blobs (``to_blob``) so the indexer,
 search and recall see one format on both backends.
 
 **Filtered KNN: an exact per-user scan, no HNSW index** (chosen by
-measurement: scripts/bench_pgvector_knn.py, 384-d synthetic vectors, table in
-BENCHMARKS.md "pgvector: filtered KNN"; the machine was loaded, so compare
-within a row). At 100 users x 1k, with the planner made to use an HNSW index
-for ``WHERE user_id = :u ORDER BY embedding <=> :q LIMIT 10``, the graph is
-walked first (ef_search 40 candidates of all users) and the filter applied
-after: 0.46 rows of 10 came back on average (recall@10 0.046), none for a
-5-row user. Iterative scans (pgvector 0.8, ``hnsw.iterative_scan``) fill
-the list for a 1k user but cost 26x the exact plan (relaxed_order recall
-0.91, strict_order 0.71) and, for the 5-row user, walked until
-``hnsw.max_scan_tuples`` for 0.55 of its 5 rows. Reading the user's rows
-through the btree on ``user_id`` and sorting them exactly returned every
-row, recall 1.0, at 1 ms (5 rows) and 17 ms (1k rows, load 27). The query
+measurement: scripts/bench_pgvector_knn.py, 100k 384-d synthetic vectors per
+layout, 100 queries, load average 21-22 on 2 cores, so compare within a
+row; BENCHMARKS.md "pgvector: filtered KNN"). At 100 users x 1k, with the
+planner made to use an HNSW index for ``WHERE user_id = :u ORDER BY
+embedding <=> :q LIMIT 10``, the graph is walked first (ef_search 40
+candidates of all users) and the filter applied after: 0.55 rows of 10 came
+back on average (recall@10 0.055), 0.05 of 5 for a 5-row user. Iterative
+scans (pgvector 0.8, ``hnsw.iterative_scan``) fill the list for a 1k user
+but took ~60x the exact plan (p50 471 / 452 ms for relaxed / strict order
+against 7.5 ms; recall 0.91 / 0.77) and, for the 5-row user, ran ~1.2 s to
+``hnsw.max_scan_tuples`` and found 1.2 of its 5 rows. Reading the user's
+rows through the btree on ``user_id`` and sorting them exactly returned
+every row, recall 1.0, p50 7.5 ms (1k rows) and 4.9 ms (5 rows). The query
 below puts that read in a MATERIALIZED CTE, so an HNSW index added by hand
 cannot take the plan over (tests/contract/test_vector_contract.py).
 
-One user of 100k is where HNSW would be fast (24 ms against 1.2 s for the
-exact scan there, but recall@10 0.53 at ef_search 40 on these vectors).
+One user of 100k is where HNSW is fast: 33 ms against 1.5 s for the exact
+scan in PostgreSQL, but recall@10 0.53 at ef_search 40 on these vectors.
 memstore does not ask PostgreSQL for those: a partition of >= 10k vectors is
-searched in an exact in-memory copy (memstore.vectors.hot, as on SQLite),
+searched in an exact in-memory copy (memstore.vectors.hot, as on SQLite;
+128 ms in that loaded run, numpy's own time, ~8 ms on an idle machine),
 loaded once with ``vector_send`` and kept current by the cursor, epoch and
 rewrites of ``vector_spaces``. Without an HNSW index the indexer's writes
 stay plain btree inserts, and both backends return the same exact ranking.

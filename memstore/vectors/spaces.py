@@ -1,4 +1,5 @@
-"""Vector spaces: one sqlite-vec ``vec0`` table per (kind, embedding model).
+"""Vector spaces: one sqlite-vec ``vec0`` table per (kind, embedding model)
+(on PostgreSQL one pgvector table with the same columns: memstore.vectors.pg).
 
 A space is a cache over a source table (``l0_messages`` or ``l1_memories``).
 Changing the embedding model creates a new space; until the indexer has
@@ -105,7 +106,7 @@ def ensure_space(conn: Connection, kind: str, model_id: str, dims: int, now_iso:
     if kind not in _KIND_COLUMNS:
         raise ConfigError(f"unknown vector kind {kind!r}")
     if dims <= 0 or dims > 8192:
-        raise ConfigError(f"embedding dimension {dims} is out of range for sqlite-vec")
+        raise ConfigError(f"embedding dimension {dims} is out of range for the vector tables")
     existing = get_space(conn, kind, model_id)
     if existing is not None:
         if existing.dims != dims:
