@@ -30,7 +30,8 @@ searched in an exact in-memory copy (memstore.vectors.hot, as on SQLite;
 128 ms in that loaded run, numpy's own time, ~8 ms on an idle machine),
 loaded once with ``vector_send`` and kept current by the cursor, epoch and
 rewrites of ``vector_spaces``. Without an HNSW index the indexer's writes
-stay plain btree inserts, and both backends return the same exact ranking.
+stay plain btree inserts (batches of 64 into 20k rows: 385 rows/s, 15 with
+HNSW), and both backends return the same exact ranking.
 
 Erasure copies the surviving vectors into a new table under their new ids and
 drops the old one (``copy_moved``), so no erased vector stays in a live data
