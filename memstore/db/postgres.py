@@ -138,6 +138,11 @@ class PostgresDatabase(Database):
         with dbapi_conn.cursor() as cur:
             cur.execute(f"SET lock_timeout = {int(self.busy_timeout_ms)}")
             cur.execute("SET TIME ZONE 'UTC'")
+            # Which process a session belongs to, in pg_stat_activity (several
+            # gateway or worker processes share one database).
+            cur.execute(
+                "SELECT set_config('application_name', %s, false)", (f"memstore:{os.getpid()}",)
+            )
         dbapi_conn.commit()
 
     @contextmanager
@@ -152,6 +157,22 @@ class PostgresDatabase(Database):
                 raise
             except exc.DBAPIError as e:
                 raise translate(e) from e
+
+    @contextmanager
+    def queue_write(self) -> Iterator[Connection]:
+        """A READ COMMITTED transaction without the log's advisory lock (nor
+        this process's write lock): claims of several workers, in threads or
+        processes, run at once. Safe because a claim appends no event: it
+        locks the queue rows it looks at with ``FOR UPDATE SKIP LOCKED`` and
+        takes the session lock with one conditional upsert
+        (memstore.pipeline.queue), both settled by the server's row locks."""
+        try:
+            with self.engine.connect() as conn, conn.begin():
+                yield conn
+        except exc.IntegrityError:
+            raise
+        except exc.DBAPIError as e:
+            raise translate(e) from e
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
