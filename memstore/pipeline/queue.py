@@ -146,11 +146,6 @@ def pending(conn: Connection, user_id: str | None = None) -> list[WorkItem]:
     return [_item(r) for r in conn.execute(query)]
 
 
-# Candidates read per round of a claim: a claim locks only these rows, and
-# reads the next round only when every one of them had its session busy.
-CLAIM_BATCH = 32
-
-
 def claim(
     conn: Connection,
     owner: str,
@@ -189,24 +184,29 @@ def claim(
         query = query.where(c.stage.in_(stages))
     tried: list[int] = []
     while True:
-        page = query.order_by(c.priority, c.created_at, c.id).limit(CLAIM_BATCH)
+        # One row at a time: every other claimer skips a row locked here, so
+        # locking a batch would hide all of it from them while this claim
+        # runs (measured: a second worker process found the queue "empty" and
+        # quit after 3 of 33 runs). Rows tried here whose session was busy
+        # stay locked until this short transaction ends; no one could take
+        # them meanwhile either.
+        page = query.order_by(c.priority, c.created_at, c.id).limit(1)
         if tried:
             page = page.where(c.id.not_in(tried))
-        rows = conn.execute(page.with_for_update(skip_locked=True)).all()
-        for r in rows:
-            item = _item(r)
-            tried.append(item.id)
-            if not acquire_lock(conn, item.lock_key, owner, now=now, ttl_s=ttl_s):
-                continue
-            until = to_iso(now + timedelta(seconds=ttl_s))
-            conn.execute(
-                update(pipeline_queue)
-                .where(c.id == item.id)
-                .values(claimed_by=owner, claimed_until=until)
-            )
-            return WorkItem(**{**item.__dict__, "claimed_by": owner, "claimed_until": until})
-        if len(rows) < CLAIM_BATCH:
+        r = conn.execute(page.with_for_update(skip_locked=True)).first()
+        if r is None:
             return None
+        item = _item(r)
+        tried.append(item.id)
+        if not acquire_lock(conn, item.lock_key, owner, now=now, ttl_s=ttl_s):
+            continue
+        until = to_iso(now + timedelta(seconds=ttl_s))
+        conn.execute(
+            update(pipeline_queue)
+            .where(c.id == item.id)
+            .values(claimed_by=owner, claimed_until=until)
+        )
+        return WorkItem(**{**item.__dict__, "claimed_by": owner, "claimed_until": until})
 
 
 def claim_in(
@@ -412,7 +412,6 @@ def purge_user(conn: Connection, user_id: str) -> int:
 
 
 __all__ = [
-    "CLAIM_BATCH",
     "STAGE_PRIORITY",
     "WorkItem",
     "acquire_lock",

@@ -51,6 +51,31 @@ def test_a_claim_from_another_host_returns_to_the_queue_after_its_ttl(store: Sto
         )
 
 
+def test_a_claim_in_flight_hides_only_the_item_it_takes(store: Store) -> None:
+    """While one claim's transaction is open, another claimer still finds the
+    rest of the queue: on PostgreSQL at once (it skips the one locked row), on
+    SQLite after the first commits (one writer at a time)."""
+    db = store.db
+    with db.write() as conn:
+        for i in range(3):
+            queue.enqueue(conn, "u", "l1", session_id=f"s{i}", now=T0)
+    second: list[queue.WorkItem | None] = []
+
+    def other() -> None:
+        second.append(queue.claim_in(db, "here:1:b:1", now=lambda: T0, ttl_s=60))
+
+    t = threading.Thread(target=other)
+    with db.queue_write() as conn:
+        first = queue.claim(conn, "here:1:a:1", now=T0, ttl_s=60)
+        t.start()
+        if db.dialect == "postgresql":
+            t.join(60)  # must not wait for this transaction
+            assert not t.is_alive() and second
+    t.join(60)
+    assert first is not None and second and second[0] is not None
+    assert second[0].id != first.id
+
+
 def test_racing_claimers_never_share_an_item_or_a_session(store: Store) -> None:
     """8 threads claim 60 items (20 sessions' L1, and L2 + L3 of 10 users,
     which share one lock per user) without completing any: every claim is of a
