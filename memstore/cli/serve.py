@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
-from memstore.cli.app import Location, cli, db_option, resolve_db, shown
+from memstore.cli.app import Location, cli, db_option, resolve_db
+from memstore.db.connect import resolve
+from memstore.db.target import safe_url
 from memstore.errors import ConfigError
 
 
@@ -26,6 +28,10 @@ from memstore.errors import ConfigError
     "--default-user", default=None,
     help="User of requests without user_id  [default: default; env MEMSTORE_GATEWAY_DEFAULT_USER]",
 )  # fmt: skip
+@click.option(
+    "--workers", type=int, default=1, show_default=True,
+    help="Gateway processes sharing the port; more than 1 needs a PostgreSQL store.",
+)  # fmt: skip
 def serve(
     db: Location | None,
     host: str | None,
@@ -35,6 +41,7 @@ def serve(
     insecure: bool,
     access_log: bool,
     default_user: str | None,
+    workers: int,
 ) -> None:
     """Serve memory over HTTP: the upstream gateway's routes and /v1.
 
@@ -46,14 +53,20 @@ def serve(
     SIGTERM or Ctrl-C. Needs the "server" extra: pip install "memstore[server]".
 
     \b
+    With --workers N (PostgreSQL only) N processes serve one port and share
+    the store: work is claimed once across them, one holds the timers.
+
+    \b
     Example:
       memstore serve --db ./agent.db
+      MEMSTORE_DB=postgresql+psycopg://memstore@127.0.0.1:55432/memstore memstore serve --workers 4
       MEMSTORE_GATEWAY_API_KEY=$(openssl rand -hex 24) memstore serve --host 0.0.0.0
       curl -s localhost:8420/health
     """
     try:
         from memstore.gateway.config import GatewayConfig
         from memstore.gateway.server import serve as run
+        from memstore.gateway.workers import check_workers, serve_workers
     except ImportError as exc:  # fastapi / uvicorn missing
         raise ConfigError(
             f'the gateway needs the "server" extra ({exc.name} is missing): '
@@ -68,11 +81,18 @@ def serve(
         access_log=access_log or None,
         default_user=default_user,
     )
-    path = resolve_db(db)
+    # --db after or before the command, else $MEMSTORE_DB (a path or URL), else the default.
+    target = resolve(resolve_db(db))
+    where = safe_url(target.url) if target.url else str(target.path)
+    check_workers(target, workers)
 
     def ready(url: str) -> None:
         auth = "Bearer auth on" if config.api_key else "no auth (loopback only)"
-        click.echo(f"memstore gateway on {url} ({auth}); database {shown(path)}", err=True)
+        procs = f"; {workers} worker processes" if workers > 1 else ""
+        click.echo(f"memstore gateway on {url} ({auth}); database {where}{procs}", err=True)
 
-    run(path, config, on_ready=ready)
+    if workers > 1:
+        serve_workers(target, config, workers=workers, on_ready=ready)
+    else:
+        run(target.url or target.path, config, on_ready=ready)
     click.echo("memstore gateway stopped", err=True)
