@@ -30,8 +30,7 @@ from memstore.db.engine import Database
 from memstore.embeddings import Embedder, check_vectors, from_blob, to_blob
 from memstore.errors import InvalidInputError, MemstoreError, StorageError
 from memstore.l0.capture import check_id
-from memstore.l0.projection import user_fts_range
-from memstore.search import keyword_pg
+from memstore.search import bm25, keyword_pg
 from memstore.search.filters import row_filters
 from memstore.text import build_match, is_low_information
 from memstore.vectors import spaces
@@ -267,28 +266,19 @@ class SearchEngine:
                 scene=scene,
                 l1_filter=_L1_ACTIVE,
             )
+        if kind == "l0":
+            # Ranked with the user's own statistics, reading only the user's
+            # postings (memstore.search.bm25).
+            return bm25.keyword_messages(conn, query, user_id, k, session_id=session_id)
         match = build_match(query)
         if match is None:
             return []
         params: dict[str, Any] = {"q": match, "u": user_id, "k": k}
-        if kind == "l0":
-            span = user_fts_range(conn, user_id)
-            if span is None:
-                return []
-            # The rowid range makes FTS5 read only this user's postings (its
-            # rows are keyed by user slot); m.user_id is checked as well.
-            params["lo"], params["hi"] = span
-            sql = (
-                f"SELECT m.id, bm25(l0_fts, {_BM25_WEIGHTS}) AS s FROM l0_fts "
-                "JOIN l0_messages m ON m.id = l0_fts.rowid - :lo "
-                "WHERE l0_fts MATCH :q AND l0_fts.rowid BETWEEN :lo AND :hi AND m.user_id = :u"
-            )
-        else:
-            sql = (
-                f"SELECT m.id, bm25(l1_fts, {_BM25_WEIGHTS}) AS s FROM l1_fts "
-                "JOIN l1_memories m ON m.id = l1_fts.rowid "
-                f"WHERE l1_fts MATCH :q AND m.user_id = :u AND {_L1_ACTIVE}"
-            )
+        sql = (
+            f"SELECT m.id, bm25(l1_fts, {_BM25_WEIGHTS}) AS s FROM l1_fts "
+            "JOIN l1_memories m ON m.id = l1_fts.rowid "
+            f"WHERE l1_fts MATCH :q AND m.user_id = :u AND {_L1_ACTIVE}"
+        )
         sql += row_filters(kind, params, session_id=session_id, type_=type_, scene=scene)
         sql += " ORDER BY s LIMIT :k"
         return [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
