@@ -83,10 +83,12 @@ def _fts5_bm25(store: Store, query: str, user: str, k: int) -> list[tuple[int, f
 
 
 def _per_user(
-    store: Store, query: str, user: str, k: int, session: str | None = None
+    store: Store, query: str, user: str, k: int, session: str | None = None, shortcut: bool = False
 ) -> list[tuple[int, float]]:
     with store.db.read() as conn:
-        return bm25.keyword_messages(conn, query, user, k, session_id=session)
+        return bm25.keyword_messages(
+            conn, query, user, k, session_id=session, sole_user_shortcut=shortcut
+        )
 
 
 def test_one_user_store_ranks_exactly_as_fts5_bm25(store: Store) -> None:
@@ -97,6 +99,8 @@ def test_one_user_store_ranks_exactly_as_fts5_bm25(store: Store) -> None:
         got = _per_user(store, q, "solo", 40)
         want = _fts5_bm25(store, q, "solo", 40)
         assert got == want, q
+        # The store's only user takes bm25() itself: the same list.
+        assert _per_user(store, q, "solo", 40, shortcut=True) == want, q
         compared += bool(want)
     assert compared >= len(_QUERIES) - 2
 
@@ -119,12 +123,14 @@ def test_exact_forms_rank_above_roots(store: Store) -> None:
 def test_another_users_messages_do_not_change_my_ranking(store: Store) -> None:
     _fill(store, "alice", _TEXTS)
     before = {q: _per_user(store, q, "alice", 20) for q in _QUERIES}
+    alone = {q: _per_user(store, q, "alice", 20, shortcut=True) for q in _QUERIES}
     # Bob talks about the same things, far more often, and about other things.
     for i in range(6):
         _fill(store, "bob", _TEXTS[::-1], f"b{i}")
         _fill(store, "bob", ("peanut peanut peanut", "marathon", "咖啡咖啡"), f"c{i}")
     after = {q: _per_user(store, q, "alice", 20) for q in _QUERIES}
-    assert after == before
+    assert after == before == alone
+    assert {q: _per_user(store, q, "alice", 20, shortcut=True) for q in _QUERIES} == before
     assert any(before.values())
     # Under bm25() over the shared table Bob's words did move Alice's scores.
     assert any(_fts5_bm25(store, q, "alice", 20) != before[q] for q in _QUERIES if before[q])

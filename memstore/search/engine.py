@@ -27,6 +27,7 @@ from sqlalchemy import Connection, text
 
 from memstore.config import Settings
 from memstore.db.engine import Database
+from memstore.db.sqlfn import driver_sql
 from memstore.embeddings import Embedder, check_vectors, from_blob, to_blob
 from memstore.errors import InvalidInputError, MemstoreError, StorageError
 from memstore.l0.capture import check_id
@@ -117,10 +118,12 @@ def _low_info(conn: Connection, ids: set[int]) -> set[int]:
     if not ids:
         return set()
     marks = ",".join(str(i) for i in ids)
+    # Driver-level: ids only, and compiling a text() clause per search cost
+    # more than the lookup.
     return {
         int(r[0])
-        for r in conn.execute(
-            text(f"SELECT id FROM l0_messages WHERE id IN ({marks}) AND low_info = 1")
+        for r in conn.exec_driver_sql(
+            f"SELECT id FROM l0_messages WHERE id IN ({marks}) AND low_info = 1"
         )
     }
 
@@ -451,28 +454,9 @@ class SearchEngine:
         kw_rank = {i: r for r, (i, _) in enumerate(kw, start=1)}
         vec_rank = {i: r for r, (i, _) in enumerate(vec, start=1)}
         sims = {i: 1.0 - d for i, d in vec}
-        if kind == "l0":
-            rows = {
-                int(r[0]): r
-                for r in conn.execute(
-                    text(
-                        f"SELECT {_L0_COLS} FROM l0_messages m "
-                        f"WHERE m.id IN ({ids}) AND m.user_id = :u"
-                    ),
-                    {"u": user_id},
-                )
-            }
-        else:
-            rows = {
-                int(r[0]): r
-                for r in conn.execute(
-                    text(
-                        f"SELECT {_L1_COLS} FROM l1_memories m "
-                        f"WHERE m.id IN ({ids}) AND m.user_id = :u"
-                    ),
-                    {"u": user_id},
-                )
-            }
+        cols, table = (_L0_COLS, "l0_messages") if kind == "l0" else (_L1_COLS, "l1_memories")
+        sql = f"SELECT {cols} FROM {table} m WHERE m.id IN ({ids}) AND m.user_id = ?"
+        rows = {int(r[0]): r for r in conn.exec_driver_sql(driver_sql(conn, sql), (user_id,))}
         out: list[Hit] = []
         for i, score in ranked:
             r = rows.get(i)
