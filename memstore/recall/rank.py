@@ -363,10 +363,12 @@ def neighbours(conn: Connection, wanted: dict[int, bool]) -> dict[int, dict[str,
     if not wanted:
         return {}
     ids = ",".join(str(int(i)) for i in wanted)
+    # Messages of one capture call share their event's position; row ids
+    # follow log order, so (position, id) orders every turn of a session.
     adjacent = (
         "(SELECT n.id FROM l0_messages n WHERE n.user_id = m.user_id AND "
-        "n.session_id = m.session_id AND n.position {op} m.position AND n.low_info = 0 "
-        "ORDER BY n.position {order} LIMIT 1)"
+        "n.session_id = m.session_id AND n.position {op}= m.position AND n.id {op} m.id "
+        "AND n.low_info = 0 ORDER BY n.position {order}, n.id {order} LIMIT 1)"
     )
     pairs = conn.execute(
         text(

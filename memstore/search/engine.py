@@ -16,7 +16,6 @@ way they take no part in neighbour scoring.
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 from collections import OrderedDict
@@ -39,8 +38,6 @@ from memstore.search.filters import row_filters
 from memstore.text import build_match, is_low_information
 from memstore.vectors import spaces
 from memstore.vectors.hot import HotPartitions
-
-log = logging.getLogger(__name__)
 
 STRATEGIES = ("keyword", "vector", "hybrid")
 MAX_LIMIT = 20
@@ -313,8 +310,8 @@ class SearchEngine:
 
     def _query_blob(self, query: str) -> bytes:
         """The query's vector as a blob, embedded once: a call for a query that
-        another thread is embedding right now (``prefetch_query``) waits for
-        that embedding instead of computing it again."""
+        is being embedded right now (``prefetch_query``, another search)
+        waits for that embedding instead of computing it again."""
         assert self.embedder is not None
         with self._qlock:
             hit = self._qcache.get(query)
@@ -322,46 +319,48 @@ class SearchEngine:
                 self._qcache.move_to_end(query)
                 return hit
             running = self._qpending.get(query)
+            mine = running is None
             if running is None:
-                mine: Future[bytes] = Future()
-                self._qpending[query] = mine
-        if running is not None:
-            return running.result()
+                running = self._qpending[query] = Future()
+        if mine:
+            self._embed_query(query, running)
+        return running.result()
+
+    def _embed_query(self, query: str, into: Future[bytes]) -> None:
+        assert self.embedder is not None
         try:
             vec = check_vectors(
                 self.embedder.embed_query(query).reshape(1, -1), self.embedder.dimensions
             )
             blob = to_blob(vec[0])
-        except BaseException as exc:
+        except BaseException as exc:  # handed to every waiter; the next call retries
             with self._qlock:
                 self._qpending.pop(query, None)
-            mine.set_exception(exc)
-            raise
+            into.set_exception(exc)
+            return
         with self._qlock:
             self._qcache[query] = blob
             while len(self._qcache) > 256:
                 self._qcache.popitem(last=False)
             self._qpending.pop(query, None)
-        mine.set_result(blob)
-        return blob
+        into.set_result(blob)
 
     def prefetch_query(self, query: str) -> None:
-        """Start embedding ``query`` in a daemon thread, so the embedding (which
-        releases the GIL) overlaps the caller's keyword searches and reads;
-        the search that needs the vector then waits only for the rest."""
+        """Start embedding ``query`` in a daemon thread, so the embedding (native
+        code that releases the GIL) overlaps the caller's other reads and the
+        keyword searches; a search that needs the vector waits only for what
+        is left of it. Registered before the thread starts, so no search can
+        embed the same query a second time."""
         if self.embedder is None or not query.strip():
             return
         with self._qlock:
             if query in self._qcache or query in self._qpending:
                 return
-
-        def work() -> None:
-            try:
-                self._query_blob(query)
-            except Exception as exc:  # the search that needs it raises or degrades
-                log.debug("query prefetch failed: %s", exc)
-
-        threading.Thread(target=work, name="memstore-query-embed", daemon=True).start()
+            into: Future[bytes] = Future()
+            self._qpending[query] = into
+        threading.Thread(
+            target=self._embed_query, args=(query, into), name="memstore-query-embed", daemon=True
+        ).start()
 
     def _vector(
         self,
