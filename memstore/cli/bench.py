@@ -407,6 +407,12 @@ def bench_scale(
     help="auto: e5 when installed (the offline default), else hashing.",
 )
 @click.option("--distinct", type=int, default=None, help="Distinct texts (default: 2000 for e5).")
+@click.option(
+    "--keep",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Build the store at this path and reuse it on the next run of the same shape.",
+)
 @_json_opt
 @_workdir_opt
 def bench_recall_scale(
@@ -415,6 +421,7 @@ def bench_recall_scale(
     queries: int,
     embedder: str,
     distinct: int | None,
+    keep: Path | None,
     json_path: Path | None,
     workdir: Path | None,
 ) -> None:
@@ -426,6 +433,7 @@ def bench_recall_scale(
     Example:
       memstore bench recall-scale
       memstore bench recall-scale --messages 20000 --memories 2000 --queries 50
+      memstore bench recall-scale --embedder e5 --keep /tmp/recall-e5.db
     """
     from memstore.bench.recall_scale import format_recall_scale, run_recall_scale
 
@@ -437,6 +445,7 @@ def bench_recall_scale(
         n_queries=queries,
         embedder=embedder,
         distinct=distinct,
+        keep=keep,
         workdir=workdir,
         log=_log,
     )

@@ -19,7 +19,9 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -170,6 +172,7 @@ class SearchEngine:
         self.context_vectors = settings.embedding.context_vectors
         self._qcache: OrderedDict[str, bytes] = OrderedDict()
         self._qlock = threading.Lock()
+        self._qpending: dict[str, Future[bytes]] = {}
         # Large conversation partitions are searched in memory (vectors.hot).
         self.hot = HotPartitions()
 
@@ -186,7 +189,10 @@ class SearchEngine:
         session_id: str | None = None,
         type: str | None = None,
         scene: str | None = None,
+        conn: Connection | None = None,
     ) -> list[Hit]:
+        """``conn``: search inside the caller's read transaction (recall runs
+        both of its searches and its row reads in one snapshot)."""
         user_id = check_id("user_id", user_id)
         if strategy not in STRATEGIES:
             raise InvalidInputError(
@@ -202,7 +208,7 @@ class SearchEngine:
         n = clamp_limit(limit)
         fetch = max(n, self.candidates)
         deep = fetch * (_L0_OVERFETCH if kind == "l0" else 1)
-        with self.db.read() as conn:
+        with self.reading(conn) as conn:
             use_vec = strategy != "keyword" and self._vector_ready(conn, kind)
             kw: list[tuple[int, float]] = []
             vec: list[tuple[int, float]] = []
@@ -229,6 +235,15 @@ class SearchEngine:
                 # Lending never reaches them (_ADJACENT), so no new ones appear here.
                 ranked = _demote(ranked, filler)
             return self._materialise(conn, kind, user_id, ranked[:n], kw, vec)
+
+    @contextmanager
+    def reading(self, conn: Connection | None) -> Iterator[Connection]:
+        """``conn`` when the caller has a read transaction, else a new one."""
+        if conn is not None:
+            yield conn
+        else:
+            with self.db.read() as own:
+                yield own
 
     def vector_ready(self, kind: str) -> bool:
         with self.db.read() as conn:
@@ -287,21 +302,58 @@ class SearchEngine:
         return [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
 
     def _query_blob(self, query: str) -> bytes:
+        """The query's vector as a blob, embedded once: a call for a query that
+        is being embedded right now (``prefetch_query``, another search)
+        waits for that embedding instead of computing it again."""
         assert self.embedder is not None
         with self._qlock:
             hit = self._qcache.get(query)
             if hit is not None:
                 self._qcache.move_to_end(query)
                 return hit
-        vec = check_vectors(
-            self.embedder.embed_query(query).reshape(1, -1), self.embedder.dimensions
-        )
-        blob = to_blob(vec[0])
+            running = self._qpending.get(query)
+            mine = running is None
+            if running is None:
+                running = self._qpending[query] = Future()
+        if mine:
+            self._embed_query(query, running)
+        return running.result()
+
+    def _embed_query(self, query: str, into: Future[bytes]) -> None:
+        assert self.embedder is not None
+        try:
+            vec = check_vectors(
+                self.embedder.embed_query(query).reshape(1, -1), self.embedder.dimensions
+            )
+            blob = to_blob(vec[0])
+        except BaseException as exc:  # handed to every waiter; the next call retries
+            with self._qlock:
+                self._qpending.pop(query, None)
+            into.set_exception(exc)
+            return
         with self._qlock:
             self._qcache[query] = blob
             while len(self._qcache) > 256:
                 self._qcache.popitem(last=False)
-        return blob
+            self._qpending.pop(query, None)
+        into.set_result(blob)
+
+    def prefetch_query(self, query: str) -> None:
+        """Start embedding ``query`` in a daemon thread, so the embedding (native
+        code that releases the GIL) overlaps the caller's other reads and the
+        keyword searches; a search that needs the vector waits only for what
+        is left of it. Registered before the thread starts, so no search can
+        embed the same query a second time."""
+        if self.embedder is None or not query.strip():
+            return
+        with self._qlock:
+            if query in self._qcache or query in self._qpending:
+                return
+            into: Future[bytes] = Future()
+            self._qpending[query] = into
+        threading.Thread(
+            target=self._embed_query, args=(query, into), name="memstore-query-embed", daemon=True
+        ).start()
 
     def _vector(
         self,
