@@ -13,7 +13,7 @@ a later upgrade). It leaves the extension installed: other schemas of the
 database may use it, and an unused extension costs nothing.
 
 Revision ID: 0017_pgvector
-Revises: 0012_search_storage
+Revises: 0014_keyword_stats
 Create Date: 2026-12-01
 """
 
@@ -27,7 +27,7 @@ from alembic import op
 from memstore.db import ddl
 
 revision: str = "0017_pgvector"
-down_revision: str | None = "0012_search_storage"
+down_revision: str | None = "0014_keyword_stats"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
