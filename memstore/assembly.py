@@ -1,4 +1,4 @@
-"""How one database file's parts are put together (the inside of a ``Store``).
+"""How one database's parts are put together (the inside of a ``Store``).
 
 The kernel (log, projections, the one append path) at the bottom; search and
 the vector indexer beside it; the derivation context over both; the pipeline
@@ -36,9 +36,10 @@ class Parts:
         owner: object,
     ) -> None:
         self.kernel = Kernel(db, settings, projections, clock=clock)
-        # Vectors live in sqlite-vec tables; on PostgreSQL (preview) search is
-        # keyword-only until pgvector support lands.
-        self.embedder: Embedder | None = make_embedder(settings) if db.dialect == "sqlite" else None
+        # Vectors live in sqlite-vec tables on SQLite and in pgvector tables on
+        # PostgreSQL (memstore.vectors.pg); both go through the same spaces,
+        # indexer and search code.
+        self.embedder: Embedder | None = make_embedder(settings)
         self.search_engine = SearchEngine(db, self.embedder, settings)
         self.indexer: Indexer | None = None
         if self.embedder is not None:

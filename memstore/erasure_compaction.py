@@ -126,10 +126,12 @@ def is_pending(db: Database) -> bool:
         return conn.execute(erasure_compaction.select().limit(1)).first() is not None
 
 
-def is_pending_at(path: Path) -> bool:
-    """Whether the database at ``path`` still has an unfinished erasure
-    compaction (for a caller whose store is already closed)."""
-    db = Database(path)
+def is_pending_at(path: Path | str) -> bool:
+    """Whether the database at ``path`` (a file or URL) still has an unfinished
+    erasure compaction (for a caller whose store is already closed)."""
+    from memstore.db.connect import open_database
+
+    db = open_database(path)
     try:
         return is_pending(db)
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -11,12 +12,57 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from memstore.config import Settings, default_db_path
-from memstore.errors import NotFoundError
+from memstore.errors import MemstoreError, NotFoundError
 
 if TYPE_CHECKING:
     from memstore.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# Where a command's store lives: a SQLite file, or a PostgreSQL URL (a str,
+# normalised to the driver's scheme by memstore.db.target.parse).
+Location = Path | str
+
+
+class DbLocation(click.ParamType):  # type: ignore[type-arg]
+    """``--db``: a file path or a database URL. A URL is checked here, so an
+    unsupported one is a usage error, never a file or folder named after it
+    (click.Path would fold ``postgresql://h/db`` into ``postgresql:/h/db``)."""
+
+    name = "PATH|URL"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Location:
+        if isinstance(value, Path):
+            return value
+        # Here, not at the top: `memstore --help` must not import SQLAlchemy
+        # (memstore.db's package imports it).
+        from memstore.db.target import parse
+
+        raw = str(value)
+        if not raw:
+            self.fail("an empty --db names no database", param, ctx)
+        try:
+            target = parse(raw)
+        except MemstoreError as e:
+            self.fail(str(e), param, ctx)
+        if target.url is not None:
+            return target.url
+        assert target.path is not None
+        if target.path.is_dir():
+            self.fail(f"{target.path} is a directory, not a database file", param, ctx)
+        return target.path
+
+
+DB = DbLocation()
+
+
+def shown(location: Location) -> str:
+    """A location for messages (a URL's password hidden)."""
+    from memstore.db.target import safe_url
+
+    return safe_url(location) if isinstance(location, str) else str(location)
 
 
 class LazyGroup(click.Group):
@@ -53,14 +99,16 @@ class LazyGroup(click.Group):
 )
 @click.version_option(package_name="memstore")
 @click.option(
-    "--db", "db", type=click.Path(dir_okay=False, path_type=Path), default=None,
-    help="Database file for every command (default: $MEMSTORE_DB, else the user data directory).",
+    "--db", "db", type=DB, default=None,
+    help="Database file or PostgreSQL URL for every command (default: $MEMSTORE_DB, else the "
+    "user data directory).",
 )  # fmt: skip
-def cli(db: Path | None) -> None:
+def cli(db: Location | None) -> None:
     """memstore: event-sourced long-term memory for LLM agents, on one SQLite file.
 
     --db PATH goes before the command or after it (default: $MEMSTORE_DB,
-    else the user data directory); --user defaults to $MEMSTORE_USER.
+    else the user data directory); a postgresql:// URL opens PostgreSQL
+    instead. --user defaults to $MEMSTORE_USER.
     Commands that list data take --json.
 
     \b
@@ -75,9 +123,10 @@ def db_option(f: F) -> F:
     return click.option(
         "--db",
         "db",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=DB,
         default=None,
-        help="Database file (default: memstore --db, $MEMSTORE_DB, the user data directory).",
+        help="Database file or PostgreSQL URL (default: memstore --db, $MEMSTORE_DB, the user "
+        "data directory).",
     )(f)
 
 
@@ -85,13 +134,23 @@ def json_option(f: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(f)
 
 
-def resolve_db(db: Path | None) -> Path:
-    """The command's --db, else the one given before the command, else the default."""
+def resolve_db(db: Location | None) -> Location:
+    """The command's --db, else the one given before the command, else
+    $MEMSTORE_DB (a path or URL), else the user data directory's file."""
     if db is not None:
         return db
     ctx = click.get_current_context(silent=True)
     root = ctx.find_root().params.get("db") if ctx is not None else None
-    return Path(root) if root is not None else default_db_path()
+    if root is not None:
+        return root if isinstance(root, str) else Path(root)
+    from memstore.db.target import looks_like_url, parse
+
+    env = os.environ.get("MEMSTORE_DB", "")
+    if env and looks_like_url(env):
+        url = parse(env).url
+        assert url is not None  # a URL scheme that parses is PostgreSQL's
+        return url
+    return default_db_path()
 
 
 def user_option_optional(f: F) -> F:
@@ -101,10 +160,11 @@ def user_option_optional(f: F) -> F:
     )(f)  # fmt: skip
 
 
-def existing_db(db: Path | None) -> Path:
-    """The database path, which must exist: a reading command never creates one."""
+def existing_db(db: Location | None) -> Location:
+    """The database location, which must exist: a reading command never
+    creates a file (a PostgreSQL database must exist on its server anyway)."""
     path = resolve_db(db)
-    if not path.is_file():
+    if isinstance(path, Path) and not path.is_file():
         raise NotFoundError(
             f"no database at {path}: check --db / $MEMSTORE_DB (nothing was created)"
         )
@@ -112,7 +172,7 @@ def existing_db(db: Path | None) -> Path:
 
 
 def open_store(
-    db: Path | None, *, background: bool = False, must_exist: bool = False, **kwargs: Any
+    db: Location | None, *, background: bool = False, must_exist: bool = False, **kwargs: Any
 ) -> Store:
     """Open the store for one command; background threads only when asked.
 

@@ -354,6 +354,27 @@ def bench_locomo(
 @click.option(
     "--turns", type=int, default=2000, show_default=True, help="Timed capture turns per phase."
 )
+@click.option(
+    "--db",
+    "db_url",
+    default=None,
+    metavar="URL",
+    help="A PostgreSQL server: run the side-by-side SQLite / PostgreSQL figures instead "
+    "(a fresh database is created there and dropped; the user needs CREATEDB).",
+)
+@click.option(
+    "--layout",
+    default="100x1000,100000",
+    show_default=True,
+    help="With --db: USERSxMESSAGES of the small users, then the big user's messages.",
+)
+@click.option(
+    "--sessions",
+    type=click.IntRange(1, 10_000),
+    default=40,
+    show_default=True,
+    help="With --db: sessions of 20 messages derived (rule-based) for the derivation rate.",
+)
 @_json_opt
 @_workdir_opt
 def bench_scale(
@@ -363,6 +384,9 @@ def bench_scale(
     distinct: int | None,
     queries: int,
     turns: int,
+    db_url: str | None,
+    layout: str,
+    sessions: int,
     json_path: Path | None,
     workdir: Path | None,
 ) -> None:
@@ -376,7 +400,11 @@ def bench_scale(
       memstore bench scale
       memstore bench scale --sizes 10000 --json /tmp/scale.json
       memstore bench scale --million
+      memstore bench scale --db "$(bash scripts/pg.sh url)" --layout 20x500,10000
     """
+    if db_url is not None:
+        _scale_backends(db_url, layout, queries, turns, sessions, json_path, workdir)
+        return
     from memstore.bench.scale import MILLION, format_scale, run_scale
 
     chosen = _sizes(sizes) + ([MILLION] if million else [])
@@ -393,6 +421,39 @@ def bench_scale(
     )
     click.echo(format_scale(res))
     _save(res, "scale", json_path)
+
+
+def _scale_backends(
+    url: str,
+    layout: str,
+    queries: int,
+    turns: int,
+    sessions: int,
+    json_path: Path | None,
+    workdir: Path | None,
+) -> None:
+    from memstore.bench.scale_db import format_backends, run_backends
+    from memstore.db.target import looks_like_url, parse
+
+    small, _, big = layout.partition(",")
+    users, _, per_user = small.partition("x")
+    if not (users.isdigit() and per_user.isdigit() and big.isdigit()):
+        raise click.BadParameter(f"{layout!r}: expected USERSxMESSAGES,BIG", param_hint="--layout")
+    if not looks_like_url(url) or parse(url).url is None:
+        raise click.BadParameter("a PostgreSQL URL (SQLite runs beside it)", param_hint="--db")
+    res = run_backends(
+        url,
+        users=int(users),
+        per_user=int(per_user),
+        big=int(big),
+        turns=turns,
+        n_queries=queries,
+        sessions=sessions,
+        workdir=workdir,
+        log=_log,
+    )
+    click.echo(format_backends(res))
+    _save(res, "scale_backends", json_path)
 
 
 @bench_group.command("recall-scale")

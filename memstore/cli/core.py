@@ -11,15 +11,24 @@ import click
 from tqdm import tqdm
 
 from memstore.cli import doctor_view
-from memstore.cli.app import cli, db_option, echo_json, json_option, open_store, resolve_db
+from memstore.cli.app import (
+    Location,
+    cli,
+    db_option,
+    echo_json,
+    json_option,
+    open_store,
+    resolve_db,
+    shown,
+)
 from memstore.cli.table import print_table
 from memstore.db import migrate
+from memstore.db.connect import open_database
 from memstore.db.driver import module_name, sqlite_module
-from memstore.db.engine import Database
 from memstore.errors import MemstoreError
 
 
-def doctor_report(db: Path) -> tuple[dict[str, Any], list[str]]:
+def doctor_report(db: Location) -> tuple[dict[str, Any], list[str]]:
     """Collect what doctor shows; returns (report, problems)."""
     problems: list[str] = []
     report: dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform()}
@@ -30,24 +39,10 @@ def doctor_report(db: Path) -> tuple[dict[str, Any], list[str]]:
     except MemstoreError as e:
         problems.append(str(e))
         return report, problems
-    report["database"] = str(db)
-    if not db.is_file():
-        # Doctor only reads: check SQLite's abilities on a scratch file instead.
-        report["database"] = f"{db} (does not exist yet: the first capture or import creates it)"
-        db = doctor_view.scratch_db()
-    try:
-        database = Database(db)
-        try:
-            report["sqlite_vec"] = database.vec_version()
-            with database.read() as conn:
-                conn.exec_driver_sql("CREATE VIRTUAL TABLE temp.doctor_fts USING fts5(x)")
-            report["fts5"] = True
-            report["schema_revision"] = migrate.current_revision(database)
-            report["schema_head"] = migrate.head_revision()
-        finally:
-            database.close()
-    except MemstoreError as e:
-        problems.append(str(e))
+    if isinstance(db, str):
+        _doctor_database(db, report, problems)
+    else:
+        db = _doctor_file(db, report, problems)
     if report.get("schema_revision") not in (None, report.get("schema_head")):
         problems.append(
             f"schema at {report['schema_revision']}, code expects {report['schema_head']}: "
@@ -65,7 +60,42 @@ def doctor_report(db: Path) -> tuple[dict[str, Any], list[str]]:
     return report, problems
 
 
-def _doctor_llm(db: Path, report: dict[str, Any], problems: list[str]) -> None:
+def _doctor_file(db: Path, report: dict[str, Any], problems: list[str]) -> Path:
+    """SQLite's abilities, on the file or (when it does not exist) a scratch one."""
+    report["database"] = str(db)
+    if not db.is_file():
+        # Doctor only reads: check SQLite's abilities on a scratch file instead.
+        report["database"] = f"{db} (does not exist yet: the first capture or import creates it)"
+        db = doctor_view.scratch_db()
+    _doctor_database(db, report, problems)
+    return db
+
+
+def _doctor_database(db: Location, report: dict[str, Any], problems: list[str]) -> None:
+    """The engine's abilities (SQLite: sqlite-vec, FTS5; PostgreSQL: server and
+    pgvector versions) and the schema revision."""
+    try:
+        database = open_database(db)
+        try:
+            if isinstance(db, str):
+                report["database"] = shown(db)
+                with database.read() as conn:
+                    report["postgresql"] = conn.exec_driver_sql("SHOW server_version").scalar()
+                report["pgvector"] = database.vec_version()
+            else:
+                report["sqlite_vec"] = database.vec_version()
+                with database.read() as conn:
+                    conn.exec_driver_sql("CREATE VIRTUAL TABLE temp.doctor_fts USING fts5(x)")
+                report["fts5"] = True
+            report["schema_revision"] = migrate.current_revision(database)
+            report["schema_head"] = migrate.head_revision()
+        finally:
+            database.close()
+    except MemstoreError as e:
+        problems.append(str(e))
+
+
+def _doctor_llm(db: Location, report: dict[str, Any], problems: list[str]) -> None:
     """Who derives with this configuration, and who did last (from the log)."""
     from memstore.config import Settings
     from memstore.derive.runs import describe_derivation, last_derivation
@@ -84,7 +114,7 @@ def _doctor_llm(db: Path, report: dict[str, Any], problems: list[str]) -> None:
     if report.get("schema_revision") is None:
         return
     try:
-        database = Database(db)
+        database = open_database(db)
         try:
             with database.read() as conn:
                 report["last_derivation"] = describe_derivation(last_derivation(conn))
@@ -94,11 +124,11 @@ def _doctor_llm(db: Path, report: dict[str, Any], problems: list[str]) -> None:
         problems.append(f"llm: cannot read the last derivation: {e}")
 
 
-def _quarantine_line(db: Path) -> str:
+def _quarantine_line(db: Location) -> str:
     """Rows the indexer set aside (their vectors are missing until a retry works)."""
     from memstore.vectors import quarantine
 
-    database = Database(db)
+    database = open_database(db)
     try:
         with database.read() as conn:
             held = quarantine.items(conn, limit=3)
@@ -118,7 +148,7 @@ def _quarantine_line(db: Path) -> str:
 @cli.command()
 @db_option
 @json_option
-def doctor(db: Path | None, as_json: bool) -> None:
+def doctor(db: Location | None, as_json: bool) -> None:
     """Check the installation: Python, SQLite, sqlite-vec, FTS5, schema, embedder, LLM.
 
     Exits non-zero with a clear message when something essential is missing.
@@ -157,7 +187,7 @@ def db_group() -> None:
 @db_group.command("upgrade")
 @db_option
 @click.argument("revision", default="head")
-def db_upgrade(db: Path | None, revision: str) -> None:
+def db_upgrade(db: Location | None, revision: str) -> None:
     """Upgrade the schema (default: to the newest revision).
 
     Projections whose tables changed are rebuilt from the log on the next open.
@@ -166,7 +196,7 @@ def db_upgrade(db: Path | None, revision: str) -> None:
     Example:
       memstore db upgrade --db ./agent.db
     """
-    database = Database(resolve_db(db))
+    database = open_database(resolve_db(db))
     try:
         stale = migrate.upgrade(database, revision, owners=_owners())
         click.echo(f"at {migrate.current_revision(database)}")
@@ -181,7 +211,7 @@ def db_upgrade(db: Path | None, revision: str) -> None:
 @click.option(
     "--yes", is_flag=True, help="Confirm a downgrade that deletes data (e.g. the event log)."
 )
-def db_downgrade(db: Path | None, revision: str, yes: bool) -> None:
+def db_downgrade(db: Location | None, revision: str, yes: bool) -> None:
     """Downgrade the schema to REVISION.
 
     A downgrade that would drop data the log cannot give back ("base" drops
@@ -193,7 +223,7 @@ def db_downgrade(db: Path | None, revision: str, yes: bool) -> None:
       memstore db downgrade 0005
       memstore db downgrade base --yes
     """
-    database = Database(resolve_db(db))
+    database = open_database(resolve_db(db))
     try:
         stale = migrate.downgrade(database, revision, allow_data_loss=yes, owners=_owners())
         click.echo(f"at {migrate.current_revision(database) or 'base'}")
@@ -215,14 +245,14 @@ def _echo_stale(stale: list[str]) -> None:
 
 @db_group.command("current")
 @db_option
-def db_current(db: Path | None) -> None:
+def db_current(db: Location | None) -> None:
     """Show the schema revision of the database and the newest one this code knows.
 
     \b
     Example:
       memstore db current
     """
-    database = Database(resolve_db(db))
+    database = open_database(resolve_db(db))
     try:
         cur = migrate.current_revision(database)
         click.echo(f"current: {cur or 'none'}\nhead:    {migrate.head_revision()}")
@@ -245,7 +275,7 @@ def events_group() -> None:
 @json_option
 @click.option("-n", "n", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many events.")  # fmt: skip
-def events_tail(db: Path | None, as_json: bool, n: int) -> None:
+def events_tail(db: Location | None, as_json: bool, n: int) -> None:
     """Show the newest N events.
 
     \b
@@ -281,7 +311,7 @@ def projections_group() -> None:
 @projections_group.command("status")
 @db_option
 @json_option
-def projections_status(db: Path | None, as_json: bool) -> None:
+def projections_status(db: Location | None, as_json: bool) -> None:
     """Show each projection's checkpoint and lag behind the log.
 
     \b
@@ -318,7 +348,7 @@ def projections_status(db: Path | None, as_json: bool) -> None:
 @db_option
 @click.argument("name", required=False)
 @click.option("--all", "all_", is_flag=True, help="Rebuild every projection.")
-def projections_rebuild(db: Path | None, name: str | None, all_: bool) -> None:
+def projections_rebuild(db: Location | None, name: str | None, all_: bool) -> None:
     """Empty a projection (or all) and replay the log into it, with a progress bar.
 
     \b

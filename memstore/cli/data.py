@@ -9,7 +9,15 @@ from typing import Any
 import click
 from tqdm import tqdm
 
-from memstore.cli.app import cli, db_option, echo_json, json_option, open_store, resolve_db
+from memstore.cli.app import (
+    Location,
+    cli,
+    db_option,
+    echo_json,
+    json_option,
+    open_store,
+    resolve_db,
+)
 from memstore.cli.doctor_extra import HOOKS
 from memstore.cli.table import print_table
 from memstore.erasure_compaction import is_pending_at
@@ -26,7 +34,7 @@ from memstore.search import Hit
 @click.option("--assistant-text", default=None, help="What the assistant answered.")
 @click.option("--timestamp", default=None, help="ISO-8601 time of the turn (default: now).")
 def capture(
-    db: Path | None,
+    db: Location | None,
     as_json: bool,
     user_id: str,
     session_id: str,
@@ -92,7 +100,7 @@ def _print_hits(hits: list[Hit], as_json: bool) -> None:
               help="How many results (1-20).")  # fmt: skip
 @click.option("--strategy", type=click.Choice(["keyword", "vector", "hybrid"]), default="hybrid")
 def search_conversations(
-    db: Path | None,
+    db: Location | None,
     as_json: bool,
     query: str,
     user_id: str,
@@ -125,7 +133,7 @@ def search_conversations(
 @click.option("--limit", type=click.IntRange(1, 20), default=5, show_default=True,
               help="How many results (1-20).")  # fmt: skip
 def search_memories(
-    db: Path | None,
+    db: Location | None,
     as_json: bool,
     query: str,
     user_id: str,
@@ -146,7 +154,7 @@ def search_memories(
 
 @cli.command()
 @db_option
-def reindex(db: Path | None) -> None:
+def reindex(db: Location | None) -> None:
     """Embed every message and memory not yet embedded with the configured model.
 
     Runs in the foreground with a progress bar (the store does the same in the
@@ -166,7 +174,7 @@ def reindex(db: Path | None) -> None:
     click.echo(f"embedded {n} row(s) with {store.embedder.model_id if store.embedder else 'none'}")
 
 
-def _doctor_embedder(db: Path, report: dict[str, Any], problems: list[str]) -> None:
+def _doctor_embedder(db: Path | str, report: dict[str, Any], problems: list[str]) -> None:
     from memstore.config import Settings
     from memstore.embeddings import describe_embedder, make_embedder
 
@@ -217,7 +225,9 @@ def users() -> None:
     help="PostgreSQL: rewrite the tables (VACUUM FULL; locks each table while it runs) so no "
     "erased byte stays in a data file. SQLite always rewrites its file.",
 )  # fmt: skip
-def users_forget(db: Path | None, user_id: str, yes: bool, wait: float, vacuum_full: bool) -> None:
+def users_forget(
+    db: Location | None, user_id: str, yes: bool, wait: float, vacuum_full: bool
+) -> None:
     """Erase a user: their events, memories, vectors and cached embeddings.
 
     The only operation that deletes events. A content-free tombstone event

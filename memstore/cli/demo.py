@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from memstore.cli.app import cli
+from memstore.cli.app import DB, Location, cli, shown
 from memstore.config import Settings
 from memstore.store import Store
 
@@ -63,7 +63,7 @@ def _section(title: str) -> None:
     click.echo("=" * max(0, 60 - len(title)))
 
 
-def run_demo(path: Path, echo: bool = True) -> dict[str, Any]:
+def run_demo(path: Location, echo: bool = True) -> dict[str, Any]:
     settings = Settings.load().replace(background_indexer=False, scheduler=False)
     out: dict[str, Any] = {}
     with Store.open(path, settings=settings) as store:
@@ -72,7 +72,7 @@ def run_demo(path: Path, echo: bool = True) -> dict[str, Any]:
         )
         if echo:
             click.echo(
-                f"database: {path}\nderiver: {deriver}\nembedder: "
+                f"database: {shown(path)}\nderiver: {deriver}\nembedder: "
                 f"{store.embedder.model_id if store.embedder else 'none'}"
             )
             _section("L0: two sessions captured")
@@ -118,11 +118,11 @@ def run_demo(path: Path, echo: bool = True) -> dict[str, Any]:
 @click.option(
     "--db",
     "db",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=DB,
     default=None,
-    help="Keep the demo database here (default: a temporary file).",
+    help="Keep the demo database here, a file or PostgreSQL URL (default: a temporary file).",
 )
-def demo(db: Path | None) -> None:
+def demo(db: Location | None) -> None:
     """Run a scripted two-session conversation through L0 → L1 → L2 → L3 and a recall.
 
     Works offline: without MEMSTORE_LLM_* settings the rule-based deriver

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 import click
 
 from memstore import recall as recall_api
-from memstore.cli.app import cli, db_option, echo_json, json_option, open_store
+from memstore.cli.app import Location, cli, db_option, echo_json, json_option, open_store
 from memstore.cli.table import print_table
 from memstore.derive import api
 from memstore.store import Store
 from memstore.validate import check_id, opt_id
 
 
-def _open(db: Path | None, *, must_exist: bool = True) -> Store:
+def _open(db: Location | None, *, must_exist: bool = True) -> Store:
     # Reading commands never create a database; only adding a memory may.
     return open_store(db, must_exist=must_exist)
 
@@ -59,7 +58,7 @@ def memories_group() -> None:
 @generation_option
 @click.option("--all", "include_retired", is_flag=True, help="Include retired memories.")
 def memories_list(
-    db: Path | None,
+    db: Location | None,
     as_json: bool,
     user: str,
     type_: str | None,
@@ -100,7 +99,7 @@ def memories_list(
 @json_option
 @user_option
 @click.argument("memory_id")
-def memories_history(db: Path | None, as_json: bool, user: str, memory_id: str) -> None:
+def memories_history(db: Location | None, as_json: bool, user: str, memory_id: str) -> None:
     """Show the events that created, changed or retired one of a user's memories.
 
     \b
@@ -124,7 +123,7 @@ def memories_history(db: Path | None, as_json: bool, user: str, memory_id: str) 
 @user_option
 @click.argument("memory_id")
 @click.option("--reason", default="user_request", show_default=True)
-def memories_forget(db: Path | None, user: str, memory_id: str, reason: str) -> None:
+def memories_forget(db: Location | None, user: str, memory_id: str, reason: str) -> None:
     """Retire a memory (its history stays in the log).
 
     \b
@@ -143,7 +142,7 @@ def memories_forget(db: Path | None, user: str, memory_id: str, reason: str) -> 
 @click.option("--type", "type_", default="persona", show_default=True,
               type=click.Choice(["persona", "episodic", "instruction"]))  # fmt: skip
 @click.option("--scene", default="", help="Scene name.")
-def memories_add(db: Path | None, user: str, content: str, type_: str, scene: str) -> None:
+def memories_add(db: Location | None, user: str, content: str, type_: str, scene: str) -> None:
     """Add a memory the user stated directly.
 
     \b
@@ -171,7 +170,7 @@ def scenes_group() -> None:
 @json_option
 @user_option
 @generation_option
-def scenes_list(db: Path | None, as_json: bool, user: str, generation: int | None) -> None:
+def scenes_list(db: Location | None, as_json: bool, user: str, generation: int | None) -> None:
     """List a user's scenes, hottest first.
 
     \b
@@ -198,7 +197,7 @@ def scenes_list(db: Path | None, as_json: bool, user: str, generation: int | Non
 @generation_option
 @click.argument("scene")
 def scenes_show(
-    db: Path | None, as_json: bool, user: str, generation: int | None, scene: str
+    db: Location | None, as_json: bool, user: str, generation: int | None, scene: str
 ) -> None:
     """Show one scene (by id or name) with its body.
 
@@ -236,7 +235,7 @@ def persona_group() -> None:
 @json_option
 @user_option
 @generation_option
-def persona_show(db: Path | None, as_json: bool, user: str, generation: int | None) -> None:
+def persona_show(db: Location | None, as_json: bool, user: str, generation: int | None) -> None:
     """Show the user's persona and the scene navigation.
 
     \b
@@ -262,7 +261,12 @@ def persona_show(db: Path | None, as_json: bool, user: str, generation: int | No
 @click.option("--budget", type=int, default=None, help="Character budget.")
 @click.argument("query")
 def recall_cmd(
-    db: Path | None, as_json: bool, user: str, session: str | None, budget: int | None, query: str
+    db: Location | None,
+    as_json: bool,
+    user: str,
+    session: str | None,
+    budget: int | None,
+    query: str,
 ) -> None:
     """Show what would be injected before a turn for QUERY.
 
@@ -300,7 +304,9 @@ def recall_cmd(
               show_default=True, help="Lowest layer to derive again.")  # fmt: skip
 @click.option("--activate", type=int, default=None,
               help="Make this generation active again instead (needs --user).")  # fmt: skip
-def rederive_cmd(db: Path | None, user: str | None, from_layer: str, activate: int | None) -> None:
+def rederive_cmd(
+    db: Location | None, user: str | None, from_layer: str, activate: int | None
+) -> None:
     """Derive memories again from the captured conversations into a new generation.
 
     Uses the configured LLM (or the offline rules). The new generation becomes
@@ -328,7 +334,7 @@ def rederive_cmd(db: Path | None, user: str | None, from_layer: str, activate: i
 @db_option
 @json_option
 @user_option
-def generations_cmd(db: Path | None, as_json: bool, user: str) -> None:
+def generations_cmd(db: Location | None, as_json: bool, user: str) -> None:
     """List a user's derivation generations.
 
     \b

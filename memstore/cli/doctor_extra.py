@@ -6,5 +6,5 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-Hook = Callable[[Path, dict[str, Any], list[str]], None]
+Hook = Callable[[Path | str, dict[str, Any], list[str]], None]
 HOOKS: list[Hook] = []

@@ -43,17 +43,17 @@ def lines(report: dict[str, Any]) -> list[str]:
     return out
 
 
-def check_spaces(db: Path, report: dict[str, Any], problems: list[str]) -> None:
+def check_spaces(db: Path | str, report: dict[str, Any], problems: list[str]) -> None:
     """Vectors built by another model than the configured one leave search
     keyword-only until a reindex: say so, with the command. Runs after the
     hooks (the embedder hook fills ``report["embeddings"]``)."""
     status = report.get("embeddings")
     if not isinstance(status, dict) or report.get("schema_revision") is None:
         return
-    from memstore.db.engine import Database
+    from memstore.db.connect import open_database
     from memstore.vectors.spaces import list_spaces
 
-    database = Database(db)
+    database = open_database(db)
     try:
         with database.read() as conn:
             others = {(s.kind, s.model_id) for s in list_spaces(conn) if s.ready}

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from memstore.cli.app import cli
+from memstore.cli.app import DB, Location, cli
 from memstore.hermes_home import PROVIDER_NAME, hermes_home
 from memstore.hermes_install import (
     hook_dir,
@@ -54,12 +54,12 @@ def hermes_group() -> None:
 @_home_option
 @click.option(
     "--db",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=DB,
     default=None,
     help="Database file (default: memstore.db in the Hermes home; $MEMSTORE_DB wins).",
 )
 @click.option("--force", is_flag=True, help="Replace a plugins/memstore folder not made by us.")
-def install_cmd(home: Path | None, db: Path | None, force: bool) -> None:
+def install_cmd(home: Path | None, db: Location | None, force: bool) -> None:
     """Install the provider into a Hermes home and make it the active memory provider.
 
     Writes $HERMES_HOME/plugins/memstore/ (__init__.py and plugin.yaml), a gateway
@@ -73,6 +73,14 @@ def install_cmd(home: Path | None, db: Path | None, force: bool) -> None:
       memstore hermes install
       memstore hermes install --hermes-home ~/.hermes-work --db ~/memory/work.db
     """
+    if isinstance(db, str):
+        # The provider's db_path setting is a file; a server is named by the
+        # environment Hermes runs in, so the URL is not written to a config file.
+        raise click.BadParameter(
+            "hermes install --db takes a file path; for PostgreSQL set MEMSTORE_DB to the URL "
+            "in the environment Hermes runs in",
+            param_hint="--db",
+        )
     target = hermes_home(home)
     done = install(target, db=db, force=force)
     click.echo(f"plugin:   {done['plugin']}")

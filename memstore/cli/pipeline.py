@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 
-from memstore.cli.app import cli, db_option, echo_json, existing_db, json_option
+from memstore.cli.app import Location, cli, db_option, echo_json, existing_db, json_option
 from memstore.config import Settings
 from memstore.pipeline import PipelineService
 from memstore.store import Store
@@ -19,7 +18,7 @@ def _opt_user(_ctx: click.Context, _param: click.Parameter, value: str | None) -
     return opt_id("user_id", value)
 
 
-def _open(db: Path | None) -> tuple[Store, PipelineService, bool]:
+def _open(db: Location | None) -> tuple[Store, PipelineService, bool]:
     # A one-shot command never competes for the scheduler lease.
     store = Store.open(existing_db(db), settings=Settings.load(scheduler=False))
     existing = getattr(store, "pipeline", None)
@@ -43,7 +42,7 @@ def pipeline_group() -> None:
 @db_option
 @json_option
 @click.option("--user", "user_id", default=None, help="Only this user.", callback=_opt_user)
-def pipeline_status(db: Path | None, as_json: bool, user_id: str | None) -> None:
+def pipeline_status(db: Location | None, as_json: bool, user_id: str | None) -> None:
     """Show per user and session: pending rounds, threshold, queued work, timers, failures.
 
     \b
@@ -89,7 +88,7 @@ def pipeline_status(db: Path | None, as_json: bool, user_id: str | None) -> None
 @db_option
 @json_option
 @click.option("--user", "user_id", default=None, help="Only this user.", callback=_opt_user)
-def pipeline_run(db: Path | None, as_json: bool, user_id: str | None) -> None:
+def pipeline_run(db: Location | None, as_json: bool, user_id: str | None) -> None:
     """Run due derivation now: L1 for pending sessions, then L2, then L3 when due.
 
     \b

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from memstore.cli.app import cli, db_option, open_store, user_option_optional
+from memstore.cli.app import Location, cli, db_option, open_store, user_option_optional
 from memstore.errors import InvalidInputError
 
 FORMATS = ["jsonl", "upstream", "seed", "memstore"]
@@ -24,7 +24,7 @@ FORMATS = ["jsonl", "upstream", "seed", "memstore"]
 @click.option("--session-key", default="", help="seed: session for entries without sessionKey.")
 @click.option("--no-embed", is_flag=True, help="Leave embedding to the background indexer.")
 def import_(
-    db: Path | None, path: Path, fmt: str, user: str | None, session_key: str, no_embed: bool
+    db: Location | None, path: Path, fmt: str, user: str | None, session_key: str, no_embed: bool
 ) -> None:
     """Import conversations or a whole memory, checking every line.
 
@@ -131,7 +131,7 @@ def import_(
     help="Write here instead of standard output.",
 )  # fmt: skip
 def export(
-    db: Path | None, user: str | None, all_: bool, markdown: bool, output: Path | None
+    db: Location | None, user: str | None, all_: bool, markdown: bool, output: Path | None
 ) -> None:
     """Export a user's data (or everyone's) as JSONL events or Markdown.
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from memstore.cli.app import cli, db_option
+from memstore.cli.app import Location, cli, db_option, resolve_db
 from memstore.db.connect import resolve
 from memstore.db.target import safe_url
 from memstore.errors import ConfigError
@@ -35,7 +33,7 @@ from memstore.errors import ConfigError
     help="Gateway processes sharing the port; more than 1 needs a PostgreSQL store.",
 )  # fmt: skip
 def serve(
-    db: Path | None,
+    db: Location | None,
     host: str | None,
     port: int | None,
     cors: tuple[str, ...],
@@ -83,9 +81,8 @@ def serve(
         access_log=access_log or None,
         default_user=default_user,
     )
-    given = db if db is not None else _root_db()
-    # resolve() reads $MEMSTORE_DB itself, which may hold a PostgreSQL URL.
-    target = resolve(given) if given is not None else resolve(None)
+    # --db after or before the command, else $MEMSTORE_DB (a path or URL), else the default.
+    target = resolve(resolve_db(db))
     where = safe_url(target.url) if target.url else str(target.path)
     check_workers(target, workers)
 
@@ -99,10 +96,3 @@ def serve(
     else:
         run(target.url or target.path, config, on_ready=ready)
     click.echo("memstore gateway stopped", err=True)
-
-
-def _root_db() -> Path | None:
-    """``memstore --db X serve``: the --db given before the command."""
-    ctx = click.get_current_context(silent=True)
-    root = ctx.find_root().params.get("db") if ctx is not None else None
-    return Path(root) if root is not None else None

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from memstore.cli.app import db_option, echo_json, json_option, open_store
+from memstore.cli.app import Location, db_option, echo_json, json_option, open_store
 from memstore.cli.data import users
 from memstore.cli.table import print_table
 
@@ -14,7 +12,7 @@ from memstore.cli.table import print_table
 @users.command("list")
 @db_option
 @json_option
-def users_list(db: Path | None, as_json: bool) -> None:
+def users_list(db: Location | None, as_json: bool) -> None:
     """List users with their sessions, messages, live memories and last activity.
 
     \b

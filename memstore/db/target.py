@@ -61,8 +61,7 @@ def parse(value: str | os.PathLike[str]) -> Target:
             # Path() folds "//" into "/": the URL went through a file-path type.
             raise InvalidInputError(
                 f"{safe_url(raw)} is a PostgreSQL URL folded into a file path; pass the URL "
-                f"as a string ({PG_DRIVER}://user@host:port/db) to Store.open. The command "
-                "line's --db takes file paths only (PostgreSQL there is not supported yet)"
+                f"as a string ({PG_DRIVER}://user@host:port/db), with both slashes"
             )
         return Target(url=PG_DRIVER + raw[len(scheme) :])
     raise InvalidInputError(

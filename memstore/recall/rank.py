@@ -45,6 +45,7 @@ from memstore.embeddings import check_vectors, content_hash, from_blob, to_blob
 from memstore.errors import MemstoreError
 from memstore.recall.text import WORD_RE, term_matches
 from memstore.text import query_terms
+from memstore.vectors import pg as vector_pg
 from memstore.vectors import spaces
 
 log = logging.getLogger("memstore.recall")
@@ -218,6 +219,9 @@ def _vectors(
     sp = spaces.get_space(conn, kind, model)
     if sp is None or not sp.ready:
         return {}
+    if conn.dialect.name == "postgresql":
+        got = vector_pg.by_id(conn, sp.table_name, rowids)
+        return {i: from_blob(b, sp.dims) for i, b in got.items()}
     ids = ",".join(str(int(i)) for i in rowids)
     rows = conn.execute(
         text(f'SELECT rowid, embedding FROM "{sp.table_name}" WHERE rowid IN ({ids})')

@@ -31,11 +31,12 @@ from memstore.config import Settings
 from memstore.db.engine import Database
 from memstore.db.sqlfn import driver_sql
 from memstore.embeddings import Embedder, check_vectors, from_blob, to_blob
-from memstore.errors import InvalidInputError, MemstoreError, StorageError
+from memstore.errors import InvalidInputError, MemstoreError
 from memstore.l0.capture import check_id
 from memstore.search import bm25, keyword_pg
 from memstore.search.filters import row_filters
 from memstore.text import build_match, is_low_information
+from memstore.vectors import pg as vector_pg
 from memstore.vectors import spaces
 from memstore.vectors.hot import HotPartitions
 
@@ -200,11 +201,6 @@ class SearchEngine:
             )
         if not isinstance(query, str):
             raise InvalidInputError("query must be a string")
-        if strategy == "vector" and self.db.dialect == "postgresql":
-            raise StorageError(
-                "vector search on PostgreSQL is not supported yet: use strategy 'keyword' "
-                "(or 'hybrid', which is keyword-only there)"
-            )
         n = clamp_limit(limit)
         fetch = max(n, self.candidates)
         deep = fetch * (_L0_OVERFETCH if kind == "l0" else 1)
@@ -377,11 +373,22 @@ class SearchEngine:
             got = self.hot.search(conn, sp, user_id, from_blob(blob, sp.dims), k, session_id)
             if got is not None:
                 return got
-        params: dict[str, Any] = {
-            "v": blob,
-            "u": user_id,
-            "k": min(k * (3 if kind == "l1" else 1), 4096),
-        }
+        want = min(k * (3 if kind == "l1" else 1), 4096)
+        if conn.dialect.name == "postgresql":
+            filters = (
+                {"session_id": session_id} if kind == "l0" else {"mtype": type_, "scene": scene}
+            )
+            rows = vector_pg.knn(
+                conn,
+                sp.table_name,
+                kind,
+                user_id,
+                blob,
+                want,
+                {c: v for c, v in filters.items() if v},
+            )
+            return self._live_memories(conn, user_id, rows, k) if kind == "l1" else rows
+        params: dict[str, Any] = {"v": blob, "u": user_id, "k": want}
         sql = (
             f'SELECT rowid, distance FROM "{sp.table_name}" '
             "WHERE embedding MATCH :v AND k = :k AND user_id = :u"
@@ -397,7 +404,13 @@ class SearchEngine:
                 sql += " AND scene = :sc"
                 params["sc"] = scene
         rows = [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
-        if kind == "l1" and rows:
+        return self._live_memories(conn, user_id, rows, k) if kind == "l1" else rows
+
+    @staticmethod
+    def _live_memories(
+        conn: Connection, user_id: str, rows: list[tuple[int, float]], k: int
+    ) -> list[tuple[int, float]]:
+        if rows:
             # Retired memories and other generations keep their vectors; drop them here.
             ids = ",".join(str(i) for i, _ in rows)
             live = {

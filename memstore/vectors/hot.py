@@ -10,7 +10,8 @@ partition holds at least ``MIN_ROWS`` vectors is searched here instead, with
 the same exact cosine ranking as vec0. Small users stay on vec0.
 
 vec0 remains the one stored copy. A partition is loaded from vec0's own chunk
-tables (one sequential read, not a row-by-row scan) and kept consistent by
+tables (one sequential read, not a row-by-row scan; on PostgreSQL one indexed
+read of the pgvector table, memstore.vectors.pg) and kept consistent by
 what the write path records in ``vector_spaces``:
 
 - ``epoch`` changes when a space is emptied (erasure, a model change): every
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, text
 
+from memstore.vectors import pg
 from memstore.vectors.spaces import Space
 
 # Partitions smaller than this stay on vec0 (4 ms at 10k rows, DESIGN.md).
@@ -75,6 +77,8 @@ def partition_vectors(
     the slots' float32 vectors. A full ``SELECT`` from the vec0 table instead
     reads row by row and cannot use the partition key (14 s at 100k rows).
     """
+    if conn.dialect.name == "postgresql":
+        return pg.partition(conn, sp.table_name, user_id, sp.dims)
     t = sp.table_name
     ids: list[np.ndarray[Any, Any]] = []
     vecs: list[np.ndarray[Any, Any]] = []
@@ -97,11 +101,14 @@ def partition_vectors(
     return np.concatenate(ids), np.concatenate(vecs)
 
 
-def _sessions(conn: Connection, user_id: str, ids: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+def _sessions(
+    conn: Connection, user_id: str, ids: np.ndarray[Any, Any], *, after: int = 0
+) -> np.ndarray[Any, Any]:
     got: dict[int, str] = {
         int(r[0]): r[1]
         for r in conn.execute(
-            text("SELECT id, session_id FROM l0_messages WHERE user_id = :u"), {"u": user_id}
+            text("SELECT id, session_id FROM l0_messages WHERE user_id = :u AND id > :a"),
+            {"u": user_id, "a": after},
         )
     }
     return np.array([got.get(int(i), "") for i in ids], dtype=object)
@@ -202,6 +209,18 @@ class HotPartitions:
         return part
 
     def _extend(self, conn: Connection, sp: Space, user_id: str, part: _Part) -> _Part:
+        if conn.dialect.name == "postgresql":
+            got, mat = pg.partition(
+                conn, sp.table_name, user_id, sp.dims, after=part.cursor, upto=sp.cursor
+            )
+            return _Part(
+                part.epoch,
+                part.rewrites,
+                sp.cursor,
+                np.concatenate([part.ids, got]),
+                np.concatenate([part.sessions, _sessions(conn, user_id, got, after=part.cursor)]),
+                np.concatenate([part.mat, _unit(mat)]) if len(got) else part.mat,
+            )
         new = conn.execute(
             text(
                 "SELECT id, session_id FROM l0_messages "

@@ -31,7 +31,7 @@ from memstore.db.schema import embedding_cache, vector_index, vector_spaces
 from memstore.embeddings import Embedder, check_vectors, content_hash, to_blob
 from memstore.errors import EmbeddingError, MemstoreError
 from memstore.timeutil import Clock, system_clock, to_iso
-from memstore.vectors import quarantine, spaces
+from memstore.vectors import pg, quarantine, spaces
 from memstore.vectors.spaces import Space
 
 log = logging.getLogger(__name__)
@@ -389,29 +389,16 @@ class Indexer:
         rows = [r for r in rows if current.get(r.id) == (r.user_id, r.src_hash)]
         if not rows:
             return []
-        # One point delete per row: vec0 plans ``rowid IN (...)`` as a scan of
-        # the whole table (20 ms at 100k rows, under the write lock), while
-        # ``rowid = ?`` is a lookup (issue 14; tests/test_reliability_query_plans.py).
-        conn.execute(
-            text(f'DELETE FROM "{sp.table_name}" WHERE rowid = :id'), [{"id": r.id} for r in rows]
-        )
-        if kind == "l0":
-            ins = text(
-                f'INSERT INTO "{sp.table_name}"(rowid, user_id, session_id, embedding) '
-                "VALUES (:id, :u, :m0, :v)"
-            )
-        else:
-            ins = text(
-                f'INSERT INTO "{sp.table_name}"(rowid, user_id, mtype, scene, embedding) '
-                "VALUES (:id, :u, :m0, :m1, :v)"
-            )
         params: list[dict[str, Any]] = []
         for r in rows:
             p: dict[str, Any] = {"id": r.id, "u": r.user_id, "v": blobs[r.hash]}
             for j, m in enumerate(r.meta):
                 p[f"m{j}"] = m
             params.append(p)
-        conn.execute(ins, params)
+        if conn.dialect.name == "postgresql":
+            pg.write(conn, sp.table_name, kind, params)
+        else:
+            _write_vec0(conn, sp.table_name, kind, params)
         if kind == "l1":
             stmt = sqlite_insert(vector_index)
             conn.execute(
@@ -447,6 +434,27 @@ class Indexer:
                     break
                 total += n
         return total
+
+
+def _write_vec0(conn: Connection, table: str, kind: str, params: list[dict[str, Any]]) -> None:
+    # One point delete per row: vec0 plans ``rowid IN (...)`` as a scan of
+    # the whole table (20 ms at 100k rows, under the write lock), while
+    # ``rowid = ?`` is a lookup (issue 14; tests/test_reliability_query_plans.py).
+    # (vec0 has no upsert: INSERT OR REPLACE fails.)
+    conn.execute(
+        text(f'DELETE FROM "{table}" WHERE rowid = :id'), [{"id": p["id"]} for p in params]
+    )
+    if kind == "l0":
+        ins = text(
+            f'INSERT INTO "{table}"(rowid, user_id, session_id, embedding) '
+            "VALUES (:id, :u, :m0, :v)"
+        )
+    else:
+        ins = text(
+            f'INSERT INTO "{table}"(rowid, user_id, mtype, scene, embedding) '
+            "VALUES (:id, :u, :m0, :m1, :v)"
+        )
+    conn.execute(ins, params)
 
 
 class BackgroundIndexer:

@@ -1,4 +1,5 @@
-"""Vector spaces: one sqlite-vec ``vec0`` table per (kind, embedding model).
+"""Vector spaces: one sqlite-vec ``vec0`` table per (kind, embedding model)
+(on PostgreSQL one pgvector table with the same columns: memstore.vectors.pg).
 
 A space is a cache over a source table (``l0_messages`` or ``l1_memories``).
 Changing the embedding model creates a new space; until the indexer has
@@ -19,6 +20,7 @@ from sqlalchemy import Connection, Row, select, text, update
 
 from memstore.db.schema import vector_index, vector_quarantine, vector_spaces
 from memstore.errors import ConfigError
+from memstore.vectors import pg
 
 # Extra vec0 columns per kind: metadata columns can be filtered inside KNN.
 _KIND_COLUMNS = {
@@ -53,6 +55,7 @@ class Space:
 
 
 def ddl(table: str, kind: str, dims: int) -> str:
+    """The sqlite-vec table of a space (PostgreSQL: ``pg.ddl``)."""
     return (
         f'CREATE VIRTUAL TABLE IF NOT EXISTS "{table}" USING vec0({_KIND_COLUMNS[kind]}, '
         f"embedding float[{dims}] distance_metric=cosine, chunk_size={CHUNK_SIZE[kind]})"
@@ -103,7 +106,7 @@ def ensure_space(conn: Connection, kind: str, model_id: str, dims: int, now_iso:
     if kind not in _KIND_COLUMNS:
         raise ConfigError(f"unknown vector kind {kind!r}")
     if dims <= 0 or dims > 8192:
-        raise ConfigError(f"embedding dimension {dims} is out of range for sqlite-vec")
+        raise ConfigError(f"embedding dimension {dims} is out of range for the vector tables")
     existing = get_space(conn, kind, model_id)
     if existing is not None:
         if existing.dims != dims:
@@ -113,7 +116,7 @@ def ensure_space(conn: Connection, kind: str, model_id: str, dims: int, now_iso:
             )
         return existing
     table = _table_name(kind, model_id, dims)
-    conn.execute(text(ddl(table, kind, dims)))
+    _create(conn, table, kind, dims)
     conn.execute(
         vector_spaces.insert().values(
             name=space_name(kind, model_id),
@@ -147,7 +150,7 @@ def reset_kind(conn: Connection, kind: str, *, recreate: bool = False) -> None:
             continue
         if recreate:
             conn.execute(text(f'DROP TABLE IF EXISTS "{space.table_name}"'))
-            conn.execute(text(ddl(space.table_name, kind, space.dims)))
+            _create(conn, space.table_name, kind, space.dims)
         else:
             conn.execute(text(f'DELETE FROM "{space.table_name}"'))
         conn.execute(vector_index.delete().where(vector_index.c.space == space.name))
@@ -158,6 +161,13 @@ def reset_kind(conn: Connection, kind: str, *, recreate: bool = False) -> None:
             .where(vector_spaces.c.name == space.name)
             .values(cursor=0, ready=0, epoch=vector_spaces.c.epoch + 1)
         )
+
+
+def _create(conn: Connection, table: str, kind: str, dims: int) -> None:
+    if conn.dialect.name == "postgresql":
+        pg.create(conn, table, kind, dims)
+    else:
+        conn.execute(text(ddl(table, kind, dims)))
 
 
 def mark_ready(conn: Connection, sp: Space) -> None:
@@ -197,17 +207,24 @@ def carry_over(conn: Connection, kind: str, moved: dict[int, int]) -> int:
     Each space gets a new vec0 table, filled by point lookups in the old one,
     which is dropped: vec0 only flags deleted rows, so copying out is the way
     to leave no erased vector's bytes in its chunks. No text is embedded again.
+    PostgreSQL does the same in one INSERT ... SELECT (``pg.copy_moved``).
     """
     dropped = 0
     for sp in list_spaces(conn):
         if sp.kind != kind:
             continue
+        epoch = sp.epoch + 1
+        table = f"{_table_name(kind, sp.model_id, sp.dims)}_{epoch}"
+        if conn.dialect.name == "postgresql":
+            before = pg.count(conn, sp.table_name)
+            conn.execute(text(f'DROP TABLE IF EXISTS "{table}"'))
+            dropped += before - pg.copy_moved(conn, sp.table_name, table, kind, sp.dims, moved)
+            _carry_done(conn, sp, moved, table, epoch)
+            continue
         # vec0's own rowid table: a count(*) on vec0 would read every vector.
         dropped += int(
             conn.execute(text(f'SELECT count(*) FROM "{sp.table_name}_rowids"')).scalar_one()
         )
-        epoch = sp.epoch + 1
-        table = f"{_table_name(kind, sp.model_id, sp.dims)}_{epoch}"
         conn.execute(text(f'DROP TABLE IF EXISTS "{table}"'))
         conn.execute(text(ddl(table, kind, sp.dims)))
         cols = _columns(kind)
@@ -228,16 +245,21 @@ def carry_over(conn: Connection, kind: str, moved: dict[int, int]) -> int:
         if batch:
             conn.execute(ins, batch)
         conn.execute(text(f'DROP TABLE IF EXISTS "{sp.table_name}"'))
-        _carry_bookkeeping(conn, sp, moved)
-        # Ids only shrink and keep their order, so the cursor maps to the new
-        # id of the last surviving row at or below it.
-        cursor = max((n for o, n in moved.items() if o <= sp.cursor), default=0)
-        conn.execute(
-            update(vector_spaces)
-            .where(vector_spaces.c.name == sp.name)
-            .values(table_name=table, cursor=cursor, epoch=epoch)
-        )
+        _carry_done(conn, sp, moved, table, epoch)
     return dropped
+
+
+def _carry_done(conn: Connection, sp: Space, moved: dict[int, int], table: str, epoch: int) -> None:
+    """The space now lives in ``table``: bookkeeping follows the new ids."""
+    _carry_bookkeeping(conn, sp, moved)
+    # Ids only shrink and keep their order, so the cursor maps to the new
+    # id of the last surviving row at or below it.
+    cursor = max((n for o, n in moved.items() if o <= sp.cursor), default=0)
+    conn.execute(
+        update(vector_spaces)
+        .where(vector_spaces.c.name == sp.name)
+        .values(table_name=table, cursor=cursor, epoch=epoch)
+    )
 
 
 def _carry_bookkeeping(conn: Connection, sp: Space, moved: dict[int, int]) -> None:

@@ -69,16 +69,20 @@ def test_memstore_db_may_hold_a_postgres_url(monkeypatch: pytest.MonkeyPatch) ->
     assert resolve(None).url == "postgresql+psycopg://u@h:5/d"
 
 
-def test_the_command_line_refuses_a_url_without_creating_files(
+def test_the_command_line_creates_no_files_for_a_url(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A PostgreSQL URL is a server to connect to (here none answers), any
+    other scheme a usage error; neither becomes a file or folder."""
     from click.testing import CliRunner
 
     from memstore.cli import cli
+    from memstore.errors import StorageError
 
     monkeypatch.chdir(tmp_path)
     args = ["capture", "--user", "u", "--session", "s", "--user-text", "hi"]
-    for url in ("postgresql://u@127.0.0.1:9/d", "mysql://u@h/db"):
-        res = CliRunner().invoke(cli, ["--db", url, *args])
-        assert isinstance(res.exception, InvalidInputError) and "URL" in str(res.exception)
+    res = CliRunner().invoke(cli, ["--db", "postgresql://u@127.0.0.1:9/d", *args])
+    assert isinstance(res.exception, StorageError) and "cannot open" in str(res.exception)
+    res = CliRunner().invoke(cli, ["--db", "mysql://u@h/db", *args])
+    assert res.exit_code == 2 and "unsupported database URL scheme 'mysql'" in res.output
     assert os.listdir(tmp_path) == []
