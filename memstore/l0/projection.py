@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from sqlalchemy import Connection, delete, func, select, text
+from sqlalchemy.exc import IntegrityError
 
 from memstore.db.schema import l0_messages, l0_user_slots
 from memstore.db.sqlfn import driver_sql
@@ -105,56 +106,94 @@ def _slots(conn: Connection, users: Sequence[str]) -> dict[str, int]:
     return out
 
 
+def _rows(
+    events: Sequence[StoredEvent],
+    seen: set[tuple[str, str, str]],
+    slots: dict[str, int],
+    next_id: int,
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The l0_messages and l0_fts rows of ``events``, ids from ``next_id + 1``,
+    skipping the keys in ``seen`` (and repeats within ``events``)."""
+    rows: list[tuple[Any, ...]] = []
+    fts: list[tuple[Any, ...]] = []
+    for ev in events:
+        p = ev.payload
+        assert isinstance(p, MessagesCaptured)
+        user, session = ev.user_id, p.session_id
+        slot_key = fts_key(slots[user], 0)
+        for m in p.messages:
+            key = (user, session, m["id"])
+            if key in seen:
+                continue
+            seen.add(key)
+            next_id += 1
+            text_ = m["text"]
+            rows.append(
+                (
+                    next_id,
+                    user,
+                    p.agent_id,
+                    session,
+                    m["id"],
+                    m["role"],
+                    text_,
+                    m["occurred_at"],
+                    ev.position,
+                    content_hash(text_),
+                    m.get("name"),
+                    int(is_low_information(text_)),
+                )
+            )
+            latin, cjk = document_columns(text_)
+            fts.append((slot_key | next_id, latin, cjk, stem_text(latin)))
+    return rows, fts
+
+
+def _insert(conn: Connection, rows: list[tuple[Any, ...]], fts: list[tuple[Any, ...]]) -> None:
+    # Bare executemany: SQLAlchemy's per-row parameter processing cost more
+    # than the inserts on replay.
+    conn.exec_driver_sql(driver_sql(conn, _INSERT), rows)
+    # In rowid order: FTS5 writes out its pending terms whenever a rowid is
+    # not above the last one, and users' keys interleave in log order.
+    fts.sort(key=_first)
+    conn.exec_driver_sql(driver_sql(conn, _FTS_INSERT), fts)
+
+
+def _first(row: tuple[Any, ...]) -> Any:
+    return row[0]
+
+
 class L0Projection(Projection):
     name: ClassVar[str] = "l0_messages"
     version: ClassVar[int] = 2  # 2: speaker column
     handles: ClassVar[frozenset[str] | None] = frozenset({MessagesCaptured.TYPE})
     tables = (l0_messages, l0_user_slots)
+    # Read by search and the indexer, never by ``apply``.
+    replay_deferred_indexes = (
+        "ix_l0_messages_user_id_session_id_position",
+        "ix_l0_messages_user_id_occurred_at",
+    )
 
     def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
         next_id = int(
             conn.execute(select(func.coalesce(func.max(l0_messages.c.id), 0))).scalar_one()
         )
-        # Capture never appends a known id, but a log can hold one anyway (an
-        # event appended directly, an older version): skip it here rather than
-        # let the FTS row and the message row disagree. One lookup per batch.
-        seen = _known(conn, events)
         slots = _slots(conn, [ev.user_id for ev in events])
-        rows: list[tuple[Any, ...]] = []
-        fts: list[tuple[Any, ...]] = []
-        for ev in events:
-            p = ev.payload
-            assert isinstance(p, MessagesCaptured)
-            for m in p.messages:
-                key = (ev.user_id, p.session_id, m["id"])
-                if key in seen:
-                    continue
-                seen.add(key)
-                next_id += 1
-                text_ = m["text"]
-                rows.append(
-                    (
-                        next_id,
-                        ev.user_id,
-                        p.agent_id,
-                        p.session_id,
-                        m["id"],
-                        m["role"],
-                        text_,
-                        m["occurred_at"],
-                        ev.position,
-                        content_hash(text_),
-                        m.get("name"),
-                        int(is_low_information(text_)),
-                    )
-                )
-                latin, cjk = document_columns(text_)
-                fts.append((fts_key(slots[ev.user_id], next_id), latin, cjk, stem_text(latin)))
-        if rows:
-            # Bare executemany: SQLAlchemy's per-row parameter processing cost
-            # more than the inserts on replay.
-            conn.exec_driver_sql(driver_sql(conn, _INSERT), rows)
-            conn.exec_driver_sql(driver_sql(conn, _FTS_INSERT), fts)
+        # Capture never appends a known id, but a log can hold one anyway (an
+        # event appended directly, an older version): skip it rather than let
+        # the FTS row and the message row disagree. The unique index finds
+        # such an id; only then are the batch's keys looked up, so a replay
+        # pays no lookup per batch.
+        rows, fts = _rows(events, set(), slots, next_id)
+        if not rows:
+            return
+        try:
+            with conn.begin_nested():
+                _insert(conn, rows, fts)
+        except IntegrityError:
+            rows, fts = _rows(events, _known(conn, events), slots, next_id)
+            if rows:
+                _insert(conn, rows, fts)
 
     def clear(self, conn: Connection) -> None:
         # A contentless FTS5 table cannot DELETE rows it has no content for;
