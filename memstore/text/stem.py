@@ -31,6 +31,9 @@ __all__ = ["stem_text", "word_root", "word_roots"]
 # are matched exactly through the text column, CJK through its bigrams.
 _WORD_RE = re.compile(f"[^\\W\\d_{CJK_CHAR_CLASS}]+")
 _MIN_CHARS = 3  # "is", "am": no root worth indexing
+# The words of _WORD_RE with at least _MIN_CHARS letters: a run of word
+# letters is maximal either way, so {3,} only skips the short ones.
+_LONG_WORD_RE = re.compile(f"[^\\W\\d_{CJK_CHAR_CLASS}]{{{_MIN_CHARS},}}")
 _MIN_AFTER_I = 5
 
 # A PyStemmer object is not safe to share between threads.
@@ -93,8 +96,8 @@ def stem_text(text: str) -> str:
     Every occurrence is kept (not deduplicated) so BM25's term frequency
     and length normalisation see the same document as the text column.
     """
-    words = [w for w in _WORD_RE.findall(text) if len(w) >= _MIN_CHARS]
+    words = _LONG_WORD_RE.findall(text)
     try:
-        return " ".join([_ROOTS[w] for w in words])
+        return " ".join(map(_ROOTS.__getitem__, words))
     except KeyError:
         return " ".join(_roots_of(words))
