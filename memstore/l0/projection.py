@@ -88,13 +88,22 @@ def _slots(conn: Connection, users: Sequence[str]) -> dict[str, int]:
     """Each of ``users``' slot, new ones numbered in the order given (log order,
     so a rebuild hands out the same slots)."""
     wanted = list(dict.fromkeys(users))
-    # Point lookups: usually one user per call (a capture), and a plain
-    # statement is cheaper to run than an expanding IN list to compile.
     out: dict[str, int] = {}
-    for user in wanted:
-        slot = conn.execute(_SLOT_OF, {"u": user}).scalar()
+    if len(wanted) == 1:
+        # A capture: a plain statement is cheaper than an IN list to compile.
+        slot = conn.execute(_SLOT_OF, {"u": wanted[0]}).scalar()
         if slot is not None:
-            out[user] = int(slot)
+            out[wanted[0]] = int(slot)
+    else:
+        # A replay batch holds many users: one statement per _LOOKUP of them.
+        for i in range(0, len(wanted), _LOOKUP):
+            chunk = wanted[i : i + _LOOKUP]
+            marks = ", ".join("?" for _ in chunk)
+            sql = f"SELECT user_id, slot FROM l0_user_slots WHERE user_id IN ({marks})"
+            out.update(
+                (str(u), int(n))
+                for u, n in conn.exec_driver_sql(driver_sql(conn, sql), tuple(chunk))
+            )
     new = [u for u in wanted if u not in out]
     if new:
         top = int(
