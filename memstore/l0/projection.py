@@ -15,13 +15,14 @@ from typing import Any, ClassVar
 from sqlalchemy import Connection, delete, func, select, text
 from sqlalchemy.exc import IntegrityError
 
-from memstore.db.schema import l0_messages, l0_user_slots
+from memstore.db.schema import l0_messages, l0_term_repeats, l0_user_slots
 from memstore.db.sqlfn import driver_sql
 from memstore.embeddings import content_hash
 from memstore.events.log import StoredEvent
 from memstore.l0.events import MessagesCaptured
 from memstore.projections.base import Projection
 from memstore.text import document_columns, is_low_information, stem_text
+from memstore.text.terms import document_stats
 
 _FTS_INSERT = "INSERT INTO l0_fts(rowid, text, cjk, stem) VALUES (?, ?, ?, ?)"
 _INSERT = (
@@ -29,6 +30,9 @@ _INSERT = (
     "occurred_at, position, content_hash, speaker, low_info) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+# Per-user BM25 statistics (memstore.search.bm25): messages and tokens.
+_COUNT = "UPDATE l0_user_slots SET docs = docs + ?, tokens = tokens + ? WHERE user_id = ?"
+_REPEATS = "INSERT INTO l0_term_repeats (key, repeats) VALUES (?, ?)"
 # Keys per lookup: 3 parameters each, well under SQLite's parameter limit.
 _LOOKUP = 300
 
@@ -115,21 +119,34 @@ def _slots(conn: Connection, users: Sequence[str]) -> dict[str, int]:
     return out
 
 
+class _Batch:
+    """What a batch of captures writes: l0_messages rows, l0_fts rows, the
+    l0_term_repeats rows and each user's (messages, tokens) to add."""
+
+    __slots__ = ("counts", "fts", "repeated", "rows")
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+        self.fts: list[tuple[Any, ...]] = []
+        self.repeated: list[tuple[int, str]] = []
+        self.counts: dict[str, list[int]] = {}
+
+
 def _rows(
     events: Sequence[StoredEvent],
     seen: set[tuple[str, str, str]],
     slots: dict[str, int],
     next_id: int,
-) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """The l0_messages and l0_fts rows of ``events``, ids from ``next_id + 1``,
-    skipping the keys in ``seen`` (and repeats within ``events``)."""
-    rows: list[tuple[Any, ...]] = []
-    fts: list[tuple[Any, ...]] = []
+) -> _Batch:
+    """The rows of ``events``, ids from ``next_id + 1``, skipping the keys in
+    ``seen`` (and repeats within ``events``)."""
+    out = _Batch()
     for ev in events:
         p = ev.payload
         assert isinstance(p, MessagesCaptured)
         user, session = ev.user_id, p.session_id
         slot_key = fts_key(slots[user], 0)
+        count = out.counts.setdefault(user, [0, 0])
         for m in p.messages:
             key = (user, session, m["id"])
             if key in seen:
@@ -137,7 +154,7 @@ def _rows(
             seen.add(key)
             next_id += 1
             text_ = m["text"]
-            rows.append(
+            out.rows.append(
                 (
                     next_id,
                     user,
@@ -154,18 +171,30 @@ def _rows(
                 )
             )
             latin, cjk = document_columns(text_)
-            fts.append((slot_key | next_id, latin, cjk, stem_text(latin)))
-    return rows, fts
+            stem = stem_text(latin)
+            fkey = slot_key | next_id
+            out.fts.append((fkey, latin, cjk, stem))
+            length, repeats = document_stats(latin, cjk, stem)
+            if repeats is not None:
+                out.repeated.append((fkey, repeats))
+            count[0] += 1
+            count[1] += length
+    return out
 
 
-def _insert(conn: Connection, rows: list[tuple[Any, ...]], fts: list[tuple[Any, ...]]) -> None:
+def _insert(conn: Connection, batch: _Batch) -> None:
     # Bare executemany: SQLAlchemy's per-row parameter processing cost more
     # than the inserts on replay.
-    conn.exec_driver_sql(driver_sql(conn, _INSERT), rows)
+    conn.exec_driver_sql(driver_sql(conn, _INSERT), batch.rows)
     # In rowid order: FTS5 writes out its pending terms whenever a rowid is
     # not above the last one, and users' keys interleave in log order.
-    fts.sort(key=_first)
-    conn.exec_driver_sql(driver_sql(conn, _FTS_INSERT), fts)
+    batch.fts.sort(key=_first)
+    conn.exec_driver_sql(driver_sql(conn, _FTS_INSERT), batch.fts)
+    if batch.repeated:
+        conn.exec_driver_sql(driver_sql(conn, _REPEATS), batch.repeated)
+    conn.exec_driver_sql(
+        driver_sql(conn, _COUNT), [(d, t, u) for u, (d, t) in batch.counts.items() if d]
+    )
 
 
 def _first(row: tuple[Any, ...]) -> Any:
@@ -176,7 +205,7 @@ class L0Projection(Projection):
     name: ClassVar[str] = "l0_messages"
     version: ClassVar[int] = 2  # 2: speaker column
     handles: ClassVar[frozenset[str] | None] = frozenset({MessagesCaptured.TYPE})
-    tables = (l0_messages, l0_user_slots)
+    tables = (l0_messages, l0_user_slots, l0_term_repeats)
     # Read by search and the indexer, never by ``apply``.
     replay_deferred_indexes = (
         "ix_l0_messages_user_id_session_id_position",
@@ -193,16 +222,16 @@ class L0Projection(Projection):
         # the FTS row and the message row disagree. The unique index finds
         # such an id; only then are the batch's keys looked up, so a replay
         # pays no lookup per batch.
-        rows, fts = _rows(events, set(), slots, next_id)
-        if not rows:
+        batch = _rows(events, set(), slots, next_id)
+        if not batch.rows:
             return
         try:
             with conn.begin_nested():
-                _insert(conn, rows, fts)
+                _insert(conn, batch)
         except IntegrityError:
-            rows, fts = _rows(events, _known(conn, events), slots, next_id)
-            if rows:
-                _insert(conn, rows, fts)
+            batch = _rows(events, _known(conn, events), slots, next_id)
+            if batch.rows:
+                _insert(conn, batch)
 
     def clear(self, conn: Connection) -> None:
         # A contentless FTS5 table cannot DELETE rows it has no content for;
@@ -213,6 +242,7 @@ class L0Projection(Projection):
             conn.execute(text("DELETE FROM l0_fts"))
         conn.execute(delete(l0_messages))
         conn.execute(delete(l0_user_slots))
+        conn.execute(delete(l0_term_repeats))
         # Vectors stay: replay assigns ids in log order, so each id names the
         # same message again and vector search works right after a rebuild
         # (erasure, which renumbers, moves them: spaces.carry_over).

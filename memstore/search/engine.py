@@ -27,11 +27,11 @@ from sqlalchemy import Connection, text
 
 from memstore.config import Settings
 from memstore.db.engine import Database
+from memstore.db.sqlfn import driver_sql
 from memstore.embeddings import Embedder, check_vectors, from_blob, to_blob
 from memstore.errors import InvalidInputError, MemstoreError, StorageError
 from memstore.l0.capture import check_id
-from memstore.l0.projection import user_fts_range
-from memstore.search import keyword_pg
+from memstore.search import bm25, keyword_pg
 from memstore.search.filters import row_filters
 from memstore.text import build_match, is_low_information
 from memstore.vectors import spaces
@@ -118,10 +118,12 @@ def _low_info(conn: Connection, ids: set[int]) -> set[int]:
     if not ids:
         return set()
     marks = ",".join(str(i) for i in ids)
+    # Driver-level: ids only, and compiling a text() clause per search cost
+    # more than the lookup.
     return {
         int(r[0])
-        for r in conn.execute(
-            text(f"SELECT id FROM l0_messages WHERE id IN ({marks}) AND low_info = 1")
+        for r in conn.exec_driver_sql(
+            f"SELECT id FROM l0_messages WHERE id IN ({marks}) AND low_info = 1"
         )
     }
 
@@ -267,28 +269,19 @@ class SearchEngine:
                 scene=scene,
                 l1_filter=_L1_ACTIVE,
             )
+        if kind == "l0":
+            # Ranked with the user's own statistics, reading only the user's
+            # postings (memstore.search.bm25).
+            return bm25.keyword_messages(conn, query, user_id, k, session_id=session_id)
         match = build_match(query)
         if match is None:
             return []
         params: dict[str, Any] = {"q": match, "u": user_id, "k": k}
-        if kind == "l0":
-            span = user_fts_range(conn, user_id)
-            if span is None:
-                return []
-            # The rowid range makes FTS5 read only this user's postings (its
-            # rows are keyed by user slot); m.user_id is checked as well.
-            params["lo"], params["hi"] = span
-            sql = (
-                f"SELECT m.id, bm25(l0_fts, {_BM25_WEIGHTS}) AS s FROM l0_fts "
-                "JOIN l0_messages m ON m.id = l0_fts.rowid - :lo "
-                "WHERE l0_fts MATCH :q AND l0_fts.rowid BETWEEN :lo AND :hi AND m.user_id = :u"
-            )
-        else:
-            sql = (
-                f"SELECT m.id, bm25(l1_fts, {_BM25_WEIGHTS}) AS s FROM l1_fts "
-                "JOIN l1_memories m ON m.id = l1_fts.rowid "
-                f"WHERE l1_fts MATCH :q AND m.user_id = :u AND {_L1_ACTIVE}"
-            )
+        sql = (
+            f"SELECT m.id, bm25(l1_fts, {_BM25_WEIGHTS}) AS s FROM l1_fts "
+            "JOIN l1_memories m ON m.id = l1_fts.rowid "
+            f"WHERE l1_fts MATCH :q AND m.user_id = :u AND {_L1_ACTIVE}"
+        )
         sql += row_filters(kind, params, session_id=session_id, type_=type_, scene=scene)
         sql += " ORDER BY s LIMIT :k"
         return [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
@@ -461,28 +454,9 @@ class SearchEngine:
         kw_rank = {i: r for r, (i, _) in enumerate(kw, start=1)}
         vec_rank = {i: r for r, (i, _) in enumerate(vec, start=1)}
         sims = {i: 1.0 - d for i, d in vec}
-        if kind == "l0":
-            rows = {
-                int(r[0]): r
-                for r in conn.execute(
-                    text(
-                        f"SELECT {_L0_COLS} FROM l0_messages m "
-                        f"WHERE m.id IN ({ids}) AND m.user_id = :u"
-                    ),
-                    {"u": user_id},
-                )
-            }
-        else:
-            rows = {
-                int(r[0]): r
-                for r in conn.execute(
-                    text(
-                        f"SELECT {_L1_COLS} FROM l1_memories m "
-                        f"WHERE m.id IN ({ids}) AND m.user_id = :u"
-                    ),
-                    {"u": user_id},
-                )
-            }
+        cols, table = (_L0_COLS, "l0_messages") if kind == "l0" else (_L1_COLS, "l1_memories")
+        sql = f"SELECT {cols} FROM {table} m WHERE m.id IN ({ids}) AND m.user_id = ?"
+        rows = {int(r[0]): r for r in conn.exec_driver_sql(driver_sql(conn, sql), (user_id,))}
         out: list[Hit] = []
         for i, score in ranked:
             r = rows.get(i)
