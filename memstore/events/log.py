@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, exc, func, select
+from sqlalchemy import Connection, exc, func, select
 
 from memstore.db.schema import events as events_t
 from memstore.db.sqlfn import driver_sql
@@ -92,6 +92,8 @@ _COLUMNS = (
 )
 
 
+_SELECT = ", ".join(c.name for c in _COLUMNS)
+
 _INSERT = (
     "INSERT INTO events (position, event_id, stream, seq, type, version, user_id, payload, "
     "occurred_at, recorded_at, idempotency_key, causation_id, correlation_id) "
@@ -150,7 +152,7 @@ class EventLog:
                 ).all()
                 for r in rows:
                     ev = self._decode(r)
-                    existing[str(r.idempotency_key)] = replace(ev, duplicate=True)
+                    existing[str(ev.idempotency_key)] = replace(ev, duplicate=True)
         head = self.last_position(conn)
         heads = self._heads_cached(conn, head, {n.stream for n in new})
         position = max(head, after)
@@ -268,17 +270,30 @@ class EventLog:
         limit: int | None = None,
         until: int | None = None,
     ) -> list[StoredEvent]:
-        conds = [events_t.c.position > after]
+        # Plain SQL and positional rows: a replay reads every event through
+        # here, and Core's statement compilation and named row access cost
+        # more than reading and decoding the row itself.
+        conds: list[str] = ["position > ?"]
+        params: list[Any] = [after]
         if until is not None:
-            conds.append(events_t.c.position <= until)
+            conds.append("position <= ?")
+            params.append(until)
         if types is not None:
-            conds.append(events_t.c.type.in_(list(types)))
+            names = list(types)
+            if not names:
+                return []
+            conds.append(f"type IN ({', '.join('?' for _ in names)})")
+            params.extend(names)
         if user_id is not None:
-            conds.append(events_t.c.user_id == user_id)
-        q = select(*_COLUMNS).where(and_(*conds)).order_by(events_t.c.position)
+            conds.append("user_id = ?")
+            params.append(user_id)
+        sql = f"SELECT {_SELECT} FROM events WHERE {' AND '.join(conds)} ORDER BY position"
         if limit is not None:
-            q = q.limit(limit)
-        return [self._decode(r) for r in conn.execute(q)]
+            sql += " LIMIT ?"
+            params.append(limit)
+        rows = conn.exec_driver_sql(driver_sql(conn, sql), tuple(params)).all()
+        decode = self._decode
+        return [decode(r) for r in rows]
 
     def iter_all(
         self,
@@ -316,19 +331,8 @@ class EventLog:
         return int(conn.exec_driver_sql(q).scalar_one())
 
     def _decode(self, r: Any) -> StoredEvent:
-        payload = self.registry.decode(r.type, int(r.version), json.loads(r.payload))
+        """A row of ``_COLUMNS`` (in that order) as a StoredEvent."""
+        payload = self.registry.decode(r[4], int(r[5]), json.loads(r[7]))
         return StoredEvent(
-            position=int(r.position),
-            event_id=r.event_id,
-            stream=r.stream,
-            seq=int(r.seq),
-            type=r.type,
-            version=payload.VERSION,
-            user_id=r.user_id,
-            payload=payload,
-            occurred_at=r.occurred_at,
-            recorded_at=r.recorded_at,
-            idempotency_key=r.idempotency_key,
-            causation_id=r.causation_id,
-            correlation_id=r.correlation_id,
+            int(r[0]), r[1], r[2], int(r[3]), r[4], payload.VERSION, r[6], payload, *r[8:13]
         )

@@ -31,19 +31,27 @@ class Event:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Event:
-        unknown = set(data).difference(_field_names(cls))
-        if unknown:
+        if not data.keys() <= _field_set(cls):
+            unknown = set(data).difference(_field_names(cls))
             raise EventError(f"{cls.TYPE}: unexpected payload fields {sorted(unknown)}")
         return cls(**data)
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_FIELD_SETS: dict[type, frozenset[str]] = {}
 
 
 def _field_names(cls: type[Event]) -> tuple[str, ...]:
     names = _FIELDS.get(cls)
     if names is None:
         names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+def _field_set(cls: type[Event]) -> frozenset[str]:
+    names = _FIELD_SETS.get(cls)
+    if names is None:
+        names = _FIELD_SETS[cls] = frozenset(_field_names(cls))
     return names
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from sqlalchemy import Connection, delete, func, select, text
+from sqlalchemy.exc import IntegrityError
 
 from memstore.db.schema import l0_messages, l0_term_repeats, l0_user_slots
 from memstore.db.sqlfn import driver_sql
@@ -91,13 +92,22 @@ def _slots(conn: Connection, users: Sequence[str]) -> dict[str, int]:
     """Each of ``users``' slot, new ones numbered in the order given (log order,
     so a rebuild hands out the same slots)."""
     wanted = list(dict.fromkeys(users))
-    # Point lookups: usually one user per call (a capture), and a plain
-    # statement is cheaper to run than an expanding IN list to compile.
     out: dict[str, int] = {}
-    for user in wanted:
-        slot = conn.execute(_SLOT_OF, {"u": user}).scalar()
+    if len(wanted) == 1:
+        # A capture: a plain statement is cheaper than an IN list to compile.
+        slot = conn.execute(_SLOT_OF, {"u": wanted[0]}).scalar()
         if slot is not None:
-            out[user] = int(slot)
+            out[wanted[0]] = int(slot)
+    else:
+        # A replay batch holds many users: one statement per _LOOKUP of them.
+        for i in range(0, len(wanted), _LOOKUP):
+            chunk = wanted[i : i + _LOOKUP]
+            marks = ", ".join("?" for _ in chunk)
+            sql = f"SELECT user_id, slot FROM l0_user_slots WHERE user_id IN ({marks})"
+            out.update(
+                (str(u), int(n))
+                for u, n in conn.exec_driver_sql(driver_sql(conn, sql), tuple(chunk))
+            )
     new = [u for u in wanted if u not in out]
     if new:
         top = int(
@@ -109,71 +119,119 @@ def _slots(conn: Connection, users: Sequence[str]) -> dict[str, int]:
     return out
 
 
+class _Batch:
+    """What a batch of captures writes: l0_messages rows, l0_fts rows, the
+    l0_term_repeats rows and each user's (messages, tokens) to add."""
+
+    __slots__ = ("counts", "fts", "repeated", "rows")
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+        self.fts: list[tuple[Any, ...]] = []
+        self.repeated: list[tuple[int, str]] = []
+        self.counts: dict[str, list[int]] = {}
+
+
+def _rows(
+    events: Sequence[StoredEvent],
+    seen: set[tuple[str, str, str]],
+    slots: dict[str, int],
+    next_id: int,
+) -> _Batch:
+    """The rows of ``events``, ids from ``next_id + 1``, skipping the keys in
+    ``seen`` (and repeats within ``events``)."""
+    out = _Batch()
+    for ev in events:
+        p = ev.payload
+        assert isinstance(p, MessagesCaptured)
+        user, session = ev.user_id, p.session_id
+        slot_key = fts_key(slots[user], 0)
+        count = out.counts.setdefault(user, [0, 0])
+        for m in p.messages:
+            key = (user, session, m["id"])
+            if key in seen:
+                continue
+            seen.add(key)
+            next_id += 1
+            text_ = m["text"]
+            out.rows.append(
+                (
+                    next_id,
+                    user,
+                    p.agent_id,
+                    session,
+                    m["id"],
+                    m["role"],
+                    text_,
+                    m["occurred_at"],
+                    ev.position,
+                    content_hash(text_),
+                    m.get("name"),
+                    int(is_low_information(text_)),
+                )
+            )
+            latin, cjk = document_columns(text_)
+            stem = stem_text(latin)
+            fkey = slot_key | next_id
+            out.fts.append((fkey, latin, cjk, stem))
+            length, repeats = document_stats(latin, cjk, stem)
+            if repeats is not None:
+                out.repeated.append((fkey, repeats))
+            count[0] += 1
+            count[1] += length
+    return out
+
+
+def _insert(conn: Connection, batch: _Batch) -> None:
+    # Bare executemany: SQLAlchemy's per-row parameter processing cost more
+    # than the inserts on replay.
+    conn.exec_driver_sql(driver_sql(conn, _INSERT), batch.rows)
+    # In rowid order: FTS5 writes out its pending terms whenever a rowid is
+    # not above the last one, and users' keys interleave in log order.
+    batch.fts.sort(key=_first)
+    conn.exec_driver_sql(driver_sql(conn, _FTS_INSERT), batch.fts)
+    if batch.repeated:
+        conn.exec_driver_sql(driver_sql(conn, _REPEATS), batch.repeated)
+    conn.exec_driver_sql(
+        driver_sql(conn, _COUNT), [(d, t, u) for u, (d, t) in batch.counts.items() if d]
+    )
+
+
+def _first(row: tuple[Any, ...]) -> Any:
+    return row[0]
+
+
 class L0Projection(Projection):
     name: ClassVar[str] = "l0_messages"
     version: ClassVar[int] = 2  # 2: speaker column
     handles: ClassVar[frozenset[str] | None] = frozenset({MessagesCaptured.TYPE})
     tables = (l0_messages, l0_user_slots, l0_term_repeats)
+    # Read by search and the indexer, never by ``apply``.
+    replay_deferred_indexes = (
+        "ix_l0_messages_user_id_session_id_position",
+        "ix_l0_messages_user_id_occurred_at",
+    )
 
     def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
         next_id = int(
             conn.execute(select(func.coalesce(func.max(l0_messages.c.id), 0))).scalar_one()
         )
-        # Capture never appends a known id, but a log can hold one anyway (an
-        # event appended directly, an older version): skip it here rather than
-        # let the FTS row and the message row disagree. One lookup per batch.
-        seen = _known(conn, events)
         slots = _slots(conn, [ev.user_id for ev in events])
-        rows: list[tuple[Any, ...]] = []
-        fts: list[tuple[Any, ...]] = []
-        repeated: list[tuple[int, str]] = []
-        counts: dict[str, list[int]] = {}
-        for ev in events:
-            p = ev.payload
-            assert isinstance(p, MessagesCaptured)
-            for m in p.messages:
-                key = (ev.user_id, p.session_id, m["id"])
-                if key in seen:
-                    continue
-                seen.add(key)
-                next_id += 1
-                text_ = m["text"]
-                rows.append(
-                    (
-                        next_id,
-                        ev.user_id,
-                        p.agent_id,
-                        p.session_id,
-                        m["id"],
-                        m["role"],
-                        text_,
-                        m["occurred_at"],
-                        ev.position,
-                        content_hash(text_),
-                        m.get("name"),
-                        int(is_low_information(text_)),
-                    )
-                )
-                latin, cjk = document_columns(text_)
-                stem = stem_text(latin)
-                fkey = fts_key(slots[ev.user_id], next_id)
-                fts.append((fkey, latin, cjk, stem))
-                length, repeats = document_stats(latin, cjk, stem)
-                if repeats is not None:
-                    repeated.append((fkey, repeats))
-                count = counts.setdefault(ev.user_id, [0, 0])
-                count[0] += 1
-                count[1] += length
-        if rows:
-            # Bare executemany: SQLAlchemy's per-row parameter processing cost
-            # more than the inserts on replay.
-            conn.exec_driver_sql(driver_sql(conn, _INSERT), rows)
-            conn.exec_driver_sql(driver_sql(conn, _FTS_INSERT), fts)
-            if repeated:
-                conn.exec_driver_sql(driver_sql(conn, _REPEATS), repeated)
-            conn.exec_driver_sql(
-                driver_sql(conn, _COUNT), [(d, t, u) for u, (d, t) in counts.items()]
-            )
+        # Capture never appends a known id, but a log can hold one anyway (an
+        # event appended directly, an older version): skip it rather than let
+        # the FTS row and the message row disagree. The unique index finds
+        # such an id; only then are the batch's keys looked up, so a replay
+        # pays no lookup per batch.
+        batch = _rows(events, set(), slots, next_id)
+        if not batch.rows:
+            return
+        try:
+            with conn.begin_nested():
+                _insert(conn, batch)
+        except IntegrityError:
+            batch = _rows(events, _known(conn, events), slots, next_id)
+            if batch.rows:
+                _insert(conn, batch)
 
     def clear(self, conn: Connection) -> None:
         # A contentless FTS5 table cannot DELETE rows it has no content for;

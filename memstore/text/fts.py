@@ -144,4 +144,6 @@ def document_columns(text: str) -> tuple[str, str]:
     Use this when the FTS table is not also the place the verbatim text is
     displayed from; inserting ``text`` verbatim works too, minus that case.
     """
+    if text.isascii():  # no CJK: both scans would find nothing (isascii is O(1))
+        return text, ""
     return _CJK_RUN_RE.sub(" ", text), cjk_bigrams(text)

@@ -71,11 +71,19 @@ def is_low_information(text: str) -> bool:
     >>> is_low_information("I am allergic to peanuts."), is_low_information("Yes")
     (False, False)
     """
-    body = _LABEL_RE.sub("", text, count=1)
-    words = [w.casefold() for w in _WORD_RE.findall(body)]
+    label = _LABEL_RE.match(text)
+    body = text[label.end() :] if label else text
+    # Every test below can only say "content", so the cheapest go first and
+    # most messages stop at their first word (this runs for every message
+    # captured or replayed).
+    words = 0
+    for m in _WORD_RE.finditer(body):
+        words += 1
+        if words > MAX_WORDS or m.group().casefold() not in _FILLER_WORDS:
+            return False
+    if body.isascii():
+        return True  # no CJK run
     runs = cjk_runs(body)
-    if len(words) + len(runs) > MAX_WORDS:
-        return False
-    if any(w not in _FILLER_WORDS for w in words):
+    if words + len(runs) > MAX_WORDS:
         return False
     return all(r in _PHATIC_CJK for r in runs)

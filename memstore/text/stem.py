@@ -31,6 +31,9 @@ __all__ = ["stem_text", "word_root", "word_roots"]
 # are matched exactly through the text column, CJK through its bigrams.
 _WORD_RE = re.compile(f"[^\\W\\d_{CJK_CHAR_CLASS}]+")
 _MIN_CHARS = 3  # "is", "am": no root worth indexing
+# The words of _WORD_RE with at least _MIN_CHARS letters: a run of word
+# letters is maximal either way, so {3,} only skips the short ones.
+_LONG_WORD_RE = re.compile(f"[^\\W\\d_{CJK_CHAR_CLASS}]{{{_MIN_CHARS},}}")
 _MIN_AFTER_I = 5
 
 # A PyStemmer object is not safe to share between threads.
@@ -67,10 +70,34 @@ def word_roots(words: list[str]) -> list[str]:
     return list(out)
 
 
+# Roots by the word as written: the lookup for every word of every indexed
+# text (a rebuild runs it ~20 times per message), so one dict probe rather
+# than casefold plus an lru_cache call. A plain dict is safe across threads
+# under the GIL; it is emptied when full rather than ordered by use.
+_ROOTS: dict[str, str] = {}
+_ROOTS_MAX = 200_000
+
+
+def _roots_of(words: list[str]) -> list[str]:
+    if len(_ROOTS) > _ROOTS_MAX:
+        _ROOTS.clear()
+    out = []
+    for w in words:
+        root = _ROOTS.get(w)
+        if root is None:
+            root = _ROOTS[w] = _root(w.casefold())
+        out.append(root)
+    return out
+
+
 def stem_text(text: str) -> str:
     """The value of the root column for ``text``: one root per Latin word, in order.
 
     Every occurrence is kept (not deduplicated) so BM25's term frequency
     and length normalisation see the same document as the text column.
     """
-    return " ".join(word_root(w) for w in _WORD_RE.findall(text) if len(w) >= _MIN_CHARS)
+    words = _LONG_WORD_RE.findall(text)
+    try:
+        return " ".join(map(_ROOTS.__getitem__, words))
+    except KeyError:
+        return " ".join(_roots_of(words))
