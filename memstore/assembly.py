@@ -62,6 +62,29 @@ class Parts:
             )
         self.kernel.add_hooks(on_commit=self._notify_indexer)
 
+    def start(self) -> None:
+        """After the schema is current: bring the projections up to the log,
+        finish an erasure an earlier process left half done, then start what
+        the settings ask to run in the background (the vector indexer, the
+        pipeline's timers)."""
+        k = self.kernel
+        with k.db.write() as conn:
+            k.projections.bring_current(conn)
+        k.compactor.on_open()
+        if k.settings.pipeline.background_indexer:
+            self.start_background()
+        if k.settings.pipeline.scheduler and self.pipeline is not None:
+            self.pipeline.start()
+
+    def close(self) -> None:
+        """Once background work has stopped: refuse appends, finish a pending
+        compaction, and release the database."""
+        self.kernel.close()
+        try:
+            self.kernel.compactor.on_close()
+        finally:
+            self.kernel.db.close()
+
     def _notify_indexer(self, _stored: list[StoredEvent]) -> None:
         if self.background is not None:
             self.background.notify()

@@ -140,29 +140,22 @@ class PostgresDatabase(Database):
             cur.execute("SET TIME ZONE 'UTC'")
         dbapi_conn.commit()
 
-    @contextmanager
-    def write(self) -> Iterator[Connection]:
-        """A serialised write transaction (see the module docstring)."""
-        with self._write_lock:
-            try:
-                with self.engine.connect() as conn, conn.begin():
-                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
-                    yield conn
-            except exc.IntegrityError:
-                raise
-            except exc.DBAPIError as e:
-                raise translate(e) from e
+    _translate = staticmethod(translate)
 
     @contextmanager
-    def read(self) -> Iterator[Connection]:
-        """A REPEATABLE READ transaction: one snapshot, like SQLite's deferred read."""
-        try:
-            with self.engine.connect() as raw:
-                conn = raw.execution_options(isolation_level="REPEATABLE READ")
-                with conn.begin():
-                    yield conn
-        except exc.DBAPIError as e:
-            raise translate(e) from e
+    def _write_transaction(self) -> Iterator[Connection]:
+        # Serialised by the advisory lock (see the module docstring).
+        with self.engine.connect() as conn, conn.begin():
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
+            yield conn
+
+    @contextmanager
+    def _read_transaction(self) -> Iterator[Connection]:
+        # REPEATABLE READ: one snapshot, like SQLite's deferred read.
+        with self.engine.connect() as raw:
+            conn = raw.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
 
     def vacuum(self, tables: list[str] | None = None, *, full: bool | None = None) -> None:
         """``VACUUM`` (or ``VACUUM FULL``) the given tables, or all of them.
