@@ -105,7 +105,7 @@ def test_any_text_query_is_safe(filled: Store, q: str) -> None:
         filled.search_conversations(q, user_id="alice", strategy=strategy)
 
 
-def test_isolation_is_absolute_across_generated_users(db_path: Path, settings: Settings) -> None:
+def _isolation(db_path: Path, settings: Settings, captures: int, users_n: int) -> None:
     rng = random.Random(7)
     words = [
         "tea",
@@ -123,10 +123,10 @@ def test_isolation_is_absolute_across_generated_users(db_path: Path, settings: S
         "猫",
         "旅行",
     ]
-    users = [f"user{i}" for i in range(6)]
+    users = [f"user{i}" for i in range(users_n)]
     with Store.open(db_path, settings=settings) as s:
         owned: dict[str, set[str]] = {u: set() for u in users}
-        for n in range(240):
+        for n in range(captures):
             u = rng.choice(users)
             text = " ".join(rng.choice(words) for _ in range(5)) + f" #{n}"
             res = s.capture(u, f"s{n % 3}", [{"role": "user", "content": text}])
@@ -137,6 +137,18 @@ def test_isolation_is_absolute_across_generated_users(db_path: Path, settings: S
                 for strategy in STRATEGIES:
                     for h in s.search_conversations(q, user_id=u, strategy=strategy, limit=20):
                         assert h.user_id == u and h.ref in owned[u], (u, q, strategy)
+
+
+def test_isolation_is_absolute_across_generated_users(db_path: Path, settings: Settings) -> None:
+    # Isolation does not need size: three users sharing every word.
+    _isolation(db_path, settings, captures=60, users_n=3)
+
+
+@pytest.mark.slow
+def test_isolation_is_absolute_across_many_generated_users(
+    db_path: Path, settings: Settings
+) -> None:
+    _isolation(db_path, settings, captures=240, users_n=6)
 
 
 def test_model_change_reembeds_in_background_and_meanwhile_keyword_only(
