@@ -74,10 +74,16 @@ def _shared_hashes(conn: Connection, hashes: set[str]) -> set[str]:
 
 
 def erase_user(
-    kernel: Kernel, user_id: str, *, reason: str = "request", wait_s: float = 10.0
+    kernel: Kernel,
+    user_id: str,
+    *,
+    reason: str = "request",
+    wait_s: float = 10.0,
+    vacuum_full: bool = False,
 ) -> ErasureReport:
     """Erase ``user_id``; waits up to ``wait_s`` seconds for readers of older
-    snapshots before reporting the bytes as not yet gone."""
+    snapshots before reporting the bytes as not yet gone. ``vacuum_full``:
+    on PostgreSQL rewrite the tables (``VACUUM FULL``) instead of ``VACUUM``."""
     removed = gone = 0
 
     def build(conn: Connection) -> Batch:
@@ -131,7 +137,7 @@ def erase_user(
     only_txn = Hooks(in_transaction=kernel.hooks.in_transaction)
     stored = kernel.append_if(build, hooks=only_txn, exclusive=True)
     at("committed")
-    result = kernel.compactor.run(wait_s)
+    result = kernel.compactor.run(wait_s, full=vacuum_full)
     return ErasureReport(
         user_id, int(removed), gone, stored[0].position, result.done, result.detail
     )

@@ -66,15 +66,20 @@ def mark_pending(conn: Connection, tombstone_position: int) -> None:
     )
 
 
-def compact(db: Database, *, wait_s: float) -> CompactionResult:
+def compact(db: Database, *, wait_s: float, full: bool = False) -> CompactionResult:
     """Finish a pending compaction; ``done`` says whether the erased bytes are gone.
 
-    Waits at most about ``wait_s`` seconds for readers of older snapshots."""
+    Waits at most about ``wait_s`` seconds for readers of older snapshots.
+    ``full`` asks PostgreSQL for ``VACUUM FULL`` (``PostgresDatabase.vacuum``
+    says what each leaves behind); SQLite's VACUUM always rewrites the file."""
     if db.dialect == "postgresql":
         from memstore.db.postgres import PostgresDatabase
 
         assert isinstance(db, PostgresDatabase)
-        return CompactionResult(True, db.compact_after_erasure())
+        try:
+            return CompactionResult(True, db.compact_after_erasure(full=full))
+        except StorageError as e:  # VACUUM FULL waited past lock_timeout for a reader
+            return CompactionResult(False, f"compaction did not finish: {e}")
     deadline = time.monotonic() + max(wait_s, 0.0)
     with db._write_lock, db.engine.connect() as sa_conn:
         raw: Any = sa_conn.connection.dbapi_connection
@@ -140,10 +145,10 @@ class Compactor:
         self._last_try = 0.0
         self._lock = threading.Lock()
 
-    def run(self, wait_s: float) -> CompactionResult:
+    def run(self, wait_s: float, *, full: bool = False) -> CompactionResult:
         with self._lock:
             self._last_try = time.monotonic()
-            result = compact(self.db, wait_s=wait_s)
+            result = compact(self.db, wait_s=wait_s, full=full)
             self.pending = not result.done
             return result
 

@@ -441,7 +441,12 @@ class Store:
     # -- erasure -------------------------------------------------------------------
 
     def forget_user(
-        self, user_id: str, *, reason: str = "request", wait_s: float = 10.0
+        self,
+        user_id: str,
+        *,
+        reason: str = "request",
+        wait_s: float = 10.0,
+        vacuum_full: bool = False,
     ) -> ErasureReport:
         """Erase everything of one user: events, derived rows, vectors, cached
         embeddings of their texts; leaves a content-free tombstone event.
@@ -451,6 +456,7 @@ class Store:
         of older snapshots are waited for up to ``wait_s`` seconds; if one is
         still in the way, ``report.compacted`` is False and the store finishes
         on its next open, close or write. An unknown user raises ``NotFoundError``.
+        ``vacuum_full``: on PostgreSQL rewrite the tables (see ``erase_user``).
         """
         self._check_open()
         return erase_user(
@@ -458,6 +464,7 @@ class Store:
             v.check_id("user_id", user_id),
             reason=v.check_text("reason", reason),
             wait_s=v.check_seconds("wait_s", wait_s),
+            vacuum_full=bool(vacuum_full),
         )
 
     # -- projections -----------------------------------------------------------

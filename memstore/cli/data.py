@@ -212,7 +212,12 @@ def users() -> None:
     show_default=True,
     help="Seconds to wait for other readers before giving up on compaction.",
 )
-def users_forget(db: Path | None, user_id: str, yes: bool, wait: float) -> None:
+@click.option(
+    "--vacuum-full", is_flag=True,
+    help="PostgreSQL: rewrite the tables (VACUUM FULL; locks each table while it runs) so no "
+    "erased byte stays in a data file. SQLite always rewrites its file.",
+)  # fmt: skip
+def users_forget(db: Path | None, user_id: str, yes: bool, wait: float, vacuum_full: bool) -> None:
     """Erase a user: their events, memories, vectors and cached embeddings.
 
     The only operation that deletes events. A content-free tombstone event
@@ -228,7 +233,7 @@ def users_forget(db: Path | None, user_id: str, yes: bool, wait: float) -> None:
     if not yes:
         click.confirm(f"Erase everything of user {user_id!r}? This cannot be undone", abort=True)
     with open_store(db) as store:
-        rep = store.forget_user(user_id, wait_s=wait)
+        rep = store.forget_user(user_id, wait_s=wait, vacuum_full=vacuum_full)
     click.echo(
         f"erased {rep.events_removed} event(s) and {rep.embeddings_removed} cached embedding(s) "
         f"of {user_id}; tombstone at position {rep.tombstone_position}"

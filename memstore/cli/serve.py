@@ -6,7 +6,9 @@ from pathlib import Path
 
 import click
 
-from memstore.cli.app import cli, db_option, resolve_db
+from memstore.cli.app import cli, db_option
+from memstore.db.connect import resolve
+from memstore.db.target import safe_url
 from memstore.errors import ConfigError
 
 
@@ -28,6 +30,10 @@ from memstore.errors import ConfigError
     "--default-user", default=None,
     help="User of requests without user_id  [default: default; env MEMSTORE_GATEWAY_DEFAULT_USER]",
 )  # fmt: skip
+@click.option(
+    "--workers", type=int, default=1, show_default=True,
+    help="Gateway processes sharing the port; more than 1 needs a PostgreSQL store.",
+)  # fmt: skip
 def serve(
     db: Path | None,
     host: str | None,
@@ -37,6 +43,7 @@ def serve(
     insecure: bool,
     access_log: bool,
     default_user: str | None,
+    workers: int,
 ) -> None:
     """Serve memory over HTTP: the upstream gateway's routes and /v1.
 
@@ -48,14 +55,20 @@ def serve(
     SIGTERM or Ctrl-C. Needs the "server" extra: pip install "memstore[server]".
 
     \b
+    With --workers N (PostgreSQL only) N processes serve one port and share
+    the store: work is claimed once across them, one holds the timers.
+
+    \b
     Example:
       memstore serve --db ./agent.db
+      MEMSTORE_DB=postgresql+psycopg://memstore@127.0.0.1:55432/memstore memstore serve --workers 4
       MEMSTORE_GATEWAY_API_KEY=$(openssl rand -hex 24) memstore serve --host 0.0.0.0
       curl -s localhost:8420/health
     """
     try:
         from memstore.gateway.config import GatewayConfig
         from memstore.gateway.server import serve as run
+        from memstore.gateway.workers import check_workers, serve_workers
     except ImportError as exc:  # fastapi / uvicorn missing
         raise ConfigError(
             f'the gateway needs the "server" extra ({exc.name} is missing): '
@@ -70,11 +83,26 @@ def serve(
         access_log=access_log or None,
         default_user=default_user,
     )
-    path = resolve_db(db)
+    given = db if db is not None else _root_db()
+    # resolve() reads $MEMSTORE_DB itself, which may hold a PostgreSQL URL.
+    target = resolve(given) if given is not None else resolve(None)
+    where = safe_url(target.url) if target.url else str(target.path)
+    check_workers(target, workers)
 
     def ready(url: str) -> None:
         auth = "Bearer auth on" if config.api_key else "no auth (loopback only)"
-        click.echo(f"memstore gateway on {url} ({auth}); database {path}", err=True)
+        procs = f"; {workers} worker processes" if workers > 1 else ""
+        click.echo(f"memstore gateway on {url} ({auth}); database {where}{procs}", err=True)
 
-    run(path, config, on_ready=ready)
+    if workers > 1:
+        serve_workers(target, config, workers=workers, on_ready=ready)
+    else:
+        run(target.url or target.path, config, on_ready=ready)
     click.echo("memstore gateway stopped", err=True)
+
+
+def _root_db() -> Path | None:
+    """``memstore --db X serve``: the --db given before the command."""
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root().params.get("db") if ctx is not None else None
+    return Path(root) if root is not None else None

@@ -128,6 +128,15 @@ class Database:
                 raise self._translate(e) from e
 
     @contextmanager
+    def queue_write(self) -> Iterator[Connection]:
+        """A transaction that writes only the work queue and its locks, never
+        the event log. SQLite has one writer at a time, so it is the write
+        transaction; PostgreSQL runs it without the log's lock, so workers
+        claim work at once (``FOR UPDATE SKIP LOCKED``, memstore.pipeline.queue)."""
+        with self.write() as conn:
+            yield conn
+
+    @contextmanager
     def read(self) -> Iterator[Connection]:
         """A snapshot read transaction (see ``_read_transaction``)."""
         try:

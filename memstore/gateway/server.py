@@ -35,6 +35,13 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def listen_url(sock: socket.socket) -> str:
+    """The URL clients reach a bound socket at."""
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in str(host) else str(host)
+    return f"http://{shown}:{port}"
+
+
 def make_server(
     db: str | Path | None,
     config: GatewayConfig,
@@ -92,9 +99,7 @@ def serve(
 ) -> None:
     """Serve until a signal arrives; ``on_ready`` gets the URL once listening."""
     sock = bind(config.host, config.port)
-    host, port = sock.getsockname()[:2]
-    shown = f"[{host}]" if ":" in str(host) else str(host)
-    url = f"http://{shown}:{port}"
+    url = listen_url(sock)
     server = make_server(
         db, config, settings, on_ready=(lambda: on_ready(url)) if on_ready else None
     )
@@ -104,4 +109,4 @@ def serve(
         sock.close()
 
 
-__all__ = ["bind", "make_server", "serve"]
+__all__ = ["bind", "listen_url", "make_server", "serve"]

@@ -20,7 +20,9 @@ Capture path (one transaction, then a cheap hook):
    it so). A crash between 1 and 2 loses nothing: ``reconcile`` re-arms
    timers from the state.
 
-Work runs by ``drain``: claim (BEGIN IMMEDIATE) → run with the lock held and
+Work runs by ``drain``: claim (``Database.queue_write``: BEGIN IMMEDIATE on
+SQLite, ``FOR UPDATE SKIP LOCKED`` without the log's lock on PostgreSQL, so
+worker processes there claim at once) → run with the lock held and
 renewed → complete, or fail (retry after ``retry_delay_s``, dropped after
 ``max_retries``; the cursor never moved, so the messages wait for the next
 capture or a manual run). Success of L1 arms ``l2:<user>`` no earlier than
@@ -355,16 +357,15 @@ class PipelineService:
         outcomes: list[Outcome] = []
         owner = self._owner()
         while not self._stopping.is_set():
-            with self.store.db.write() as conn:
-                item = queue.claim(
-                    conn,
-                    owner,
-                    now=self.clock(),
-                    ttl_s=self.lock_ttl_s,
-                    user_id=user_id,
-                    session_id=session_id,
-                    stages=stages,
-                )
+            item = queue.claim_in(
+                self.store.db,
+                owner,
+                now=self.clock,
+                ttl_s=self.lock_ttl_s,
+                user_id=user_id,
+                session_id=session_id,
+                stages=stages,
+            )
             if item is None:
                 break
             out = self._execute(item, owner)

@@ -29,3 +29,22 @@ def capture_and_derive(target: str, llm_url: str, proc: int, start: Any) -> None
                 user, "s", f"p{proc} round {r}: I live in Berlin", "ok", turn_id=f"p{proc}-{r}"
             )
             store.run_pipeline(user, wait=True)
+
+
+def drain_worker(target: str, llm_url: str, ready: Any, start: Any, done: Any) -> None:
+    """A worker process: derive whatever is queued on the shared store, then
+    report how many runs it made (``done`` is a multiprocessing queue)."""
+    settings = Settings().replace(
+        embedder="hashing",
+        scheduler=False,
+        background_indexer=False,
+        llm_base_url=llm_url,
+        llm_model="fake-model",
+        llm_max_retries=1,
+        llm_timeout_s=30.0,
+    )
+    with Store.open(target, settings=settings) as store:
+        ready.set()
+        start.wait(120)
+        outcomes = store.run_pipeline(wait=True)
+        done.put(sum(1 for o in outcomes if o.ok))
