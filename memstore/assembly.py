@@ -14,15 +14,23 @@ from collections.abc import Sequence
 
 from memstore.config import Settings
 from memstore.db.engine import Database
+from memstore.derive import derive_projections
 from memstore.derive.context import DeriveContext
 from memstore.embeddings import Embedder, make_embedder
 from memstore.events.log import StoredEvent
 from memstore.kernel import Kernel
-from memstore.pipeline import PipelineService
+from memstore.l0.projection import L0Projection
+from memstore.pipeline import PipelineService, PipelineStateProjection
 from memstore.projections.base import Projection
+from memstore.projections.stats import StatsProjection
 from memstore.search import SearchEngine
 from memstore.timeutil import Clock
 from memstore.vectors.indexer import BackgroundIndexer, Indexer
+
+
+def default_projections() -> list[Projection]:
+    """Every projection a store keeps, in the order they are registered."""
+    return [StatsProjection(), L0Projection(), *derive_projections(), PipelineStateProjection()]
 
 
 class Parts:
@@ -100,4 +108,4 @@ class Parts:
             self.background = None
 
 
-__all__ = ["Parts"]
+__all__ = ["Parts", "default_projections"]

@@ -25,20 +25,18 @@ from pathlib import Path
 
 from memstore import recall as recall_api
 from memstore import validate as v
-from memstore.assembly import Parts
+from memstore.assembly import Parts, default_projections
 from memstore.config import Settings
 from memstore.db import migrate
 from memstore.db.connect import open_database, resolve
 from memstore.db.engine import Database
-from memstore.derive import api, derive_projections
+from memstore.derive import api
 from memstore.erasure import ErasureReport, erase_user
 from memstore.errors import InvalidInputError, StorageError
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.l0.capture import CaptureResult, capture, turn_messages
-from memstore.l0.projection import L0Projection
-from memstore.pipeline import Outcome, PipelineService, PipelineStateProjection
+from memstore.pipeline import Outcome, PipelineService
 from memstore.projections.base import Projection, ProjectionStatus
-from memstore.projections.stats import StatsProjection
 from memstore.recall.compose import Recall
 from memstore.recall.rank import warm_up
 from memstore.records import (
@@ -54,10 +52,6 @@ from memstore.records import (
 from memstore.search import Hit
 from memstore.timeutil import Clock, system_clock
 from memstore.vectors.status import embedding_status
-
-
-def default_projections() -> list[Projection]:
-    return [StatsProjection(), L0Projection(), *derive_projections(), PipelineStateProjection()]
 
 
 class Store:
