@@ -80,7 +80,7 @@ def test_off_topic_questions_inject_nothing(e5chat: Store) -> None:
 
 
 def test_relevance_is_the_margin_over_everyday_talk(e5chat: Store) -> None:
-    cands = rr.collect(e5chat, "Do I have any food allergies?", "u", None, set())
+    cands = rr.collect(e5chat.derivation, "Do I have any food allergies?", "u", None, set())
     scored = [c for c in cands if c.kind == "message"]
     assert scored
     for c in scored:  # messages are not lifted: their relevance is their own

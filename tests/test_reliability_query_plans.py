@@ -5,8 +5,9 @@ while holding the store's write lock).
 
 Every statement the engine runs during capture, indexing, derivation and
 projection catch-up is recorded and re-planned with ``EXPLAIN QUERY PLAN``
-on the same data; a plan step that scans ``events``, an FTS5 table or a
-vec0 table without using a key fails the test. Rebuild and erasure are
+on the same data; a plan step that scans ``events``, an FTS5 table, a
+vec0 table, ``l0_messages`` or ``vector_quarantine`` (looked up in every
+indexer batch) without using a key fails the test. Rebuild and erasure are
 whole-table operations by design and are not on this list."""
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from sqlalchemy import event
 
 from memstore.store import Store
 
-_GUARDED = re.compile(r"^(events|l[01]_fts|vec_l[01]_[0-9a-f]+)$")
+_GUARDED = re.compile(r"^(events|l[01]_fts|vec_l[01]_[0-9a-f]+|l0_messages|vector_quarantine)$")
 _SKIP = ("BEGIN", "COMMIT", "ROLLBACK", "PRAGMA", "CREATE", "DROP", "SAVEPOINT", "RELEASE")
 
 
@@ -96,6 +97,8 @@ def test_write_paths_never_scan_vector_fts_or_event_tables(store: Store) -> None
     kinds = {s.split()[0].upper() for s, _ in seen}
     assert {"INSERT", "DELETE", "SELECT", "UPDATE"} <= kinds
     assert any(re.search(r'DELETE FROM "vec_l0_', s) for s, _ in seen)
+    # The indexer's quarantine look-up runs in every batch (issue 14).
+    assert any("FROM vector_quarantine" in s for s, _ in seen)
     bad = {
         sql: plan
         for sql, plan in _plans(store, seen).items()
@@ -115,23 +118,28 @@ def test_the_classifier_tells_scans_from_lookups() -> None:
     assert full_scans("SCAN l1_fts VIRTUAL TABLE INDEX 0:=") is None
     assert full_scans("SCAN events") == "events"
     assert full_scans("SEARCH events USING INTEGER PRIMARY KEY (rowid>?)") is None
-    assert full_scans("SCAN l0_messages") is None  # not a guarded table
+    assert full_scans("SCAN l0_messages") == "l0_messages"
+    assert full_scans("SEARCH vector_quarantine USING INDEX sqlite_autoindex_x (space=?)") is None
+    assert full_scans("SCAN vector_spaces") is None  # not a guarded table (a row per space)
 
 
 def test_keyword_search_reads_only_the_users_fts_range(store: Store) -> None:
-    # Issue 14, finding 3: the MATCH must carry the user's rowid bounds, so
-    # FTS5 reads (and BM25 ranks) one user's postings, not every user's.
+    # Issue 14, finding 3: every MATCH must carry the user's rowid bounds, so
+    # FTS5 reads one user's postings, not every user's (one MATCH per term:
+    # memstore.search.bm25).
     _write_paths(store, 1)
     with _recorded(store) as seen:
         store.search_conversations("Lisbon green tea", user_id="alice", strategy="keyword")
         store.search_conversations("Lisbon green tea", user_id="bob", strategy="hybrid")
+    plans = {sql: plan for sql, plan in _plans(store, seen).items() if "l0_fts MATCH" in sql}
+    assert len(plans) == 1  # one distinct statement for both users
     steps = [
         step
-        for sql, plan in _plans(store, seen).items()
-        if "l0_fts" in sql
+        for plan in plans.values()
         for step in plan
         if step.startswith(("SCAN l0_fts", "SEARCH l0_fts"))
     ]
-    assert len(steps) == 1  # one distinct statement for both users
-    index = steps[0].split("VIRTUAL TABLE INDEX", 1)[1].split(":", 1)[1]
-    assert "M" in index and ">" in index and "<" in index, steps
+    assert len(steps) == 6  # lisbon, green, tea: words and roots
+    for step in steps:
+        index = step.split("VIRTUAL TABLE INDEX", 1)[1].split(":", 1)[1]
+        assert "M" in index and ">" in index and "<" in index, steps

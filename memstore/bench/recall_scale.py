@@ -30,17 +30,21 @@ emptied), i.e. what one plain search costs.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from memstore.bench.capture_search import _stats, queries, text_pool
 from memstore.bench.scale import PER_USER, _fill_memories, _messages
 from memstore.config import Settings
+from memstore.embeddings import Embedder, FloatArray
 from memstore.embeddings.e5 import E5Embedder
 from memstore.recall import compose as rc
 from memstore.recall import rank as rr
@@ -69,8 +73,51 @@ def build(
         for user, session, msgs in _messages(messages, users, pool):
             store.capture(user, session, msgs)
         _fill_memories(store, memories, users, mem_pool)
+        assert store.indexer is not None
+        memo = MemoEmbedder(store.indexer.embedder)
+        store.indexer.embedder = memo
+        t1 = time.perf_counter()
         store.reindex()
-    return {"users": users, "distinct_texts": n_texts, "build_s": time.perf_counter() - t0}
+        embed_s = time.perf_counter() - t1
+    return {
+        "users": users,
+        "distinct_texts": n_texts,
+        "build_s": time.perf_counter() - t0,
+        "embedded_texts": memo.embedded,
+        "embedded_rows": memo.asked,
+        "embed_s": embed_s,
+    }
+
+
+class MemoEmbedder(Embedder):
+    """The store's embedder, each distinct document text embedded once.
+
+    The synthetic sessions repeat (a session is a window of the text pool), so
+    with context vectors too a 100k-message store holds a few thousand
+    distinct texts; the legacy (model, content hash) cache that used to
+    deduplicate them is no longer written. Every stored vector is still the
+    model's own vector of that row's text."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.dimensions = inner.dimensions
+        self.memo: dict[str, FloatArray] = {}
+        self.asked = 0
+        self.embedded = 0
+
+    def embed_documents(self, texts: Sequence[str]) -> FloatArray:
+        self.asked += len(texts)
+        todo = list(dict.fromkeys(t for t in texts if t not in self.memo))
+        if todo:
+            self.memo.update(zip(todo, self.inner.embed_documents(todo), strict=True))
+            self.embedded += len(todo)
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        return np.stack([self.memo[t] for t in texts])
+
+    def embed_query(self, text: str) -> FloatArray:
+        return self.inner.embed_query(text)
 
 
 def _one(store: Store, q: str, u: str, ms: dict[str, list[float]]) -> None:
@@ -129,9 +176,12 @@ def run_recall_scale(
     n_queries: int = 200,
     embedder: str = "auto",
     distinct: int | None = None,
+    keep: Path | None = None,
     workdir: Path | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
+    """``keep``: build the store at this path and reuse it on the next run
+    with the same sizes and embedder (its build record sits beside it)."""
     name = pick_embedder(embedder)
     res: dict[str, Any] = {
         "messages": messages,
@@ -142,9 +192,8 @@ def run_recall_scale(
         "budget_chars": Settings().recall.budget_chars,
     }
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        path = Path(tmp) / "recall-scale.db"
-        log(f"recall-scale: {messages:,} messages + {memories:,} memories, embedder {name}")
-        res |= build(path, messages, memories, name, distinct)
+        path = keep if keep is not None else Path(tmp) / "recall-scale.db"
+        res |= _built(path, messages, memories, name, distinct, log)
         log(f"recall-scale: built in {res['build_s']:.0f} s; timing {n_queries} queries")
         settings = Settings().replace(embedder=name, background_indexer=False, scheduler=False)
         load_before = os.getloadavg()
@@ -152,6 +201,32 @@ def run_recall_scale(
             res["latency"] = measure(store, queries(n_queries, seed=13), res["users"])
         res["loadavg"] = {"before": load_before, "after": os.getloadavg()}
     return res
+
+
+def _built(
+    path: Path,
+    messages: int,
+    memories: int,
+    embedder: str,
+    distinct: int | None,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """The build record of the store at ``path``, building it unless a
+    complete one of the same shape is there."""
+    record = path.with_name(path.name + ".build.json")
+    shape = {"messages": messages, "memories": memories, "embedder": embedder}
+    shape["distinct"] = distinct
+    if record.exists():
+        got: dict[str, Any] = json.loads(record.read_text())
+        if got.get("shape") == shape and path.exists():
+            log(f"recall-scale: reusing the store at {path}")
+            return dict(got["build"])
+    for leftover in path.parent.glob(path.name + "*"):
+        leftover.unlink()
+    log(f"recall-scale: {messages:,} messages + {memories:,} memories, embedder {embedder}")
+    built = build(path, messages, memories, embedder, distinct)
+    record.write_text(json.dumps({"shape": shape, "build": built}))
+    return built
 
 
 LABELS = {
@@ -171,7 +246,13 @@ def format_recall_scale(res: dict[str, Any]) -> str:
         f"recall-scale: {res['messages']:,} messages + {res['memories']:,} memories in one file, "
         f"{res['users']} users, {res['distinct_texts']:,} distinct texts, embedder "
         f"{res['embedder']}, gate {res['threshold']}, budget {res['budget_chars']}; "
-        f"{res['queries']} queries (built in {res['build_s']:.0f} s)",
+        f"{res['queries']} queries (built in {res['build_s']:.0f} s"
+        + (
+            f"; {res['embedded_texts']:,} distinct texts embedded for "
+            f"{res['embedded_rows']:,} rows in {res['embed_s']:.0f} s)"
+            if "embedded_texts" in res
+            else ")"
+        ),
         "load average before / after timing: "
         + " / ".join(" ".join(f"{x:.2f}" for x in la[k]) for k in ("before", "after")),
         f"{'latency (ms)':<34}{'p50':>8}{'p95':>8}{'p99':>8}",

@@ -407,6 +407,12 @@ def bench_scale(
     help="auto: e5 when installed (the offline default), else hashing.",
 )
 @click.option("--distinct", type=int, default=None, help="Distinct texts (default: 2000 for e5).")
+@click.option(
+    "--keep",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Build the store at this path and reuse it on the next run of the same shape.",
+)
 @_json_opt
 @_workdir_opt
 def bench_recall_scale(
@@ -415,6 +421,7 @@ def bench_recall_scale(
     queries: int,
     embedder: str,
     distinct: int | None,
+    keep: Path | None,
     json_path: Path | None,
     workdir: Path | None,
 ) -> None:
@@ -426,6 +433,7 @@ def bench_recall_scale(
     Example:
       memstore bench recall-scale
       memstore bench recall-scale --messages 20000 --memories 2000 --queries 50
+      memstore bench recall-scale --embedder e5 --keep /tmp/recall-e5.db
     """
     from memstore.bench.recall_scale import format_recall_scale, run_recall_scale
 
@@ -437,11 +445,47 @@ def bench_recall_scale(
         n_queries=queries,
         embedder=embedder,
         distinct=distinct,
+        keep=keep,
         workdir=workdir,
         log=_log,
     )
     click.echo(format_recall_scale(res))
     _save(res, "recall_scale", json_path)
+
+
+_FILE = click.Path(dir_okay=False, path_type=Path)
+
+
+@bench_group.command("keyword")
+@click.option("--users", type=int, default=100, show_default=True, help="Users in the store.")
+@click.option(
+    "--per-user", type=int, default=1000, show_default=True, help="Messages of each user."
+)
+@click.option("--queries", type=int, default=300, show_default=True, help="Timed queries.")
+@click.option(
+    "--store", type=_FILE, required=True, help="Store file: built if missing, else reused."
+)
+@_json_opt
+def bench_keyword(
+    users: int, per_user: int, queries: int, store: Path, json_path: Path | None
+) -> None:
+    """Keyword search p50/p95 with per-user BM25, next to FTS5 + bm25() over the
+    same user's rows, and how often their top 10 agree.
+
+    \b
+    Example:
+      memstore bench keyword --store /tmp/kw-100x1k.db
+      memstore bench keyword --users 1 --per-user 100000 --store /tmp/kw-1x100k.db
+    """
+    from memstore.bench.keyword import format_keyword_bench, run_keyword_bench
+
+    if min(users, per_user, queries) < 1:
+        raise click.BadParameter("--users, --per-user and --queries must be positive")
+    res = run_keyword_bench(
+        users=users, per_user=per_user, n_queries=queries, store_path=store, log=_log
+    )
+    click.echo(format_keyword_bench(res))
+    _save(res, "keyword", json_path)
 
 
 @bench_group.command("report")

@@ -8,6 +8,7 @@ away from them: they cannot be reflected, renamed or batch-altered safely.
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     Index,
     Integer,
@@ -124,7 +125,23 @@ l0_user_slots = Table(
     metadata,
     Column("user_id", Text, primary_key=True),
     Column("slot", Integer, nullable=False),
+    # The user's message count and FTS5 token total, for BM25's average
+    # length (memstore.search.bm25).
+    Column("docs", Integer, nullable=False, server_default="0"),
+    Column("tokens", Integer, nullable=False, server_default="0"),
     UniqueConstraint("slot"),
+)
+
+# The terms a message holds more than once, for BM25's term frequency
+# (memstore.text.terms); only messages that have any get a row. Keyed like
+# its l0_fts row, so one user's rows are one contiguous range.
+l0_term_repeats = Table(
+    "l0_term_repeats",
+    metadata,
+    Column(
+        "key", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=False
+    ),
+    Column("repeats", Text, nullable=False),
 )
 
 # --- vectors: caches, not projections ---------------------------------------

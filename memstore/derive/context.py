@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from sqlalchemy import Connection
+
 from memstore.embeddings import Embedder
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.kernel import Kernel
@@ -68,11 +70,15 @@ class DeriveContext:
         # Cheap to wrap: the backend holds the connections, the client only the retry policy.
         return None if backend is None else LLMClient(backend)
 
-    def search_memories(self, query: str, *, user_id: str, limit: int) -> list[Hit]:
-        return self.search_engine.search("l1", query, user_id=user_id, limit=limit)
+    def search_memories(
+        self, query: str, *, user_id: str, limit: int, conn: Connection | None = None
+    ) -> list[Hit]:
+        return self.search_engine.search("l1", query, user_id=user_id, limit=limit, conn=conn)
 
-    def search_conversations(self, query: str, *, user_id: str, limit: int) -> list[Hit]:
-        return self.search_engine.search("l0", query, user_id=user_id, limit=limit)
+    def search_conversations(
+        self, query: str, *, user_id: str, limit: int, conn: Connection | None = None
+    ) -> list[Hit]:
+        return self.search_engine.search("l0", query, user_id=user_id, limit=limit, conn=conn)
 
 
 __all__ = ["DeriveContext"]

@@ -14,13 +14,14 @@ from typing import Any, ClassVar
 
 from sqlalchemy import Connection, delete, func, select, text
 
-from memstore.db.schema import l0_messages, l0_user_slots
+from memstore.db.schema import l0_messages, l0_term_repeats, l0_user_slots
 from memstore.db.sqlfn import driver_sql
 from memstore.embeddings import content_hash
 from memstore.events.log import StoredEvent
 from memstore.l0.events import MessagesCaptured
 from memstore.projections.base import Projection
 from memstore.text import document_columns, is_low_information, stem_text
+from memstore.text.terms import document_stats
 
 _FTS_INSERT = "INSERT INTO l0_fts(rowid, text, cjk, stem) VALUES (?, ?, ?, ?)"
 _INSERT = (
@@ -28,6 +29,9 @@ _INSERT = (
     "occurred_at, position, content_hash, speaker, low_info) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+# Per-user BM25 statistics (memstore.search.bm25): messages and tokens.
+_COUNT = "UPDATE l0_user_slots SET docs = docs + ?, tokens = tokens + ? WHERE user_id = ?"
+_REPEATS = "INSERT INTO l0_term_repeats (key, repeats) VALUES (?, ?)"
 # Keys per lookup: 3 parameters each, well under SQLite's parameter limit.
 _LOOKUP = 300
 
@@ -109,7 +113,7 @@ class L0Projection(Projection):
     name: ClassVar[str] = "l0_messages"
     version: ClassVar[int] = 2  # 2: speaker column
     handles: ClassVar[frozenset[str] | None] = frozenset({MessagesCaptured.TYPE})
-    tables = (l0_messages, l0_user_slots)
+    tables = (l0_messages, l0_user_slots, l0_term_repeats)
 
     def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
         next_id = int(
@@ -122,6 +126,8 @@ class L0Projection(Projection):
         slots = _slots(conn, [ev.user_id for ev in events])
         rows: list[tuple[Any, ...]] = []
         fts: list[tuple[Any, ...]] = []
+        repeated: list[tuple[int, str]] = []
+        counts: dict[str, list[int]] = {}
         for ev in events:
             p = ev.payload
             assert isinstance(p, MessagesCaptured)
@@ -149,12 +155,25 @@ class L0Projection(Projection):
                     )
                 )
                 latin, cjk = document_columns(text_)
-                fts.append((fts_key(slots[ev.user_id], next_id), latin, cjk, stem_text(latin)))
+                stem = stem_text(latin)
+                fkey = fts_key(slots[ev.user_id], next_id)
+                fts.append((fkey, latin, cjk, stem))
+                length, repeats = document_stats(latin, cjk, stem)
+                if repeats is not None:
+                    repeated.append((fkey, repeats))
+                count = counts.setdefault(ev.user_id, [0, 0])
+                count[0] += 1
+                count[1] += length
         if rows:
             # Bare executemany: SQLAlchemy's per-row parameter processing cost
             # more than the inserts on replay.
             conn.exec_driver_sql(driver_sql(conn, _INSERT), rows)
             conn.exec_driver_sql(driver_sql(conn, _FTS_INSERT), fts)
+            if repeated:
+                conn.exec_driver_sql(driver_sql(conn, _REPEATS), repeated)
+            conn.exec_driver_sql(
+                driver_sql(conn, _COUNT), [(d, t, u) for u, (d, t) in counts.items()]
+            )
 
     def clear(self, conn: Connection) -> None:
         # A contentless FTS5 table cannot DELETE rows it has no content for;
@@ -165,6 +184,7 @@ class L0Projection(Projection):
             conn.execute(text("DELETE FROM l0_fts"))
         conn.execute(delete(l0_messages))
         conn.execute(delete(l0_user_slots))
+        conn.execute(delete(l0_term_repeats))
         # Vectors stay: replay assigns ids in log order, so each id names the
         # same message again and vector search works right after a rebuild
         # (erasure, which renumbers, moves them: spaces.carry_over).

@@ -383,11 +383,17 @@ class Timers:
 
     def set_if_earlier(self, job_id: str, func: str, args: Sequence[str], run_at: datetime) -> bool:
         """Arm unless the timer is already due at or before ``run_at``."""
+        return self.due_by(job_id, func, args, run_at)[1]
+
+    def due_by(
+        self, job_id: str, func: str, args: Sequence[str], run_at: datetime
+    ) -> tuple[datetime, bool]:
+        """``set_if_earlier`` that also says when the timer is due now."""
         current = self.get(job_id)
         if current is not None and current <= run_at:
-            return False
+            return current, False
         self.set(job_id, func, args, run_at)
-        return True
+        return run_at, True
 
     def remove(self, job_id: str) -> None:
         if not self.closed:

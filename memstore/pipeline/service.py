@@ -116,6 +116,21 @@ class PipelineService:
         self._captured: set[tuple[str, str]] = set()
         self._captured_lock = threading.Lock()
         self._arm_queued = False
+        # What spares a capture its timer pass (issue 14: a pass per capture
+        # was two read transactions and a job unpickle on the timer thread,
+        # competing with the next capture). ``_idle_armed``: the idle timers
+        # armed through this service, with when each is due; until then a
+        # capture of the session needs no pass (a capture only moves the
+        # deadline later, and the armed timer re-arms to it when it fires).
+        # ``_queued``: the unclaimed L1 item of a session a pass already
+        # armed the drain for (its sessions need no idle timer); a capture
+        # that queues a new item gets a pass. Entries go when their timer
+        # fires, is removed, or a drain claims work here; reconcile, the net
+        # for what other processes change, clears them all. ``_items``: the
+        # item each capture's transaction queued, until it commits.
+        self._idle_armed: dict[tuple[str, str], datetime] = {}
+        self._queued: dict[tuple[str, str], int] = {}
+        self._items: dict[tuple[str, str], int] = {}
         # Reconcile runs here, never on the lease thread: a long reconcile
         # must not keep the lease from being renewed within its TTL.
         self._reconcile_thread = DaemonPool(1, "memstore-reconcile")
@@ -145,7 +160,7 @@ class PipelineService:
                 self.owner,
                 self.lease_ttl_s,
                 on_gain=self._on_lease_gain,
-                on_loss=self.timers.pause,
+                on_loss=self._on_lease_loss,
                 on_tick=self._on_lease_tick,
             )
             self._lease.start()
@@ -181,6 +196,10 @@ class PipelineService:
     def _on_lease_gain(self) -> None:
         self.timers.resume()
         self._reconcile_soon()
+
+    def _on_lease_loss(self) -> None:
+        self.timers.pause()
+        self.forget_idle()
 
     def _on_lease_tick(self) -> None:
         self.timers.wakeup()
@@ -244,11 +263,14 @@ class PipelineService:
                     "projections (PipelineStateProjection) before on_captured"
                 )
             if st.rounds_pending >= st.threshold(self.settings):
-                queue.enqueue(conn, ev.user_id, "l1", session_id=session, now=now)
+                item = queue.enqueue(conn, ev.user_id, "l1", session_id=session, now=now)
+                with self._captured_lock:
+                    self._items[(ev.user_id, session)] = item
 
     def after_commit(self, stored: Sequence[StoredEvent]) -> None:
         """After the capture committed: note its sessions for the timer
-        thread (no I/O here; the capture never waits for a timer)."""
+        thread (no I/O here; the capture never waits for a timer), unless
+        each has an idle timer due later and queued no work."""
         sessions = {
             (ev.user_id, ev.payload.session_id)
             for ev in stored
@@ -256,7 +278,11 @@ class PipelineService:
         }
         if not sessions:
             return
+        now = self.clock()
         with self._captured_lock:
+            sessions = {k for k in sessions if self._needs_pass(k, now)}
+            if not sessions:
+                return
             self._captured |= sessions
             if self._arm_queued:
                 return  # the queued pass will take these too
@@ -282,10 +308,36 @@ class PipelineService:
 
     def arm_idle(self, user: str, session: str, due: datetime, *, if_earlier: bool = False) -> bool:
         job, args = idle_job_id(user, session), [user, session]
+        wrote = True
         if if_earlier:
-            return self.timers.set_if_earlier(job, IDLE_TIMER, args, due)
-        self.timers.set(job, IDLE_TIMER, args, due)
-        return True
+            due, wrote = self.timers.due_by(job, IDLE_TIMER, args, due)
+        else:
+            self.timers.set(job, IDLE_TIMER, args, due)
+        with self._captured_lock:
+            self._idle_armed[(user, session)] = due
+        return wrote
+
+    def _needs_pass(self, key: tuple[str, str], now: datetime) -> bool:
+        """(With the lock held, after ``key``'s capture committed.)"""
+        item = self._items.pop(key, None)
+        if item is not None and self._queued.get(key) != item:
+            self._queued[key] = item  # new work: the pass arms the drain
+            return True
+        return key not in self._queued and not now < self._idle_armed.get(key, now)
+
+    def forget_idle(self, user: str | None = None, session: str | None = None) -> None:
+        """Drop what this service knows of armed timers and queued work (one
+        session's, a user's, or all): the next capture of those sessions
+        gets a timer pass again."""
+        with self._captured_lock:
+            for known in (self._idle_armed, self._queued):
+                if user is None:
+                    known.clear()
+                elif session is not None:
+                    known.pop((user, session), None)
+                else:
+                    for key in [k for k in known if k[0] == user]:
+                        del known[key]
 
     def arm_drain(self, when: datetime) -> None:
         self.timers.set_if_earlier(DRAIN_JOB_ID, DRAIN_TIMER, [], when)
@@ -299,6 +351,8 @@ class PipelineService:
     # -- timer callbacks (scheduler threads, or run_due in tests) ----------------
 
     def on_idle_timer(self, user_id: str, session_id: str) -> None:
+        # Before the read: a capture committed after it arms again itself.
+        self.forget_idle(user_id, session_id)
         with self.store.db.read() as conn:
             st = get_session(conn, user_id, session_id)
         if st is None or st.messages_pending == 0:
@@ -356,6 +410,8 @@ class PipelineService:
         """Run ready queued work (in this thread) until none is claimable."""
         outcomes: list[Outcome] = []
         owner = self._owner()
+        with self._captured_lock:
+            self._queued.clear()  # items claimed below: new ones need the drain armed
         while not self._stopping.is_set():
             item = queue.claim_in(
                 self.store.db,
@@ -476,7 +532,10 @@ class PipelineService:
     ) -> EndSessionReport:
         """Extract what the session has pending (bounded by ``timeout_s``),
         cancel its idle timer and record ``l0.session_ended``."""
-        return endsession.end_session(self, user_id, session_id, timeout_s)
+        try:
+            return endsession.end_session(self, user_id, session_id, timeout_s)
+        finally:
+            self.forget_idle(user_id, session_id)  # its timer was removed
 
     def status(self, user_id: str | None = None) -> list[PipelineStatus]:
         with self.store.db.read() as conn:
@@ -488,6 +547,7 @@ class PipelineService:
         self.projection.purge_user(conn, user_id)
         items = queue.purge_user(conn, user_id)
         timers = scheduler.purge_user_jobs(conn, user_id)
+        self.forget_idle(user_id)
         return {"queued": items, "timers": timers}
 
     def reconcile(self) -> dict[str, int]:
@@ -496,6 +556,7 @@ class PipelineService:
         process gains the lease and every ``reconcile_every_s`` while it holds
         it; callable directly too."""
         self._last_reconcile = time.monotonic()
+        self.forget_idle()
         return reconcile(self)
 
 

@@ -24,11 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection
-
 from memstore.derive.context import RECALL_WORKER_SLOTS
 from memstore.derive.queries import active_generation, persona, scenes, standing_instructions
-from memstore.recall.rank import Candidate, collect, neighbour
+from memstore.recall.rank import Candidate, collect, neighbours
 from memstore.recall.text import block, block_overhead, clip_around, fit_lines, join_blocks, safe
 from memstore.text import truncate_chars
 
@@ -207,14 +205,15 @@ def stable_part(store: DeriveContext, user_id: str, budget: int) -> Stable:
 # -- the per-turn part ---------------------------------------------------------------
 
 
-def context_of(conn: Connection, row: dict[str, Any]) -> dict[str, Any] | None:
-    """The turn needed to make sense of a hit: a question is answered by the
-    next turn; a short reply needs the turn it answers."""
+def context_side(row: dict[str, Any]) -> bool | None:
+    """Which turn is needed to make sense of a hit: a question is answered by
+    the next turn (False); a short reply needs the turn it answers (True,
+    the previous one); None: the hit stands alone."""
     body = str(row["text"]).rstrip()
     if body.endswith("?"):
-        return neighbour(conn, row, before=False)
+        return False
     if len(body) < SHORT_REPLY_CHARS:
-        return neighbour(conn, row, before=True)
+        return True
     return None
 
 
@@ -252,60 +251,67 @@ def per_turn_part(
     shown: set[str] = set()  # message ids injected
     used = 0
     truncated = False
-    # One read transaction for every neighbouring turn looked up.
-    with store.db.read() as conn:
-        for c in gated:
-            if used >= budget - MIN_ITEM_CHARS:
-                truncated = True
-                break
-            if c.kind == "memory":
-                if len(memories) >= store.settings.recall.limit:
-                    continue
-                first = not mem_lines
-                over = block_overhead(MEMORIES_TAG) if first else 1
-                cap = min(ITEM_CAP_CHARS, budget - used - over)
-                if cap < MIN_ITEM_CHARS:
-                    truncated = True
-                    continue
-                line, cut = clip_around(safe(memory_line(c.row)), query, cap)
-                truncated |= cut
-                used += len(line) + over
-                mem_lines.append(line)
-                memories.append(_record(c.row, round(c.relevance, 4), False, line))
-                explain(c)
+    # Every neighbouring turn that may be shown, looked up in one query.
+    sides = {
+        c.rowid: side
+        for c in gated
+        if c.kind == "message" and (side := context_side(c.row)) is not None
+    }
+    if sides:
+        with store.db.read() as conn:
+            contexts = neighbours(conn, sides)
+    else:
+        contexts = {}
+    for c in gated:
+        if used >= budget - MIN_ITEM_CHARS:
+            truncated = True
+            break
+        if c.kind == "memory":
+            if len(memories) >= store.settings.recall.limit:
                 continue
-            if c.ref in shown or explained.get(c.ref, -1.0) >= EXPLAINS * c.relevance:
-                continue
-            first = not msg_lines
-            over = block_overhead(EXCERPTS_TAG) if first else 1
-            head = message_head(c.row)
-            cap = min(ITEM_CAP_CHARS, budget - used - over) - len(head) - 3
+            first = not mem_lines
+            over = block_overhead(MEMORIES_TAG) if first else 1
+            cap = min(ITEM_CAP_CHARS, budget - used - over)
             if cap < MIN_ITEM_CHARS:
                 truncated = True
                 continue
-            body, cut = clip_around(safe(str(c.row["text"])), query, cap)
+            line, cut = clip_around(safe(memory_line(c.row)), query, cap)
             truncated |= cut
-            line = f"- {head} {body}"
-            ctx = context_of(conn, c.row)
-            ctx_line = ""
-            ctx_rec: RecalledMessage | None = None
-            if ctx is not None and ctx["message_id"] not in shown:
-                ctx_head = message_head(ctx)
-                room = (
-                    min(CONTEXT_CAP_CHARS, budget - used - over - len(line) - 1) - len(ctx_head) - 5
-                )
-                if room >= MIN_ITEM_CHARS // 2:
-                    ctx_body, ctx_cut = clip_around(safe(str(ctx["text"])), query, room)
-                    ctx_line = f"  ↳ {ctx_head} {ctx_body}"
-                    ctx_rec = _message_record(ctx, ctx_body, ctx_cut, c.relevance, c.ref)
-            entry = line + ("\n" + ctx_line if ctx_line else "")
-            used += len(entry) + over
-            msg_lines.append(entry)
-            shown.add(c.ref)
-            messages.append(_message_record(c.row, body, cut, c.relevance, None))
-            if ctx_rec is not None:
-                shown.add(ctx_rec.message_id)
-                messages.append(ctx_rec)
+            used += len(line) + over
+            mem_lines.append(line)
+            memories.append(_record(c.row, round(c.relevance, 4), False, line))
+            explain(c)
+            continue
+        if c.ref in shown or explained.get(c.ref, -1.0) >= EXPLAINS * c.relevance:
+            continue
+        first = not msg_lines
+        over = block_overhead(EXCERPTS_TAG) if first else 1
+        head = message_head(c.row)
+        cap = min(ITEM_CAP_CHARS, budget - used - over) - len(head) - 3
+        if cap < MIN_ITEM_CHARS:
+            truncated = True
+            continue
+        body, cut = clip_around(safe(str(c.row["text"])), query, cap)
+        truncated |= cut
+        line = f"- {head} {body}"
+        ctx = contexts.get(c.rowid)
+        ctx_line = ""
+        ctx_rec: RecalledMessage | None = None
+        if ctx is not None and ctx["message_id"] not in shown:
+            ctx_head = message_head(ctx)
+            room = min(CONTEXT_CAP_CHARS, budget - used - over - len(line) - 1) - len(ctx_head) - 5
+            if room >= MIN_ITEM_CHARS // 2:
+                ctx_body, ctx_cut = clip_around(safe(str(ctx["text"])), query, room)
+                ctx_line = f"  ↳ {ctx_head} {ctx_body}"
+                ctx_rec = _message_record(ctx, ctx_body, ctx_cut, c.relevance, c.ref)
+        entry = line + ("\n" + ctx_line if ctx_line else "")
+        used += len(entry) + over
+        msg_lines.append(entry)
+        shown.add(c.ref)
+        messages.append(_message_record(c.row, body, cut, c.relevance, None))
+        if ctx_rec is not None:
+            shown.add(ctx_rec.message_id)
+            messages.append(ctx_rec)
     out = join_blocks(
         (
             block(MEMORIES_TAG, mem_lines) if mem_lines else "",
@@ -404,6 +410,11 @@ def recall(
     budget = s.recall.budget_chars if budget_chars is None else max(int(budget_chars), 0)
     timeout = s.recall.timeout_s if timeout_s is None else float(timeout_s)
     gate = s.recall.threshold if threshold is None else float(threshold)
+    if query.strip() and budget >= MIN_ITEM_CHARS:
+        # The query embedding (native code, no GIL) runs while the stable
+        # part is read and the keyword searches run; the vector searches
+        # wait only for what is left of it.
+        store.search_engine.prefetch_query(query)
     stable = stable_part(store, user_id, int(budget * STABLE_SHARE))
     room = budget - len(stable.text) - (1 if stable.text else 0)
     found: list[Candidate] | None = []

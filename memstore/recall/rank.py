@@ -226,18 +226,23 @@ def _vectors(
 
 
 def score_candidates(
-    store: DeriveContext, query: str, user_id: str, cands: list[Candidate]
+    store: DeriveContext,
+    query: str,
+    user_id: str,
+    cands: list[Candidate],
+    conn: Connection | None = None,
 ) -> None:
-    """Fill ``similarity``, ``coverage`` and ``relevance`` of every candidate."""
+    """Fill ``similarity``, ``coverage`` and ``relevance`` of every candidate
+    (``conn``: the caller's read transaction, else one of its own)."""
     latin_terms, cjk_terms = query_terms(query)
     latin = [t.casefold() for t in latin_terms]
     grams = [g.rstrip("*") for g in cjk_terms]
     emb = store.embedder
     vecs: dict[tuple[str, int], np.ndarray[Any, Any]] = {}
     if emb is not None and not emb.model_id.startswith(LEXICAL_EMBEDDERS):
-        with store.db.read() as conn:
+        with store.search_engine.reading(conn) as reader:
             for kind, layer in (("memory", "l1"), ("message", "l0")):
-                got = _vectors(conn, store, layer, [c.rowid for c in cands if c.kind == kind])
+                got = _vectors(reader, store, layer, [x.rowid for x in cands if x.kind == kind])
                 vecs.update(((kind, i), v) for i, v in got.items())
     # Only with vectors to compare: the query's own (cached by the search)
     # and the null sentences' (cached in the database).
@@ -266,14 +271,20 @@ def collect(
     ``skip`` (the stable part's) come back marked ``standing``: not to be
     injected again, only to tell which messages they explain. Messages of
     ``session_id`` are left out: the host has the current session in its
-    context already."""
-    mem_hits = store.search_memories(query, user_id=user_id, limit=MEMORY_CANDIDATES)
-    msg_hits = store.search_conversations(query, user_id=user_id, limit=MESSAGE_CANDIDATES)
-    cands = from_hits("memory", mem_hits)
-    for c in cands:
-        c.standing = c.ref in skip
-    cands += from_hits("message", msg_hits)
+    context already.
+
+    Both searches, the rows and the vectors are read in one snapshot (one
+    read transaction instead of one per step); the query is embedded once
+    and shared by both searches and the gate (the engine's query cache)."""
     with store.db.read() as conn:
+        mem_hits = store.search_memories(query, user_id=user_id, limit=MEMORY_CANDIDATES, conn=conn)
+        msg_hits = store.search_conversations(
+            query, user_id=user_id, limit=MESSAGE_CANDIDATES, conn=conn
+        )
+        cands = from_hits("memory", mem_hits)
+        for c in cands:
+            c.standing = c.ref in skip
+        cands += from_hits("message", msg_hits)
         rows = memories_by_id(conn, user_id, [c.ref for c in cands if c.kind == "memory"])
         msg_rows = message_rows(conn, [c.rowid for c in cands if c.kind == "message"])
         for c in cands:
@@ -293,7 +304,7 @@ def collect(
             Candidate("message", int(r["id"]), str(r["message_id"]), str(r["text"]), 0.0, row=r)
             for r in source_rows(conn, user_id, sorted(wanted))
         ]
-    score_candidates(store, query, user_id, cands + sources)
+        score_candidates(store, query, user_id, cands + sources, conn)
     # ... so it ranks at least as high as they do, is spent first, and they
     # are not repeated.
     by_ref = {c.ref: c for c in cands + sources if c.kind == "message"}
@@ -344,19 +355,35 @@ def source_rows(conn: Connection, user_id: str, message_ids: list[str]) -> list[
     return out
 
 
-def neighbour(conn: Connection, row: dict[str, Any], before: bool) -> dict[str, Any] | None:
-    """The previous (or next) message of the same session that has content:
+def neighbours(conn: Connection, wanted: dict[int, bool]) -> dict[int, dict[str, Any] | None]:
+    """For each message row id in ``wanted``, the previous (``True``) or next
+    (``False``) message of the same session that has content, in one query:
     in chat an assistant's "Noted." often sits between a question and its
     answer, and explains nothing."""
-    op, order = ("<", "DESC") if before else (">", "ASC")
-    r = conn.execute(
+    if not wanted:
+        return {}
+    ids = ",".join(str(int(i)) for i in wanted)
+    # Messages of one capture call share their event's position; row ids
+    # follow log order, so (position, id) orders every turn of a session.
+    adjacent = (
+        "(SELECT n.id FROM l0_messages n WHERE n.user_id = m.user_id AND "
+        "n.session_id = m.session_id AND n.position {op}= m.position AND n.id {op} m.id "
+        "AND n.low_info = 0 ORDER BY n.position {order}, n.id {order} LIMIT 1)"
+    )
+    pairs = conn.execute(
         text(
-            f"SELECT {MSG_COLS} FROM l0_messages WHERE user_id = :u AND session_id = :s "
-            f"AND position {op} :p AND low_info = 0 ORDER BY position {order} LIMIT 1"
-        ),
-        {"u": row["user_id"], "s": row["session_id"], "p": row["position"]},
-    ).first()
-    return dict(r._mapping) if r is not None else None
+            f"SELECT m.id, {adjacent.format(op='<', order='DESC')}, "
+            f"{adjacent.format(op='>', order='ASC')} FROM l0_messages m WHERE m.id IN ({ids})"
+        )
+    ).all()
+    picked = {
+        int(r[0]): (int(r[1]) if r[1] is not None else None)
+        if wanted[int(r[0])]
+        else (int(r[2]) if r[2] is not None else None)
+        for r in pairs
+    }
+    rows = message_rows(conn, [i for i in picked.values() if i is not None])
+    return {i: (rows.get(n) if n is not None else None) for i, n in picked.items()}
 
 
 def from_hits(kind: str, hits: list[Hit]) -> list[Candidate]:

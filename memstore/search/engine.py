@@ -19,7 +19,9 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -27,11 +29,11 @@ from sqlalchemy import Connection, text
 
 from memstore.config import Settings
 from memstore.db.engine import Database
+from memstore.db.sqlfn import driver_sql
 from memstore.embeddings import Embedder, check_vectors, from_blob, to_blob
 from memstore.errors import InvalidInputError, MemstoreError, StorageError
 from memstore.l0.capture import check_id
-from memstore.l0.projection import user_fts_range
-from memstore.search import keyword_pg
+from memstore.search import bm25, keyword_pg
 from memstore.search.filters import row_filters
 from memstore.text import build_match, is_low_information
 from memstore.vectors import spaces
@@ -118,10 +120,12 @@ def _low_info(conn: Connection, ids: set[int]) -> set[int]:
     if not ids:
         return set()
     marks = ",".join(str(i) for i in ids)
+    # Driver-level: ids only, and compiling a text() clause per search cost
+    # more than the lookup.
     return {
         int(r[0])
-        for r in conn.execute(
-            text(f"SELECT id FROM l0_messages WHERE id IN ({marks}) AND low_info = 1")
+        for r in conn.exec_driver_sql(
+            f"SELECT id FROM l0_messages WHERE id IN ({marks}) AND low_info = 1"
         )
     }
 
@@ -168,6 +172,7 @@ class SearchEngine:
         self.context_vectors = settings.embedding.context_vectors
         self._qcache: OrderedDict[str, bytes] = OrderedDict()
         self._qlock = threading.Lock()
+        self._qpending: dict[str, Future[bytes]] = {}
         # Large conversation partitions are searched in memory (vectors.hot).
         self.hot = HotPartitions()
 
@@ -184,7 +189,10 @@ class SearchEngine:
         session_id: str | None = None,
         type: str | None = None,
         scene: str | None = None,
+        conn: Connection | None = None,
     ) -> list[Hit]:
+        """``conn``: search inside the caller's read transaction (recall runs
+        both of its searches and its row reads in one snapshot)."""
         user_id = check_id("user_id", user_id)
         if strategy not in STRATEGIES:
             raise InvalidInputError(
@@ -200,7 +208,7 @@ class SearchEngine:
         n = clamp_limit(limit)
         fetch = max(n, self.candidates)
         deep = fetch * (_L0_OVERFETCH if kind == "l0" else 1)
-        with self.db.read() as conn:
+        with self.reading(conn) as conn:
             use_vec = strategy != "keyword" and self._vector_ready(conn, kind)
             kw: list[tuple[int, float]] = []
             vec: list[tuple[int, float]] = []
@@ -227,6 +235,15 @@ class SearchEngine:
                 # Lending never reaches them (_ADJACENT), so no new ones appear here.
                 ranked = _demote(ranked, filler)
             return self._materialise(conn, kind, user_id, ranked[:n], kw, vec)
+
+    @contextmanager
+    def reading(self, conn: Connection | None) -> Iterator[Connection]:
+        """``conn`` when the caller has a read transaction, else a new one."""
+        if conn is not None:
+            yield conn
+        else:
+            with self.db.read() as own:
+                yield own
 
     def vector_ready(self, kind: str) -> bool:
         with self.db.read() as conn:
@@ -267,48 +284,76 @@ class SearchEngine:
                 scene=scene,
                 l1_filter=_L1_ACTIVE,
             )
+        if kind == "l0":
+            # Ranked with the user's own statistics, reading only the user's
+            # postings (memstore.search.bm25).
+            return bm25.keyword_messages(conn, query, user_id, k, session_id=session_id)
         match = build_match(query)
         if match is None:
             return []
         params: dict[str, Any] = {"q": match, "u": user_id, "k": k}
-        if kind == "l0":
-            span = user_fts_range(conn, user_id)
-            if span is None:
-                return []
-            # The rowid range makes FTS5 read only this user's postings (its
-            # rows are keyed by user slot); m.user_id is checked as well.
-            params["lo"], params["hi"] = span
-            sql = (
-                f"SELECT m.id, bm25(l0_fts, {_BM25_WEIGHTS}) AS s FROM l0_fts "
-                "JOIN l0_messages m ON m.id = l0_fts.rowid - :lo "
-                "WHERE l0_fts MATCH :q AND l0_fts.rowid BETWEEN :lo AND :hi AND m.user_id = :u"
-            )
-        else:
-            sql = (
-                f"SELECT m.id, bm25(l1_fts, {_BM25_WEIGHTS}) AS s FROM l1_fts "
-                "JOIN l1_memories m ON m.id = l1_fts.rowid "
-                f"WHERE l1_fts MATCH :q AND m.user_id = :u AND {_L1_ACTIVE}"
-            )
+        sql = (
+            f"SELECT m.id, bm25(l1_fts, {_BM25_WEIGHTS}) AS s FROM l1_fts "
+            "JOIN l1_memories m ON m.id = l1_fts.rowid "
+            f"WHERE l1_fts MATCH :q AND m.user_id = :u AND {_L1_ACTIVE}"
+        )
         sql += row_filters(kind, params, session_id=session_id, type_=type_, scene=scene)
         sql += " ORDER BY s LIMIT :k"
         return [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
 
     def _query_blob(self, query: str) -> bytes:
+        """The query's vector as a blob, embedded once: a call for a query that
+        is being embedded right now (``prefetch_query``, another search)
+        waits for that embedding instead of computing it again."""
         assert self.embedder is not None
         with self._qlock:
             hit = self._qcache.get(query)
             if hit is not None:
                 self._qcache.move_to_end(query)
                 return hit
-        vec = check_vectors(
-            self.embedder.embed_query(query).reshape(1, -1), self.embedder.dimensions
-        )
-        blob = to_blob(vec[0])
+            running = self._qpending.get(query)
+            mine = running is None
+            if running is None:
+                running = self._qpending[query] = Future()
+        if mine:
+            self._embed_query(query, running)
+        return running.result()
+
+    def _embed_query(self, query: str, into: Future[bytes]) -> None:
+        assert self.embedder is not None
+        try:
+            vec = check_vectors(
+                self.embedder.embed_query(query).reshape(1, -1), self.embedder.dimensions
+            )
+            blob = to_blob(vec[0])
+        except BaseException as exc:  # handed to every waiter; the next call retries
+            with self._qlock:
+                self._qpending.pop(query, None)
+            into.set_exception(exc)
+            return
         with self._qlock:
             self._qcache[query] = blob
             while len(self._qcache) > 256:
                 self._qcache.popitem(last=False)
-        return blob
+            self._qpending.pop(query, None)
+        into.set_result(blob)
+
+    def prefetch_query(self, query: str) -> None:
+        """Start embedding ``query`` in a daemon thread, so the embedding (native
+        code that releases the GIL) overlaps the caller's other reads and the
+        keyword searches; a search that needs the vector waits only for what
+        is left of it. Registered before the thread starts, so no search can
+        embed the same query a second time."""
+        if self.embedder is None or not query.strip():
+            return
+        with self._qlock:
+            if query in self._qcache or query in self._qpending:
+                return
+            into: Future[bytes] = Future()
+            self._qpending[query] = into
+        threading.Thread(
+            target=self._embed_query, args=(query, into), name="memstore-query-embed", daemon=True
+        ).start()
 
     def _vector(
         self,
@@ -461,28 +506,9 @@ class SearchEngine:
         kw_rank = {i: r for r, (i, _) in enumerate(kw, start=1)}
         vec_rank = {i: r for r, (i, _) in enumerate(vec, start=1)}
         sims = {i: 1.0 - d for i, d in vec}
-        if kind == "l0":
-            rows = {
-                int(r[0]): r
-                for r in conn.execute(
-                    text(
-                        f"SELECT {_L0_COLS} FROM l0_messages m "
-                        f"WHERE m.id IN ({ids}) AND m.user_id = :u"
-                    ),
-                    {"u": user_id},
-                )
-            }
-        else:
-            rows = {
-                int(r[0]): r
-                for r in conn.execute(
-                    text(
-                        f"SELECT {_L1_COLS} FROM l1_memories m "
-                        f"WHERE m.id IN ({ids}) AND m.user_id = :u"
-                    ),
-                    {"u": user_id},
-                )
-            }
+        cols, table = (_L0_COLS, "l0_messages") if kind == "l0" else (_L1_COLS, "l1_memories")
+        sql = f"SELECT {cols} FROM {table} m WHERE m.id IN ({ids}) AND m.user_id = ?"
+        rows = {int(r[0]): r for r in conn.exec_driver_sql(driver_sql(conn, sql), (user_id,))}
         out: list[Hit] = []
         for i, score in ranked:
             r = rows.get(i)

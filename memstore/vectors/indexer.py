@@ -38,6 +38,12 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class _Known:
+    cached: dict[str, bytes]  # legacy embedding_cache vectors by content hash
+    held: set[int]  # ids of the batch that are in quarantine
+
+
+@dataclass(frozen=True)
 class _Row:
     id: int
     user_id: str
@@ -139,19 +145,22 @@ class Indexer:
         # Held for a whole step (read, embed, write); rebuild and erasure take it
         # too, so in one process a batch never straddles a renumbering.
         self.lock = threading.RLock()
+        # Whether the embedding cache may hold vectors of source rows (a file
+        # from before migration 0013); None until first looked at.
+        self._legacy: bool | None = None
 
     def model_for(self, kind: str) -> str:
         return spaces.space_model_id(kind, self.embedder.model_id, self.context_vectors)
 
     def space(self, kind: str) -> Space:
-        model = self.model_for(kind)
         with self.db.read() as conn:
-            got = spaces.get_space(conn, kind, model)
-        if got is not None:
-            return got
+            got = spaces.get_space(conn, kind, self.model_for(kind))
+        return got if got is not None else self._create_space(kind)
+
+    def _create_space(self, kind: str) -> Space:
         dims = self.embedder.resolve_dimensions()
         with self.db.write() as conn:
-            return spaces.ensure_space(conn, kind, model, dims, to_iso(self.clock()))
+            return spaces.ensure_space(conn, kind, self.model_for(kind), dims, to_iso(self.clock()))
 
     def pending(self, kind: str) -> int:
         sp = self.space(kind)
@@ -170,24 +179,34 @@ class Indexer:
     def step(self, kind: str, batch: int = 64) -> int:
         """Embed one batch; returns rows handled (0 = caught up). A row that
         cannot be embedded is quarantined, not retried in every batch."""
+        return self._step(kind, batch)[0]
+
+    def _step(self, kind: str, batch: int) -> tuple[int, bool]:
+        """(rows handled, caught up): a partial batch that was written is the
+        last one, so the loop needs no extra read to find nothing."""
         with self.lock:
-            sp = self.space(kind)
+            # One read transaction for the space, the batch and what is known
+            # about it (legacy cache vectors, quarantined ids): the write
+            # transaction that follows only writes.
             with self.db.read() as conn:
-                rows = _PENDING[kind](conn, sp, batch)
+                sp = spaces.get_space(conn, kind, self.model_for(kind))
+                if sp is not None:
+                    rows = _PENDING[kind](conn, sp, batch)
+                    known = self._known(conn, sp, rows)
+            if sp is None:
+                sp = self._create_space(kind)
+                with self.db.read() as conn:
+                    rows = _PENDING[kind](conn, sp, batch)
+                    known = self._known(conn, sp, rows)
             if not rows:
                 if not sp.ready:
                     with self.db.write() as conn:
-                        conn.execute(
-                            update(vector_spaces)
-                            .where(
-                                vector_spaces.c.name == sp.name,
-                                vector_spaces.c.epoch == sp.epoch,
-                            )
-                            .values(ready=1)
-                        )
-                return 0
-            self._index(sp, kind, rows, cursor=max(r.id for r in rows) if kind == "l0" else None)
-            return len(rows)
+                        spaces.mark_ready(conn, sp)
+                return 0, True
+            cursor = max(r.id for r in rows) if kind == "l0" else None
+            last = len(rows) < batch
+            kept = self._index(sp, kind, rows, known, cursor=cursor, ready=last) is not None
+            return len(rows), last and kept
 
     def retry_quarantined(self, kind: str, batch: int = 64) -> int:
         """Try once more the quarantined rows whose ``retry_after`` passed;
@@ -199,36 +218,61 @@ class Indexer:
                 if not ids:
                     return 0
                 rows = _BY_ID[kind](conn, sp, ids)
+                known = self._known(conn, sp, rows)
             gone = sorted(set(ids) - {r.id for r in rows})
-            return self._index(sp, kind, rows, cursor=None, gone=gone, isolate=True)
+            known.held.update(gone)
+            return self._index(sp, kind, rows, known, cursor=None, gone=gone, isolate=True) or 0
 
     def quarantined(self) -> list[quarantine.Quarantined]:
         with self.db.read() as conn:
             return quarantine.items(conn, limit=1000)
+
+    def _known(self, conn: Connection, sp: Space, rows: list[_Row]) -> _Known:
+        """What the write needs to know about ``rows``, read before it: vectors
+        a pre-0013 file still holds in the embedding cache, and which rows sit
+        in quarantine (only those are released when written)."""
+        known = _Known({}, quarantine.held(conn, sp.name, [r.id for r in rows]))
+        if self._legacy is None:
+            # Nothing writes source vectors to the cache since 0013: a file
+            # whose cache holds none of this model's never will, so the
+            # look-up is skipped for the life of this indexer.
+            self._legacy = (
+                conn.execute(
+                    select(embedding_cache.c.content_hash)
+                    .where(embedding_cache.c.model_id == self.embedder.model_id)
+                    .limit(1)
+                ).first()
+                is not None
+            )
+        if not self._legacy:
+            return known
+        hashes = sorted({r.hash for r in rows})
+        for i in range(0, len(hashes), 500):
+            for h, blob in conn.execute(
+                select(embedding_cache.c.content_hash, embedding_cache.c.vector).where(
+                    embedding_cache.c.model_id == self.embedder.model_id,
+                    embedding_cache.c.content_hash.in_(hashes[i : i + 500]),
+                )
+            ):
+                known.cached[h] = blob
+        return known
 
     def _index(
         self,
         sp: Space,
         kind: str,
         rows: list[_Row],
+        known: _Known,
         *,
         cursor: int | None,
         gone: list[int] | None = None,
         isolate: bool = False,
-    ) -> int:
+        ready: bool = False,
+    ) -> int | None:
         """Embed what vec0 and the legacy cache lack; write it in one short
-        transaction; returns rows written."""
-        hashes = sorted({r.hash for r in rows})
-        cached: dict[str, bytes] = {}
-        with self.db.read() as conn:
-            for i in range(0, len(hashes), 500):
-                for h, blob in conn.execute(
-                    select(embedding_cache.c.content_hash, embedding_cache.c.vector).where(
-                        embedding_cache.c.model_id == self.embedder.model_id,
-                        embedding_cache.c.content_hash.in_(hashes[i : i + 500]),
-                    )
-                ):
-                    cached[h] = blob
+        transaction that only writes (and checks the rows did not change);
+        returns rows written, None if a reset made the batch void."""
+        cached = known.cached
         uniq: dict[str, str] = {r.hash: r.text for r in rows if r.hash not in cached}
         fresh, bad = self._embed(uniq, sp.dims, isolate=isolate)
         good = [r for r in rows if r.hash not in bad]
@@ -236,7 +280,7 @@ class Indexer:
             if spaces.current_epoch(conn, sp.name) != sp.epoch:
                 # A rebuild or erasure emptied the space while we embedded:
                 # our row ids may now name other messages (or users).
-                return 0
+                return None
             written = self._write_vectors(conn, sp, kind, good, {**cached, **fresh})
             if cached:
                 # Legacy cache rows now live in vec0: drop the second copy.
@@ -264,7 +308,11 @@ class Indexer:
                     error,
                     now=now,
                 )
-            quarantine.release(conn, sp.name, [*written, *(gone or [])])
+            done = [i for i in [*written, *(gone or [])] if i in known.held]
+            if done:
+                quarantine.release(conn, sp.name, done)
+            if ready and not sp.ready:
+                spaces.mark_ready(conn, sp)
             if cursor is not None:
                 conn.execute(
                     update(vector_spaces)
@@ -386,12 +434,12 @@ class Indexer:
         total = 0
         for kind in kinds:
             while not (should_stop and should_stop()):
-                n = self.step(kind, batch)
-                if n == 0:
-                    break
+                n, caught_up = self._step(kind, batch)
                 total += n
-                if progress:
+                if n and progress:
                     progress(n)
+                if caught_up:
+                    break
             # Each failure moves its retry_after forward, so this loop ends.
             while not (should_stop and should_stop()):
                 n = self.retry_quarantined(kind, batch)
@@ -402,11 +450,32 @@ class Indexer:
 
 
 class BackgroundIndexer:
-    """One daemon thread per Store: wakes on capture (``notify``) or every few seconds."""
+    """One daemon thread per Store: wakes on capture (``notify``) or every few seconds.
 
-    def __init__(self, indexer: Indexer, interval_s: float = 2.0) -> None:
+    After a wake-up it waits ``settle_s`` before it embeds, so the captures
+    of that moment go in one pass: embedding each turn as it landed made one
+    small batch per capture, each a write transaction the next capture
+    queued behind, with the reads and the embedder call around it competing
+    for the CPU (issue 14: capture 2.3x slower with the indexer working). A
+    quiet gap would not do: under load a capture itself takes longer than
+    any short gap. Its batches are small (``batch`` rows), so a capture
+    waits at most one short vec0 write for the lock. Vectors of a capture
+    are searchable ``settle_s`` plus the embedding later (keyword search
+    finds the message at once).
+    """
+
+    def __init__(
+        self,
+        indexer: Indexer,
+        interval_s: float = 2.0,
+        *,
+        settle_s: float = 0.5,
+        batch: int = 16,
+    ) -> None:
         self.indexer = indexer
         self.interval_s = interval_s
+        self.settle_s = settle_s
+        self.batch = batch
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -429,10 +498,11 @@ class BackgroundIndexer:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(self.interval_s)
-            self._wake.clear()
+            if self._wake.wait(self.interval_s):
+                self._stop.wait(self.settle_s)
+                self._wake.clear()
             try:
-                self.indexer.run_until_idle(should_stop=self._stop.is_set)
+                self.indexer.run_until_idle(batch=self.batch, should_stop=self._stop.is_set)
                 self.last_error = None
             except MemstoreError as e:
                 # Logged and retried on the next wake-up: search degrades to keyword

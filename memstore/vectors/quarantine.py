@@ -82,6 +82,20 @@ def due(conn: Connection, space: str, *, now: datetime, limit: int) -> list[int]
     return [int(r[0]) for r in rows]
 
 
+def held(conn: Connection, space: str, source_ids: list[int]) -> set[int]:
+    """Which of ``source_ids`` are in quarantine (read before a write, so the
+    write deletes only rows that exist; usually none)."""
+    out: set[int] = set()
+    for i in range(0, len(source_ids), 500):
+        rows = conn.execute(
+            select(vq.c.source_id).where(
+                vq.c.space == space, vq.c.source_id.in_(source_ids[i : i + 500])
+            )
+        )
+        out.update(int(r[0]) for r in rows)
+    return out
+
+
 def release(conn: Connection, space: str, source_ids: list[int]) -> None:
     """Forget rows that were embedded after all, or whose source is gone."""
     for i in range(0, len(source_ids), 500):
@@ -128,6 +142,7 @@ __all__ = [
     "clear_space",
     "counts",
     "due",
+    "held",
     "items",
     "record",
     "release",

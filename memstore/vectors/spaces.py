@@ -160,6 +160,16 @@ def reset_kind(conn: Connection, kind: str, *, recreate: bool = False) -> None:
         )
 
 
+def mark_ready(conn: Connection, sp: Space) -> None:
+    """The space was filled once: vector search may use it (unless a reset
+    moved its epoch on since ``sp`` was read)."""
+    conn.execute(
+        update(vector_spaces)
+        .where(vector_spaces.c.name == sp.name, vector_spaces.c.epoch == sp.epoch)
+        .values(ready=1)
+    )
+
+
 def current_epoch(conn: Connection, name: str) -> int | None:
     row = conn.execute(select(vector_spaces.c.epoch).where(vector_spaces.c.name == name)).first()
     return None if row is None else int(row[0])

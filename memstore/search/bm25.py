@@ -1,0 +1,256 @@
+"""Keyword search of one user's messages, ranked by BM25 with that user's statistics.
+
+FTS5's ``bm25()`` weighs each query term by its document frequency over the
+whole table, which it counts by walking the term's postings for every user:
+the cost grew with the store, and one user's words changed another user's
+ranking. Here the same formula (FTS5's: k1 = 1.2, b = 0.75, idf floored at
+1e-6, every column weight 1) runs over the user's own messages only:
+
+- which of the user's messages hold each term: one FTS5 MATCH per term,
+  limited to the user's rowid range (memstore.l0.projection.fts_key), so
+  FTS5 seeks to the user's postings and reads only those;
+- how often a term occurs in a message and the message's length: stored with
+  the message (memstore.text.terms), or counted from its text for the few
+  terms whose repeats are not stored (function words, one-character CJK
+  prefixes);
+- the number of messages and tokens of the user (average length): kept per
+  user in ``l0_user_slots`` by the L0 projection.
+
+For a store with one user these are FTS5's own figures, so the ranking is
+``bm25()``'s, score for score. User text still reaches FTS5 only as quoted
+terms (memstore.text.fts).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Connection
+
+from memstore.l0.projection import SLOT_SHIFT
+from memstore.search.filters import row_filters
+from memstore.text.fts import build_match, document_columns, query_terms, quote_term
+from memstore.text.stem import stem_text, word_roots
+from memstore.text.terms import (
+    CJK_COLUMN,
+    STEM_COLUMN,
+    TEXT_COLUMN,
+    column_tokens,
+    fts_tokens,
+    is_common,
+    parse_repeats,
+)
+
+K1 = 1.2
+B = 0.75
+_IDF_FLOOR = 1e-6
+_COLUMN_NAMES = {TEXT_COLUMN: "text", CJK_COLUMN: "cjk", STEM_COLUMN: "stem"}
+_STATS = "SELECT slot, docs, tokens FROM l0_user_slots WHERE user_id = :u"
+_OTHERS = "SELECT 1 FROM l0_user_slots WHERE slot != :slot LIMIT 1"
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """One quoted term of the MATCH expression, in the column it searches."""
+
+    column: int
+    tokens: tuple[str, ...]
+    prefix: bool
+    expr: str  # a MATCH expression for this term alone
+
+    @property
+    def counted(self) -> bool:
+        """True when its count in a message must be taken from the text
+        (no stored repeats for it)."""
+        return self.prefix or len(self.tokens) != 1 or is_common(self.column, self.tokens[0])
+
+
+def _phrase(column: int, term: str) -> Phrase:
+    prefix = term.endswith("*")
+    word = term[:-1] if prefix else term
+    literal = quote_term(word) + ("*" if prefix else "")
+    return Phrase(
+        column, tuple(fts_tokens(word)), prefix, f"{{{_COLUMN_NAMES[column]}}}: {literal}"
+    )
+
+
+def query_phrases(query: str) -> list[Phrase]:
+    """The phrases of ``build_match(query)``, one per quoted term (a term
+    given twice in different spellings counts twice, as in FTS5)."""
+    latin, cjk = query_terms(query)
+    out = [_phrase(TEXT_COLUMN, w) for w in latin]
+    out += [_phrase(STEM_COLUMN, r) for r in word_roots(latin)] if latin else []
+    out += [_phrase(CJK_COLUMN, g) for g in cjk]
+    return [p for p in out if p.tokens]
+
+
+def _count(phrase: Phrase, tokens: list[str]) -> int:
+    """Occurrences of ``phrase`` in one column's ``tokens``."""
+    want = phrase.tokens
+    n = len(want)
+    hits = 0
+    for i in range(len(tokens) - n + 1):
+        if tokens[i : i + n - 1] != list(want[:-1]):
+            continue
+        last = tokens[i + n - 1]
+        if last == want[-1] or (phrase.prefix and last.startswith(want[-1])):
+            hits += 1
+    return hits
+
+
+def _text_counts(phrases: list[Phrase], text: str) -> list[int]:
+    latin, cjk = document_columns(text)
+    columns = column_tokens(latin, cjk, stem_text(latin))
+    return [_count(p, columns[p.column]) for p in phrases]
+
+
+def _doc_length(size: bytes) -> int:
+    """A row's token count from its FTS5 docsize blob: one SQLite varint per
+    column (big-endian groups of 7 bits, high bit set on all but the last)."""
+    if max(size, default=0) < 0x80:  # every column under 128 tokens: one byte each
+        return sum(size)
+    total = value = 0
+    for byte in size:
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            total += value
+            value = 0
+    return total
+
+
+def idf(docs: int, hits: int) -> float:
+    """FTS5's inverse document frequency (never below 1e-6)."""
+    value = math.log((docs - hits + 0.5) / (hits + 0.5))
+    return value if value > 0.0 else _IDF_FLOOR
+
+
+def keyword_messages(
+    conn: Connection,
+    query: str,
+    user_id: str,
+    k: int,
+    *,
+    session_id: str | None = None,
+    sole_user_shortcut: bool = True,
+) -> list[tuple[int, float]]:
+    """``(l0_messages id, -score)`` of ``user_id``'s best ``k`` matches for
+    ``query``, best first (negative like ``bm25()``: lower is better).
+    ``sole_user_shortcut=False`` computes the per-user ranking even when
+    ``bm25()`` would give the same (the tests compare the two)."""
+    phrases = query_phrases(query)
+    if not phrases:
+        return []
+    # Driver-level SQL (named parameters, all rows at once): compiling a
+    # text() clause per query cost more than these statements; the two
+    # lookups skip SQLAlchemy altogether (the MATCH stays visible to its
+    # statement events, which the query-plan tests read).
+    raw = conn.connection.driver_connection
+    assert raw is not None
+    stats = raw.execute(_STATS, {"u": user_id}).fetchone()
+    if stats is None:
+        return []
+    lo = int(stats[0]) << SLOT_SHIFT
+    params: dict[str, Any] = {"lo": lo, "hi": lo + (1 << SLOT_SHIFT) - 1, "u": user_id}
+    if sole_user_shortcut and raw.execute(_OTHERS, {"slot": int(stats[0])}).fetchone() is None:
+        # The only user: the table's statistics are the user's, and FTS5's
+        # bm25() computes the same ranking in C, faster than the per-term
+        # statements below when most messages match (tested to agree).
+        return _sole_user(conn, query, params, k, session_id)
+    hits = []
+    for i, phrase in enumerate(phrases):
+        params[f"e{i}"] = phrase.expr
+        hits.append(
+            f"SELECT {i} AS p, rowid AS r FROM l0_fts "
+            f"WHERE l0_fts MATCH :e{i} AND rowid BETWEEN :lo AND :hi"
+        )
+    # Lengths are FTS5's own (its docsize rows, one contiguous range per user
+    # like the index); the message rows are read only when a filter or a
+    # term counted from the text needs them. Statistics come from all the
+    # user's matches; filters only decide which are returned (as bm25()'s did).
+    filters = row_filters("l0", params, session_id=session_id)
+    need_text = any(p.counted for p in phrases)
+    join = (
+        "JOIN l0_messages m ON m.id = h.r - :lo AND m.user_id = :u " if filters or need_text else ""
+    )
+    sql = (
+        f"WITH h(p, r) AS ({' UNION ALL '.join(hits)}) "
+        f"SELECT h.p, h.r - :lo, d.sz, x.repeats, {'(1' + filters + ')' if filters else '1'}, "
+        f"{'m.text' if need_text else 'NULL'} FROM h JOIN l0_fts_docsize d ON d.id = h.r "
+        f"LEFT JOIN l0_term_repeats x ON x.key = h.r {join}"
+    )
+    rows = conn.exec_driver_sql(sql, params).all()
+    if not rows:
+        return []
+    return _rank(phrases, rows, int(stats[1]), int(stats[2]), k)
+
+
+def _sole_user(
+    conn: Connection, query: str, params: dict[str, Any], k: int, session_id: str | None
+) -> list[tuple[int, float]]:
+    match = build_match(query)
+    if match is None:
+        return []
+    params.update(q=match, k=k)
+    filters = row_filters("l0", params, session_id=session_id)
+    join = f"JOIN l0_messages m ON m.id = f.rowid - :lo AND m.user_id = :u{filters} "
+    sql = (
+        "SELECT f.rowid - :lo AS id, bm25(l0_fts, 1.0, 1.0, 1.0) AS s FROM l0_fts f "
+        f"{join if filters else ''}WHERE l0_fts MATCH :q AND f.rowid BETWEEN :lo AND :hi "
+        "ORDER BY s, f.rowid LIMIT :k"
+    )
+    return [(int(i), float(s)) for i, s in conn.exec_driver_sql(sql, params)]
+
+
+def _rank(
+    phrases: list[Phrase], rows: Sequence[Any], user_docs: int, user_tokens: int, k: int
+) -> list[tuple[int, float]]:
+    """BM25 over ``rows`` = ``(phrase, message id, docsize, repeats, kept,
+    text)``, one per phrase a message holds, grouped by phrase."""
+    index: dict[int, int] = {}
+    docs: list[tuple[int, int, str | None, bool, str | None]] = []
+    phrase_of: list[int] = []
+    doc_of: list[int] = []
+    for p, mid, size, repeats, kept, body in rows:
+        d = index.get(mid)
+        if d is None:
+            d = index[mid] = len(docs)
+            docs.append((mid, _doc_length(size), repeats, bool(kept), body))
+        phrase_of.append(p)
+        doc_of.append(d)
+    tf = np.ones(len(rows))
+    counted = [p.counted for p in phrases]
+    keys = [(p.column, p.tokens[0]) for p in phrases]
+    # Term frequency is 1 unless the message's stored repeats say more, or
+    # (terms without stored repeats) its text does.
+    reps = {d: parse_repeats(doc[2]) for d, doc in enumerate(docs) if doc[2] is not None}
+    texts: dict[int, list[int]] = {}
+    for j, (p, d) in enumerate(zip(phrase_of, doc_of, strict=True)):
+        if counted[p]:
+            body = docs[d][4]
+            if body is not None:
+                if d not in texts:
+                    texts[d] = _text_counts(phrases, body)
+                tf[j] = max(texts[d][p], 1)
+        elif d in reps:
+            tf[j] = reps[d].get(keys[p], 1)
+    n_docs = max(user_docs, len(docs))
+    avgdl = (user_tokens / n_docs) or 1.0
+    p_all = np.array(phrase_of, dtype=np.intp)
+    weights = np.array([idf(n_docs, int(n)) for n in np.bincount(p_all, minlength=len(phrases))])
+    # Each message's terms summed in phrase order, the order FTS5 adds them
+    # (so a one-user store gets bm25()'s figures to the last bit).
+    order = np.argsort(p_all, kind="stable")
+    p_ = p_all[order]
+    d_ = np.array(doc_of, dtype=np.intp)[order]
+    f = tf[order]
+    length = np.array([doc[1] for doc in docs], dtype=np.float64)[d_]
+    parts = weights[p_] * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * length / avgdl)))
+    scores = np.bincount(d_, weights=parts, minlength=len(docs))
+    mids = np.array([doc[0] for doc in docs], dtype=np.int64)
+    kept = np.flatnonzero([doc[3] for doc in docs])
+    best = kept[np.lexsort((mids[kept], -scores[kept]))][:k]
+    return [(int(mids[i]), -float(scores[i])) for i in best]
