@@ -14,15 +14,23 @@ from collections.abc import Sequence
 
 from memstore.config import Settings
 from memstore.db.engine import Database
+from memstore.derive import derive_projections
 from memstore.derive.context import DeriveContext
 from memstore.embeddings import Embedder, make_embedder
 from memstore.events.log import StoredEvent
 from memstore.kernel import Kernel
-from memstore.pipeline import PipelineService
+from memstore.l0.projection import L0Projection
+from memstore.pipeline import PipelineService, PipelineStateProjection
 from memstore.projections.base import Projection
+from memstore.projections.stats import StatsProjection
 from memstore.search import SearchEngine
 from memstore.timeutil import Clock
 from memstore.vectors.indexer import BackgroundIndexer, Indexer
+
+
+def default_projections() -> list[Projection]:
+    """Every projection a store keeps, in the order they are registered."""
+    return [StatsProjection(), L0Projection(), *derive_projections(), PipelineStateProjection()]
 
 
 class Parts:
@@ -63,6 +71,29 @@ class Parts:
             )
         self.kernel.add_hooks(on_commit=self._notify_indexer)
 
+    def start(self) -> None:
+        """After the schema is current: bring the projections up to the log,
+        finish an erasure an earlier process left half done, then start what
+        the settings ask to run in the background (the vector indexer, the
+        pipeline's timers)."""
+        k = self.kernel
+        with k.db.write() as conn:
+            k.projections.bring_current(conn)
+        k.compactor.on_open()
+        if k.settings.pipeline.background_indexer:
+            self.start_background()
+        if k.settings.pipeline.scheduler and self.pipeline is not None:
+            self.pipeline.start()
+
+    def close(self) -> None:
+        """Once background work has stopped: refuse appends, finish a pending
+        compaction, and release the database."""
+        self.kernel.close()
+        try:
+            self.kernel.compactor.on_close()
+        finally:
+            self.kernel.db.close()
+
     def _notify_indexer(self, _stored: list[StoredEvent]) -> None:
         if self.background is not None:
             self.background.notify()
@@ -78,4 +109,4 @@ class Parts:
             self.background = None
 
 
-__all__ = ["Parts"]
+__all__ = ["Parts", "default_projections"]

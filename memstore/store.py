@@ -22,24 +22,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from types import TracebackType
 
 from memstore import recall as recall_api
 from memstore import validate as v
-from memstore.assembly import Parts
+from memstore.assembly import Parts, default_projections
 from memstore.config import Settings
 from memstore.db import migrate
 from memstore.db.connect import open_database, resolve
 from memstore.db.engine import Database
-from memstore.derive import api, derive_projections
+from memstore.derive import api
 from memstore.erasure import ErasureReport, erase_user
 from memstore.errors import InvalidInputError, StorageError
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.l0.capture import CaptureResult, capture, turn_messages
-from memstore.l0.projection import L0Projection
-from memstore.pipeline import Outcome, PipelineService, PipelineStateProjection
+from memstore.pipeline import Outcome, PipelineService
 from memstore.projections.base import Projection, ProjectionStatus
-from memstore.projections.stats import StatsProjection
 from memstore.recall.compose import Recall
 from memstore.recall.rank import warm_up
 from memstore.records import (
@@ -55,10 +52,6 @@ from memstore.records import (
 from memstore.search import Hit
 from memstore.timeutil import Clock, system_clock
 from memstore.vectors.status import embedding_status
-
-
-def default_projections() -> list[Projection]:
-    return [StatsProjection(), L0Projection(), *derive_projections(), PipelineStateProjection()]
 
 
 class Store:
@@ -81,11 +74,8 @@ class Store:
         self.kernel, self.derivation, self.pipeline = p.kernel, p.derivation, p.pipeline
         self.embedder, self.search_engine, self.indexer = p.embedder, p.search_engine, p.indexer
         self.db, self.settings, self.clock = db, settings, clock
-        self.log, self.projections, self.compactor = (
-            p.kernel.log,
-            p.kernel.projections,
-            p.kernel.compactor,
-        )
+        k = p.kernel
+        self.log, self.projections, self.compactor = k.log, k.projections, k.compactor
         self._closed = False
 
     def start_background(self) -> None:
@@ -120,13 +110,7 @@ class Store:
             owners = migrate.projection_tables(default_projections())
             migrate.ensure_current(db, upgrade_schema=upgrade, owners=owners)
             store = cls(db, settings, projections=projections, clock=clock)
-            with db.write() as conn:
-                store.projections.bring_current(conn)
-            store.compactor.on_open()
-            if settings.pipeline.background_indexer:
-                store.start_background()
-            if settings.pipeline.scheduler and store.pipeline is not None:
-                store.pipeline.start()
+            store.parts.start()
         except BaseException:
             db.close()
             raise
@@ -143,21 +127,12 @@ class Store:
             self.parts.stop_background()
         finally:
             self._closed = True
-            self.kernel.close()
-            try:
-                self.compactor.on_close()
-            finally:
-                self.db.close()
+            self.parts.close()
 
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     @property
@@ -287,8 +262,7 @@ class Store:
         self._check_open()
         scene = v.opt_text("scene", scene)
         clamped = v.search_limit(limit)  # lenient: text from a tool call is clamped
-        if type is not None and type not in ("persona", "episodic", "instruction"):
-            raise InvalidInputError("type must be persona, episodic or instruction")
+        type = v.opt_choice("type", type, v.MEMORY_TYPES)
         return self.search_engine.search(
             "l1", query, user_id=user_id, type=type, scene=scene, limit=clamped, strategy=strategy
         )

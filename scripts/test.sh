@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # Set up a virtual environment with every extra the tests use, then run them.
-# Slow tests (real Hermes agent, real restart) are included; add -m "not slow" to skip them.
+# With no arguments: the full suite, as CI (.ci/run) runs it. The quick suite
+# for development: bash scripts/test.sh -m "not slow" (see the README).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || $PY -m venv .venv
-.venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e ".[dev,embed,bench,hermes,peers,server,postgres]"
+# pip resolving every extra takes many seconds even when nothing changed:
+# install again only when pyproject.toml differs from the last install.
+stamp=.venv/.memstore-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e ".[dev,embed,bench,hermes,peers,server,postgres]"
+  echo "$want" > "$stamp"
+fi
 # -n: one worker per core (pytest-xdist); PYTEST_WORKERS=0 runs in one process.
 .venv/bin/pytest -n "${PYTEST_WORKERS:-auto}" "$@"

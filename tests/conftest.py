@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,11 +14,48 @@ from memstore.store import Store
 # The pipeline tests' shared fixtures (clock, env) live with their helpers.
 pytest_plugins = ["tests.pipeline_support"]
 
-# The developer's home as the session started; tests/test_reliability_hermetic.py
-# checks that no test sees it.
-REAL_HOME = os.path.expanduser("~")
+# The developer's home as the session started (an xdist worker is handed it
+# by the controller, whose HOME is already the session's temporary one);
+# tests/test_reliability_hermetic.py checks that no test sees it.
+REAL_HOME = os.environ.get("MEMSTORE_TESTS_REAL_HOME") or os.path.expanduser("~")
 # Variables that would point a test at the developer's settings, keys or servers.
 CLEARED_ENV = ("MEMSTORE_", "TDAI_", "OPENAI_")
+
+
+def home_variables(home: Path) -> dict[str, str]:
+    """HOME, HERMES_HOME and the XDG folders, all inside ``home``."""
+    return {
+        "HOME": str(home),
+        "HERMES_HOME": str(home / ".hermes"),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+    }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before collection, a temporary home for the whole session: test modules
+    import hermes-agent at module level, and importing it creates
+    $HERMES_HOME (SOUL.md, state.db, logs/...) — in the developer's ~/.hermes
+    if HOME were still theirs. Each test then gets its own (``hermetic_home``).
+    An xdist worker inherits the controller's; the controller removes it."""
+    if "MEMSTORE_TESTS_REAL_HOME" in os.environ:
+        return
+    home = Path(tempfile.mkdtemp(prefix="memstore-tests-home-"))
+    config.stash[_SESSION_HOME] = home
+    os.environ["MEMSTORE_TESTS_REAL_HOME"] = REAL_HOME
+    os.environ.update(home_variables(home))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    home = config.stash.get(_SESSION_HOME, None)
+    if home is not None:
+        shutil.rmtree(home, ignore_errors=True)
+        del os.environ["MEMSTORE_TESTS_REAL_HOME"]
+
+
+_SESSION_HOME = pytest.StashKey[Path]()
 
 
 @pytest.fixture(autouse=True)
@@ -28,12 +67,8 @@ def hermetic_home(
     TDAI_* or OPENAI_* variables: nothing reads the developer's config, keys
     or endpoints, or writes into ~/.hermes/logs, ~/.config, ~/.cache or ~/.local."""
     home = tmp_path_factory.mktemp("home")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("HERMES_HOME", str(home / ".hermes"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    for var, value in home_variables(home).items():
+        monkeypatch.setenv(var, value)
     for var in list(os.environ):
         if var.startswith(CLEARED_ENV):
             monkeypatch.delenv(var)

@@ -76,6 +76,7 @@ def runner() -> CliRunner:
     return CliRunner()
 
 
+@pytest.mark.slow  # the whole benchmark: appends at three batch sizes and a rebuild
 def test_bench_eventlog(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "ev.json"
     r = runner.invoke(
@@ -88,6 +89,7 @@ def test_bench_eventlog(runner: CliRunner, tmp_path: Path) -> None:
     assert data["rebuild"]["events_per_s"] > 0 and "command" in data["meta"]
 
 
+@pytest.mark.slow  # the whole benchmark: two layouts, capture and search timings
 def test_bench_search_and_capture(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "cs.json"
     r = runner.invoke(

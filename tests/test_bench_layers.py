@@ -104,6 +104,7 @@ def test_cli_layers_and_holographic_peer(tmp_path: Path) -> None:
     assert "Peers on the same data" in md.read_text()
 
 
+@pytest.mark.slow  # imports mem0 and serves embeddings over HTTP
 @pytest.mark.skipif(importlib.util.find_spec("mem0") is None, reason="mem0ai not installed")
 def test_mem0_peer_through_the_loopback_embedding_server(tmp_path: Path) -> None:
     data = tmp_path / "locomo.json"
@@ -125,6 +126,7 @@ def test_unknown_peer_is_refused(tmp_path: Path) -> None:
     assert r.exit_code != 0 and "peers must be among" in r.output
 
 
+@pytest.mark.slow  # the whole scale benchmark at two sizes, with the indexer
 def test_bench_scale_tiny(tmp_path: Path) -> None:
     out = tmp_path / "scale.json"
     r = CliRunner().invoke(

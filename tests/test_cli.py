@@ -4,6 +4,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -11,6 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from memstore.cli import cli
+from tests.porting_support import cli_env, run_cli
+
+__all__ = ["cli_env"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,17 +51,42 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _subprocess(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m memstore`` in a fresh process: for what only a real process
+    shows (the entry point, import-time failures, a clean stderr)."""
     return subprocess.run(
         [sys.executable, "-m", "memstore", *args],
-        env=_env(tmp_path),
+        env=_env(tmp_path) | env,
         capture_output=True,
         text=True,
         timeout=120,
     )
 
 
-def test_capture_search_tail_rebuild_from_the_cli(tmp_path: Path) -> None:
+@dataclass
+class _Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def _run(cli_env: Path) -> Callable[..., _Ran]:
+    """The CLI in this process (``memstore.cli.main``, the entry point's own
+    error handling), with the same environment ``_subprocess`` gives: the
+    behaviour under test does not depend on a process boundary, and a fresh
+    interpreter per command costs seconds."""
+
+    def run(_tmp_path: Path, *args: str) -> _Ran:
+        r = run_cli(*args)
+        return _Ran(r.exit_code, r.stdout, r.stderr)
+
+    return run
+
+
+def test_capture_search_tail_rebuild_from_the_cli(
+    tmp_path: Path, _run: Callable[..., _Ran]
+) -> None:
     r = _run(
         tmp_path,
         "capture",
@@ -106,31 +136,28 @@ def test_capture_search_tail_rebuild_from_the_cli(tmp_path: Path) -> None:
 
 
 def test_errors_are_one_clear_line_without_traceback(tmp_path: Path) -> None:
-    r = _run(tmp_path, "capture", "--user", " ", "--session", "s", "--user-text", "x")
+    # A real process: the installed entry point prints one line, no traceback.
+    r = _subprocess(tmp_path, "capture", "--user", " ", "--session", "s", "--user-text", "x")
     assert r.returncode == 1
     assert r.stderr.strip() == "error: user_id must not be empty"
-    r = _run(tmp_path, "projections", "rebuild", "nonexistent")
+    r = _subprocess(tmp_path, "projections", "rebuild", "nonexistent")
     assert r.returncode == 1 and "Traceback" not in r.stderr and "no projection named" in r.stderr
 
 
-def test_doctor_reports_and_fails_without_sqlite_vec(tmp_path: Path) -> None:
+def test_doctor_reports_and_fails_without_sqlite_vec(
+    tmp_path: Path, _run: Callable[..., _Ran]
+) -> None:
     r = _run(tmp_path, "doctor", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     report = json.loads(r.stdout)
     assert report["sqlite_vec"].startswith("v") and report["fts5"] is True
     assert report["embedder"]["model_id"] == "hashing-v1-384"
-    env = _env(tmp_path) | {"MEMSTORE_SQLITE_MODULE": "sqlite_module_that_does_not_exist"}
-    r = subprocess.run(
-        [sys.executable, "-m", "memstore", "doctor"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    # A real process: the installed entry point fails cleanly without sqlite-vec.
+    r = _subprocess(tmp_path, "doctor", MEMSTORE_SQLITE_MODULE="sqlite_module_that_does_not_exist")
     assert r.returncode == 1 and "sqlite-vec" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_demo_runs_offline_through_every_layer(tmp_path: Path) -> None:
+def test_demo_runs_offline_through_every_layer(tmp_path: Path, _run: Callable[..., _Ran]) -> None:
     r = _run(tmp_path, "demo", "--db", str(tmp_path / "demo.db"))
     assert r.returncode == 0, r.stderr
     out = r.stdout

@@ -148,6 +148,7 @@ s.close()
 """
 
 
+@pytest.mark.slow  # several real interpreters, each importing memstore
 def test_processes_append_to_the_same_file_without_lock_errors(db_path: Path) -> None:
     root = str(Path(__file__).resolve().parents[1])
     Store.open(db_path).close()

@@ -12,6 +12,7 @@ part graph: it re-exports from every part by design.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -58,7 +59,9 @@ def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
     return {m for m in out if m in known and m != module}
 
 
+@functools.cache
 def module_graph() -> dict[str, set[str]]:
+    # Parsed once per process: every test below reads the same tree.
     mods = all_modules()
     known = set(mods)
     return {m: imports_of(m, p, known) for m, p in mods.items()}

@@ -229,8 +229,7 @@ _prose_before = st.text(
 _prose_after = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=40)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
+_wrapped = given(
     value=_containers,
     before=_prose_before,
     after=_prose_after,
@@ -238,7 +237,9 @@ _prose_after = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_si
     indent=st.sampled_from([None, 2]),
     ensure_ascii=st.booleans(),
 )
-def test_property_wrapped_json_round_trips(
+
+
+def _round_trips(
     value: Any, before: str, after: str, fence: str, indent: int | None, ensure_ascii: bool
 ) -> None:
     dumped = json.dumps(value, indent=indent, ensure_ascii=ensure_ascii)
@@ -248,3 +249,14 @@ def test_property_wrapped_json_round_trips(
     else:
         text = f"{before} {dumped} {after}"
     assert parse_json_output(text) == value
+
+
+# 100 examples in the quick suite, 200 more with the slow tests (.ci/run).
+test_property_wrapped_json_round_trips = settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)(_wrapped(_round_trips))
+test_property_wrapped_json_round_trips_more = pytest.mark.slow(
+    settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])(
+        _wrapped(_round_trips)
+    )
+)

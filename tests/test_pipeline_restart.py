@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from memstore.pipeline import PipelineService
 from memstore.pipeline.lease import LEASE_KEY
 from memstore.pipeline.queue import lock_holder
@@ -88,6 +90,7 @@ def probe(marker: str, *, target: object = None) -> None:
     Path(marker).write_text(f"{os.getpid()} {type(target).__name__}")
 
 
+@pytest.mark.slow  # real interpreters racing for the lease
 def test_one_scheduler_per_database_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     open_store(path).close()  # schema in place before the children race

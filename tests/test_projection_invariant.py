@@ -236,11 +236,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@hsettings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(plan=ops)
-def test_incremental_equals_rebuild(
+def _incremental_equals_rebuild(
     tmp_path_factory: pytest.TempPathFactory, template: Path, plan: list[tuple[Any, ...]]
 ) -> None:
     path = tmp_path_factory.mktemp("inv") / "m.db"
@@ -255,6 +251,28 @@ def test_incremental_equals_rebuild(
         for name in store.projections.names:
             store.rebuild([name])
         assert snapshot(store) == incremental
+
+
+# Every example opens a store, runs its plan and rebuilds each projection:
+# the quick suite draws 10 plans, the slow run (.ci/run) 30 more.
+_FIXTURES_OK = [HealthCheck.function_scoped_fixture]
+
+
+@hsettings(max_examples=10, deadline=None, suppress_health_check=_FIXTURES_OK)
+@given(plan=ops)
+def test_incremental_equals_rebuild(
+    tmp_path_factory: pytest.TempPathFactory, template: Path, plan: list[tuple[Any, ...]]
+) -> None:
+    _incremental_equals_rebuild(tmp_path_factory, template, plan)
+
+
+@pytest.mark.slow
+@hsettings(max_examples=30, deadline=None, suppress_health_check=_FIXTURES_OK)
+@given(plan=ops)
+def test_incremental_equals_rebuild_more_plans(
+    tmp_path_factory: pytest.TempPathFactory, template: Path, plan: list[tuple[Any, ...]]
+) -> None:
+    _incremental_equals_rebuild(tmp_path_factory, template, plan)
 
 
 def test_the_generator_reaches_every_event_type(tmp_path: Path) -> None:

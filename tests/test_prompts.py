@@ -686,9 +686,10 @@ json_like = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(obj=json_like, max_n=st.integers(-2, 5))
-def test_validators_raise_nothing_but_llm_output_error(obj: object, max_n: int) -> None:
+_any_output = given(obj=json_like, max_n=st.integers(-2, 5))
+
+
+def _validators_raise_nothing_but_llm_output_error(obj: object, max_n: int) -> None:
     for call in (
         lambda: validate_extract(obj, {"m-3"}, max_n),
         lambda: validate_dedup(obj, {"a1"}, CANDIDATE),
@@ -721,3 +722,14 @@ def test_validators_raise_nothing_but_llm_output_error(obj: object, max_n: int) 
         assert final <= max(max_n, 0) or all(o.op != "create" for o in result.operations)
         assert all(set(o.memory_ids) <= {"n1"} for o in result.operations)
         assert all(o.body is None or len(o.body) <= 1500 for o in result.operations)
+
+
+# 100 examples in the quick suite, 200 more with the slow tests (.ci/run).
+test_validators_raise_nothing_but_llm_output_error = settings(max_examples=100, deadline=None)(
+    _any_output(_validators_raise_nothing_but_llm_output_error)
+)
+test_validators_raise_nothing_but_llm_output_error_more = pytest.mark.slow(
+    settings(max_examples=200, deadline=None)(
+        _any_output(_validators_raise_nothing_but_llm_output_error)
+    )
+)

@@ -19,6 +19,9 @@ from memstore.recall import rank as rr
 
 from .test_search_noise import CHAT, EVERYDAY, FILLER
 
+# The real e5 model (seconds of CPU to load and embed): with the slow tests.
+pytestmark = pytest.mark.slow
+
 OFF_TOPIC = (
     "What is the capital of Australia?",
     "Write a haiku about the sea.",

@@ -81,6 +81,8 @@ def _kill_child_at(stage: str, db_path: Path, tmp_path: Path) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
+@pytest.mark.reliability
+@pytest.mark.slow  # a child process killed mid-erasure, then a reopen
 @pytest.mark.parametrize("stage", ["committed", "vacuumed"])
 def test_sigkill_between_commit_and_compaction_is_finished_on_open(
     stage: str, db_path: Path, tmp_path: Path, settings: Settings

@@ -11,6 +11,15 @@ from memstore.config import default_db_path
 from memstore.hermes_home import hermes_home
 from tests.conftest import CLEARED_ENV, REAL_HOME
 
+# HOME while this module is imported (collection): already not the developer's,
+# so a package that writes under ~ at import time (hermes-agent) writes in tmp.
+HOME_AT_IMPORT = Path.home()
+
+
+def test_collection_runs_with_a_temporary_home() -> None:
+    assert HOME_AT_IMPORT.resolve() != Path(REAL_HOME).resolve()
+    assert HOME_AT_IMPORT.name.startswith("memstore-tests-home-")
+
 
 def test_home_and_hermes_home_are_temporary(hermetic_home: Path) -> None:
     assert Path.home() == hermetic_home

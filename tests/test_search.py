@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,7 @@ from memstore.vectors import spaces
 STRATEGIES = ("keyword", "vector", "hybrid")
 
 
-@pytest.fixture
-def filled(store: Store) -> Store:
+def _fill(store: Store) -> Store:
     store.capture_turn("alice", "s1", "My cat is called Mochi and she loves tuna", "Cute!")
     store.capture_turn(
         "alice", "s2", "I am planning a hiking trip to the Alps in June", "Sounds fun"
@@ -27,6 +27,20 @@ def filled(store: Store) -> Store:
     store.capture_turn("bob", "s1", "我不喜欢咖啡", "明白")
     store.reindex()
     return store
+
+
+@pytest.fixture
+def filled(store: Store) -> Store:
+    return _fill(store)
+
+
+@pytest.fixture(scope="module")
+def filled_once(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    """The same content, built once per module, for the tests that only search
+    (over a hundred hostile queries): a store per query costs its migrations."""
+    settings = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
+    with Store.open(tmp_path_factory.mktemp("search") / "m.db", settings=settings) as s:
+        yield _fill(s)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -89,23 +103,23 @@ HOSTILE = [
 
 @pytest.mark.parametrize("query", HOSTILE)
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_user_text_is_never_fts_syntax(filled: Store, query: str, strategy: str) -> None:
-    hits = filled.search_conversations(query, user_id="alice", strategy=strategy)
+def test_user_text_is_never_fts_syntax(filled_once: Store, query: str, strategy: str) -> None:
+    hits = filled_once.search_conversations(query, user_id="alice", strategy=strategy)
     assert isinstance(hits, list)
     assert all(h.user_id == "alice" for h in hits)
-    assert filled.read_events()  # nothing dropped
+    assert filled_once.read_events()  # nothing dropped
 
 
 @hsettings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(q=st.text(max_size=60))
-def test_any_text_query_is_safe(filled: Store, q: str) -> None:
+def test_any_text_query_is_safe(filled_once: Store, q: str) -> None:
     for strategy in STRATEGIES:
-        filled.search_conversations(q, user_id="alice", strategy=strategy)
+        filled_once.search_conversations(q, user_id="alice", strategy=strategy)
 
 
-def test_isolation_is_absolute_across_generated_users(db_path: Path, settings: Settings) -> None:
+def _isolation(db_path: Path, settings: Settings, captures: int, users_n: int) -> None:
     rng = random.Random(7)
     words = [
         "tea",
@@ -123,10 +137,10 @@ def test_isolation_is_absolute_across_generated_users(db_path: Path, settings: S
         "猫",
         "旅行",
     ]
-    users = [f"user{i}" for i in range(6)]
+    users = [f"user{i}" for i in range(users_n)]
     with Store.open(db_path, settings=settings) as s:
         owned: dict[str, set[str]] = {u: set() for u in users}
-        for n in range(240):
+        for n in range(captures):
             u = rng.choice(users)
             text = " ".join(rng.choice(words) for _ in range(5)) + f" #{n}"
             res = s.capture(u, f"s{n % 3}", [{"role": "user", "content": text}])
@@ -137,6 +151,18 @@ def test_isolation_is_absolute_across_generated_users(db_path: Path, settings: S
                 for strategy in STRATEGIES:
                     for h in s.search_conversations(q, user_id=u, strategy=strategy, limit=20):
                         assert h.user_id == u and h.ref in owned[u], (u, q, strategy)
+
+
+def test_isolation_is_absolute_across_generated_users(db_path: Path, settings: Settings) -> None:
+    # Isolation does not need size: three users sharing every word.
+    _isolation(db_path, settings, captures=60, users_n=3)
+
+
+@pytest.mark.slow
+def test_isolation_is_absolute_across_many_generated_users(
+    db_path: Path, settings: Settings
+) -> None:
+    _isolation(db_path, settings, captures=240, users_n=6)
 
 
 def test_model_change_reembeds_in_background_and_meanwhile_keyword_only(

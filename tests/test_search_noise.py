@@ -63,7 +63,9 @@ def _open(path: Path, embedder: str) -> Store:
     )
 
 
-@pytest.fixture(params=["hashing", "e5"], scope="module")
+# e5 is the real default model: loading and embedding with it costs seconds of
+# CPU per worker, so its half runs with the slow tests (.ci/run).
+@pytest.fixture(params=["hashing", pytest.param("e5", marks=pytest.mark.slow)], scope="module")
 def chat(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Store]:

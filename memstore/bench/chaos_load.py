@@ -179,8 +179,15 @@ def mixed_load(
         timer = WriteTimer(store)
         acks = [work / f"mixed{i}.acks" for i in range(procs)]
         children = [spawn("timed_capture", db, a, f"p{i}", 10**6) for i, a in enumerate(acks)]
-        for child, a in zip(children, acks, strict=True):
-            wait_ready(child, a)
+        try:
+            for child, a in zip(children, acks, strict=True):
+                wait_ready(child, a)
+        except BaseException:
+            # One child failed to start: the others would capture a million
+            # turns each, long after the run (seen: orphans burning CPU for 40 min).
+            for child in children:
+                kill(child)
+            raise
         ths, acked, lat, errors = _capture_threads(store, threads, 10**6, stop)
 
         def searcher() -> None:

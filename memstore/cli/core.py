@@ -233,7 +233,7 @@ def db_downgrade(db: Location | None, revision: str, yes: bool) -> None:
 
 
 def _owners() -> dict[str, str]:
-    from memstore.store import default_projections
+    from memstore.assembly import default_projections
 
     return migrate.projection_tables(default_projections())
 

@@ -108,19 +108,24 @@ class Database:
         mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
         conn.exec_driver_sql(f"BEGIN {mode}")
 
+    # The driver's errors as memstore errors; the PostgreSQL subclass maps its own.
+    _translate = staticmethod(translate)
+
     @contextmanager
     def write(self) -> Iterator[Connection]:
-        """A ``BEGIN IMMEDIATE`` transaction; commits on success, rolls back on error."""
+        """A serialised write transaction; commits on success, rolls back on error.
+
+        One lock per process queues this process's writers; the dialect's
+        ``_write_transaction`` serialises processes. An integrity error passes
+        through untranslated (callers tell a duplicate from a storage fault)."""
         with self._write_lock:
             try:
-                with self.engine.connect() as conn:
-                    conn = conn.execution_options(sqlite_begin="IMMEDIATE")
-                    with conn.begin():
-                        yield conn
+                with self._write_transaction() as conn:
+                    yield conn
             except exc.IntegrityError:
                 raise
             except exc.DBAPIError as e:
-                raise translate(e) from e
+                raise self._translate(e) from e
 
     @contextmanager
     def queue_write(self) -> Iterator[Connection]:
@@ -133,12 +138,27 @@ class Database:
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        """A deferred (snapshot) read transaction."""
+        """A snapshot read transaction (see ``_read_transaction``)."""
         try:
-            with self.engine.connect() as conn, conn.begin():
+            with self._read_transaction() as conn:
                 yield conn
         except exc.DBAPIError as e:
-            raise translate(e) from e
+            raise self._translate(e) from e
+
+    @contextmanager
+    def _write_transaction(self) -> Iterator[Connection]:
+        # BEGIN IMMEDIATE: the write lock at BEGIN, so a second process waits
+        # on busy_timeout instead of deadlocking on a read-then-write upgrade.
+        with self.engine.connect() as conn:
+            conn = conn.execution_options(sqlite_begin="IMMEDIATE")
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _read_transaction(self) -> Iterator[Connection]:
+        # A deferred BEGIN: the snapshot is taken at the first read.
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
 
     def close(self) -> None:
         self.engine.dispose()

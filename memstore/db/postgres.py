@@ -149,18 +149,22 @@ class PostgresDatabase(Database):
             )
         dbapi_conn.commit()
 
+    _translate = staticmethod(translate)
+
     @contextmanager
-    def write(self) -> Iterator[Connection]:
-        """A serialised write transaction (see the module docstring)."""
-        with self._write_lock:
-            try:
-                with self.engine.connect() as conn, conn.begin():
-                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
-                    yield conn
-            except exc.IntegrityError:
-                raise
-            except exc.DBAPIError as e:
-                raise translate(e) from e
+    def _write_transaction(self) -> Iterator[Connection]:
+        # Serialised by the advisory lock (see the module docstring).
+        with self.engine.connect() as conn, conn.begin():
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
+            yield conn
+
+    @contextmanager
+    def _read_transaction(self) -> Iterator[Connection]:
+        # REPEATABLE READ: one snapshot, like SQLite's deferred read.
+        with self.engine.connect() as raw:
+            conn = raw.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
 
     @contextmanager
     def queue_write(self) -> Iterator[Connection]:
@@ -175,17 +179,6 @@ class PostgresDatabase(Database):
                 yield conn
         except exc.IntegrityError:
             raise
-        except exc.DBAPIError as e:
-            raise translate(e) from e
-
-    @contextmanager
-    def read(self) -> Iterator[Connection]:
-        """A REPEATABLE READ transaction: one snapshot, like SQLite's deferred read."""
-        try:
-            with self.engine.connect() as raw:
-                conn = raw.execution_options(isolation_level="REPEATABLE READ")
-                with conn.begin():
-                    yield conn
         except exc.DBAPIError as e:
             raise translate(e) from e
 
