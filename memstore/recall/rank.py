@@ -28,6 +28,7 @@ procedure and the curve are in BENCHMARKS.md).
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
@@ -222,9 +223,16 @@ def _vectors(
     if conn.dialect.name == "postgresql":
         got = vector_pg.by_id(conn, sp.table_name, rowids)
         return {i: from_blob(b, sp.dims) for i, b in got.items()}
-    ids = ",".join(str(int(i)) for i in rowids)
+    # vec0 plans ``rowid IN (...)`` as a scan of the whole table (38 ms at
+    # 100k rows); joined from json_each, each id is a point lookup (~1 ms
+    # for 100 ids).
+    ids = json.dumps([int(i) for i in rowids])
     rows = conn.execute(
-        text(f'SELECT rowid, embedding FROM "{sp.table_name}" WHERE rowid IN ({ids})')
+        text(
+            f"SELECT t.rowid, t.embedding FROM json_each(:ids) AS j "
+            f'JOIN "{sp.table_name}" AS t ON t.rowid = j.value'
+        ),
+        {"ids": ids},
     )
     return {int(r[0]): from_blob(r[1], sp.dims) for r in rows}
 
