@@ -56,13 +56,19 @@ events:
 HOOK_HANDLER = f'''"""Preload memstore's memory provider at gateway start ({MARKER})."""
 
 
+import logging
+
+
 def _preload():
     try:
         from plugins.memory import load_memory_provider
 
         load_memory_provider("{PROVIDER_NAME}")
-    except Exception:  # Hermes loads the provider again per agent and logs why
-        pass
+    except Exception as exc:  # not fatal: Hermes loads the provider again per agent
+        logging.getLogger("memstore.hermes").warning(
+            "memstore preload at gateway start failed (%s: %s); the provider "
+            "will be loaded per agent instead", type(exc).__name__, exc
+        )
 
 
 _preload()
