@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from memstore.bench.scale_db import fresh_pg
 from memstore.config import Settings
 from memstore.derive.events import L1Extracted, PersonaUpdated, ScenesUpdated
 from memstore.store import Store
@@ -59,17 +60,8 @@ def _fresh_target(db_url: str | None, work: Path) -> Iterator[str]:
     if db_url is None:
         yield str(work / f"derive-{uuid.uuid4().hex[:8]}.db")
         return
-    import psycopg
-
-    libpq = db_url.replace("postgresql+psycopg://", "postgresql://", 1)
-    name = f"memstore_bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(libpq, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{db_url.rpartition('/')[0]}/{name}"
-    finally:
-        with psycopg.connect(libpq, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_pg(db_url) as url:
+        yield url
 
 
 def _one_run(

@@ -55,7 +55,7 @@ def _loadavg() -> str:
 
 
 @contextmanager
-def _fresh_pg(url: str) -> Iterator[str]:
+def fresh_pg(url: str) -> Iterator[str]:
     """A new database on the URL's server (its user needs CREATEDB), dropped after."""
     import psycopg
 
@@ -209,7 +209,7 @@ def run_backends(
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         log("sqlite: fill, reindex, capture, search, rebuild, derive")
         res["backends"]["sqlite"] = measure(os.path.join(tmp, "scale.db"), **kw)
-    with _fresh_pg(target.url) as pg:
+    with fresh_pg(target.url) as pg:
         log("postgresql: fill, reindex, capture, search, rebuild, derive")
         res["backends"]["postgresql"] = measure(pg, **kw)
         res["scratch_database"] = pg.rpartition("/")[2]
