@@ -254,3 +254,25 @@ def test_captures_write_no_timer_in_their_transaction_and_one_per_idle_period(
     assert all(thread != me for thread, _ in writes)
     assert not any(JOB_TABLE in sql for thread, sql in seen if thread == me)
     assert {j for j, _ in svc.timers.jobs()} == {idle_job_id("u", "s0"), idle_job_id("u", "s1")}
+
+
+def test_arming_survives_another_process_deleting_the_timer_row(
+    env: tuple[Store, PipelineService, FakeDeriver], clock: FakeClock
+) -> None:
+    """serve --workers N: APScheduler arms by insert, then update on conflict;
+    between the two another process may fire the timer and delete its row.
+    The update must put the row back, not raise JobLookupError (seen in CI)."""
+    store, svc, _ = env
+    when = clock() + timedelta(seconds=60)
+    svc.timers.set("race", f"{__name__}:_probe", ["x"], when)
+    job = svc.timers.scheduler().get_job("race", jobstore="memstore")
+    assert job is not None
+    jobstore = svc.timers.store
+    assert jobstore is not None
+    with store.db.write() as conn:  # the other process fired and deleted it
+        conn.execute(text(f"DELETE FROM {JOB_TABLE} WHERE id = 'race'"))
+    jobstore.update_job(job)
+    assert svc.timers.get("race") == when
+    later = when + timedelta(seconds=60)
+    svc.timers.set("race", f"{__name__}:_probe", ["x"], later)  # the ordinary path still updates
+    assert svc.timers.get("race") == later

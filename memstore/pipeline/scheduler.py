@@ -65,7 +65,7 @@ from typing import Any, Protocol, TypeVar
 
 from apscheduler.executors.base import BaseExecutor
 from apscheduler.job import Job
-from apscheduler.jobstores.base import JobLookupError
+from apscheduler.jobstores.base import ConflictingIdError, JobLookupError
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import Connection, text
@@ -227,10 +227,32 @@ logging.getLogger(f"apscheduler.jobstores.{JOBSTORE}").addFilter(_to_debug)
 # -- timers ----------------------------------------------------------------------
 
 
+_REARM_TRIES = 5
+
+
 class TimerJobStore(SQLAlchemyJobStore):  # type: ignore[misc]
     """APScheduler's SQLAlchemy job store on the database's engine (the
     ``Database`` owns and disposes it), with a ``remove_job`` that cannot end
-    the scheduler's loop (see the module docstring)."""
+    the scheduler's loop (see the module docstring) and an ``update_job`` that
+    survives another process deleting the row."""
+
+    def update_job(self, job: Job) -> None:
+        # ``add_job(replace_existing=True)`` is an insert, then on conflict an
+        # update. With several processes on one job table (serve --workers N)
+        # the row can vanish in between: another process fired the timer and
+        # deleted it. Arming means "this row exists with this state", so a
+        # missing row is inserted again; a bounded loop covers it reappearing.
+        for _ in range(_REARM_TRIES):
+            try:
+                super().update_job(job)
+                return
+            except JobLookupError:
+                try:
+                    super().add_job(job)
+                    return
+                except ConflictingIdError:
+                    continue
+        super().update_job(job)
 
     def remove_job(self, job_id: str) -> None:
         try:
