@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection
 
+from memstore.db.sqlfn import driver_rows
 from memstore.l0.projection import SLOT_SHIFT
 from memstore.search.filters import row_filters
 from memstore.text.fts import build_match, document_columns, query_terms, quote_term
@@ -192,12 +193,8 @@ def keyword_messages(
         f"LEFT JOIN l0_term_repeats x ON x.key = g.r {join}"
     )
     # Through SQLAlchemy (its statement events see the MATCH: the query-plan
-    # tests read them), but rows straight from the DB-API cursor: building
-    # SQLAlchemy rows cost more than the ranking.
-    result = conn.exec_driver_sql(sql, params)
-    assert result.cursor is not None
-    rows = result.cursor.fetchall()
-    result.close()
+    # tests read them), rows straight from the DB-API cursor.
+    rows = driver_rows(conn, sql, params)
     if not rows:
         return []
     return _rank(phrases, rows, int(stats[1]), int(stats[2]), k)

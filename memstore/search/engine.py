@@ -29,7 +29,7 @@ from sqlalchemy import Connection, text
 
 from memstore.config import Settings
 from memstore.db.engine import Database
-from memstore.db.sqlfn import driver_sql
+from memstore.db.sqlfn import driver_rows, driver_sql
 from memstore.embeddings import Embedder, check_vectors, from_blob, to_blob
 from memstore.errors import InvalidInputError, MemstoreError
 from memstore.l0.capture import check_id
@@ -123,12 +123,8 @@ def _low_info(conn: Connection, ids: set[int]) -> set[int]:
     marks = ",".join(str(i) for i in ids)
     # Driver-level: ids only, and compiling a text() clause per search cost
     # more than the lookup.
-    return {
-        int(r[0])
-        for r in conn.exec_driver_sql(
-            f"SELECT id FROM l0_messages WHERE id IN ({marks}) AND low_info = 1"
-        )
-    }
+    sql = f"SELECT id FROM l0_messages WHERE id IN ({marks}) AND low_info = 1"
+    return {int(r[0]) for r in driver_rows(conn, sql)}
 
 
 def _content_first(
@@ -521,7 +517,7 @@ class SearchEngine:
         sims = {i: 1.0 - d for i, d in vec}
         cols, table = (_L0_COLS, "l0_messages") if kind == "l0" else (_L1_COLS, "l1_memories")
         sql = f"SELECT {cols} FROM {table} m WHERE m.id IN ({ids}) AND m.user_id = ?"
-        rows = {int(r[0]): r for r in conn.exec_driver_sql(driver_sql(conn, sql), (user_id,))}
+        rows = {int(r[0]): r for r in driver_rows(conn, driver_sql(conn, sql), (user_id,))}
         out: list[Hit] = []
         for i, score in ranked:
             r = rows.get(i)
