@@ -440,8 +440,11 @@ def run_backends(
     keep: Path | None = None,
     workdir: Path | None = None,
     log: Callable[[str], None] = lambda _: None,
+    done: Callable[[dict[str, Any]], None] = lambda _: None,
 ) -> dict[str, Any]:
-    """Every layout on every backend; ``url`` (PostgreSQL) when it is one of them."""
+    """Every layout on every backend; ``url`` (PostgreSQL) when it is one of them.
+    ``done`` gets the results so far after each store (a long run's partial
+    results survive an interruption)."""
     pg_url: str | None = None
     if "postgresql" in backends:
         target = parse(url or "")
@@ -473,6 +476,7 @@ def run_backends(
                         log(f"{name}: derivation")
                         run["derive"] = _derive(where, sessions)
                 res["runs"][f"{backend} {layout.label}"] = run
+                done(res)
                 if kept is None and backend == "sqlite":
                     Path(built).unlink(missing_ok=True)
     return res

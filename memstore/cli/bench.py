@@ -423,6 +423,7 @@ def bench_scale(
         res = scale_backends(
             db_url, backends, layout, embedder=embedder, queries=queries, turns=turns,
             sessions=sessions, keep=keep, workdir=workdir, log=_log,
+            done=lambda part: _save(part, "scale_backends", json_path),
         )  # fmt: skip
         _save(res, "scale_backends", json_path)
         return

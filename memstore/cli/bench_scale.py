@@ -24,6 +24,7 @@ def scale_backends(
     keep: Path | None,
     workdir: Path | None,
     log: Callable[[str], None],
+    done: Callable[[dict[str, Any]], None],
 ) -> dict[str, Any]:
     """Check the options, run, print the tables; the results for ``--json``."""
     chosen = [b.strip() for b in (backends or ",".join(BACKENDS)).split(",") if b.strip()]
@@ -52,6 +53,7 @@ def scale_backends(
         keep=keep,
         workdir=workdir,
         log=log,
+        done=done,
     )
     click.echo(format_backends(res))
     return res
