@@ -472,6 +472,8 @@ def run_backends(
                 with _copy(backend, built, kept, pg_url, tmp) as where:
                     run = {"build": rec, **measure(where, layout, embedder=embedder,
                                                    turns=turns, n_queries=n_queries)}  # fmt: skip
+                    if backend == "postgresql":
+                        run["scratch_database"] = where.rpartition("/")[2]
                     if i == 0 and sessions:
                         log(f"{name}: derivation")
                         run["derive"] = _derive(where, sessions)

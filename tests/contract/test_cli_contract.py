@@ -128,7 +128,9 @@ def test_bench_scale_db_prints_both_backends(backend: str, in_tmp: Path, tmp_pat
     with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
         names = [r[0] for r in conn.execute("SELECT datname FROM pg_database").fetchall()]
         # Scratch copies are gone; the two kept builds stay (dropped here).
-        assert not [n for n in names if n.startswith("memstore_bench_")]
+        scratch = [r["scratch_database"] for r in [*res["runs"].values(), *res2["runs"].values()]
+                   if "scratch_database" in r]  # fmt: skip
+        assert len(scratch) == 4 and not set(scratch) & set(names)
         kept = [n for n in names if n.startswith("scale_")]
         assert len(kept) >= 2
     for rec in keep.glob("scale-*.json"):
