@@ -102,6 +102,11 @@ _INSERT = (
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
+def encode_payload(payload: Event) -> str:
+    """The text the ``payload`` column stores for ``payload``."""
+    return _dumps(payload.pack())
+
+
 def _row(e: StoredEvent) -> tuple[Any, ...]:
     return (
         e.position,
@@ -111,7 +116,7 @@ def _row(e: StoredEvent) -> tuple[Any, ...]:
         e.type,
         e.version,
         e.user_id,
-        _dumps(e.payload.to_dict()),
+        encode_payload(e.payload),
         e.occurred_at,
         e.recorded_at,
         e.idempotency_key,

@@ -17,7 +17,6 @@ from sqlalchemy.exc import IntegrityError
 
 from memstore.db.schema import l0_messages, l0_term_repeats, l0_user_slots
 from memstore.db.sqlfn import driver_sql
-from memstore.embeddings import content_hash
 from memstore.events.log import StoredEvent
 from memstore.l0.events import MessagesCaptured
 from memstore.projections.base import Projection
@@ -27,8 +26,8 @@ from memstore.text.terms import document_stats
 _FTS_INSERT = "INSERT INTO l0_fts(rowid, text, cjk, stem) VALUES (?, ?, ?, ?)"
 _INSERT = (
     "INSERT INTO l0_messages (id, user_id, agent_id, session_id, message_id, role, text, "
-    "occurred_at, position, content_hash, speaker, low_info) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "occurred_at, position, speaker, low_info) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 # Per-user BM25 statistics (memstore.search.bm25): messages and tokens.
 _COUNT = "UPDATE l0_user_slots SET docs = docs + ?, tokens = tokens + ? WHERE user_id = ?"
@@ -165,7 +164,6 @@ def _rows(
                     text_,
                     m["occurred_at"],
                     ev.position,
-                    content_hash(text_),
                     m.get("name"),
                     int(is_low_information(text_)),
                 )
