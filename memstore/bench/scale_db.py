@@ -5,11 +5,11 @@ URL's server), each layout ``USERSxMESSAGES`` in its own store (the issue's
 two: 100 users x 1k messages, and one user x 100k, who is then the store's
 only user, as a single-user host's is). Built once, measured on a copy:
 
-- **build** (``scale_fill``): the conversations (sessions of 20 messages,
+- **build**: the conversations (sessions of 20 messages,
   texts from a pool) go in through ``bulk_capture``: the very ``l0.captured``
   events ``Store.capture`` appends, prepared by the same code, 50 captures per
-  transaction (what capture does per call, minus one commit and one
-  duplicate look-up per call, which an empty store answers with "none").
+  transaction (what capture does per call, duplicate look-up included;
+  only the commit is shared).
   Then ``reindex`` embeds every row; the embedder is wrapped so each distinct
   text is embedded once (context vectors repeat as the sessions cycle the
   pool); every stored vector is still the model's vector of that row's text.
@@ -58,7 +58,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from memstore.bench.capture_search import _stats, queries, text_pool, time_fts5, time_numpy_topk
 from memstore.bench.recall_scale import MemoEmbedder
@@ -67,7 +67,13 @@ from memstore.config import Settings
 from memstore.db.migrate import head_revision
 from memstore.db.target import parse, safe_url
 from memstore.events.log import NewEvent
-from memstore.l0.capture import capture_event, prepare_messages
+from memstore.l0.capture import (
+    PreparedMessage,
+    capture_event,
+    known_message_ids,
+    new_messages,
+    prepare_messages,
+)
 from memstore.store import Store
 from memstore.vectors.hot import partition_vectors
 
@@ -168,30 +174,37 @@ def bulk_capture(
     per_transaction: int = PER_TRANSACTION,
 ) -> int:
     """Append the ``l0.captured`` events ``Store.capture`` would, several
-    captures per transaction; returns the messages stored.
+    captures per write transaction; returns the messages stored.
 
-    For a fill only: it skips capture's look-up of messages the session
-    already has, so only a repeat of a whole capture is caught (by the
-    event's idempotency key: stored once, not counted again)."""
+    Each capture is what ``l0.capture.capture`` does (the same preparation,
+    the same look-up of the messages the session already has, inside the
+    write transaction); only the commit is shared."""
     max_bytes = store.settings.storage.max_message_bytes
     stored = 0
-    batch: list[NewEvent] = []
-    sizes: list[int] = []
+    batch: list[tuple[str, str, list[PreparedMessage]]] = []
 
-    def flush() -> None:
-        nonlocal stored, batch, sizes
-        if batch:
-            appended = store.append(batch)
-            stored += sum(n for ev, n in zip(appended, sizes, strict=True) if not ev.duplicate)
-            batch, sizes = [], []
+    def build(conn: Connection) -> list[NewEvent]:
+        nonlocal stored
+        events: list[NewEvent] = []
+        seen: dict[tuple[str, str], set[str]] = {}
+        for user, session, prepared in batch:
+            known = seen.setdefault((user, session), set())
+            known |= known_message_ids(conn, user, session, [m.id for m in prepared])
+            fresh = new_messages(prepared, known)
+            known.update(m.id for m in fresh)
+            if fresh:
+                events.append(capture_event(user, session, None, fresh))
+                stored += len(fresh)
+        return events
 
     for user, session, msgs in items:
         prepared = prepare_messages(session, msgs, now=store.kernel.clock(), max_bytes=max_bytes)
-        batch.append(capture_event(user, session, None, prepared))
-        sizes.append(len(prepared))
+        batch.append((user, session, prepared))
         if len(batch) >= per_transaction:
-            flush()
-    flush()
+            store.kernel.append_if(build)
+            batch = []
+    if batch:
+        store.kernel.append_if(build)
     return stored
 
 
