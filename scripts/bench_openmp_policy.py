@@ -19,6 +19,7 @@ import sys
 
 POLICIES = {
     "memstore default (PASSIVE)": {},
+    "GOMP_SPINCOUNT=10000": {"GOMP_SPINCOUNT": "10000"},
     "libgomp default (spin 300000)": {"GOMP_SPINCOUNT": "300000"},
     "OMP_WAIT_POLICY=ACTIVE": {"OMP_WAIT_POLICY": "ACTIVE"},
     "OMP_NUM_THREADS=1": {"OMP_NUM_THREADS": "1"},
@@ -46,9 +47,13 @@ print(json.dumps({"p50": ts[len(ts) // 2], "p95": ts[int(len(ts) * 0.95)],
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--queries", type=int, default=60)
+    ap.add_argument("--only", help="comma-separated policy names to run (default: all)")
     args = ap.parse_args()
+    chosen = set(args.only.split(",")) if args.only else set(POLICIES)
     print(f"{'policy':32} {'query p50':>10} {'p95':>8} {'64 docs':>9}  load")
     for name, extra in POLICIES.items():
+        if name not in chosen:
+            continue
         env = {
             k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
         }
