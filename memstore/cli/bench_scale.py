@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from memstore.bench.scale_db import BACKENDS, format_backends, parse_layouts, run_backends
+from memstore.bench.scale_db import BACKENDS, parse_layouts, run_backends
+from memstore.bench.scale_db_report import format_backends
 from memstore.db.target import looks_like_url, parse
 
 
