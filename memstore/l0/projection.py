@@ -17,12 +17,10 @@ from sqlalchemy.exc import IntegrityError
 
 from memstore.db.schema import l0_messages, l0_term_repeats, l0_user_slots
 from memstore.db.sqlfn import driver_sql
-from memstore.embeddings import content_hash
 from memstore.events.log import StoredEvent
+from memstore.l0.columns import message_columns
 from memstore.l0.events import MessagesCaptured
 from memstore.projections.base import Projection
-from memstore.text import document_columns, is_low_information, stem_text
-from memstore.text.terms import document_stats
 
 _FTS_INSERT = "INSERT INTO l0_fts(rowid, text, cjk, stem) VALUES (?, ?, ?, ?)"
 _INSERT = (
@@ -154,6 +152,7 @@ def _rows(
             seen.add(key)
             next_id += 1
             text_ = m["text"]
+            digest, low_info, latin, cjk, stem, length, repeats = message_columns(text_)
             out.rows.append(
                 (
                     next_id,
@@ -165,16 +164,13 @@ def _rows(
                     text_,
                     m["occurred_at"],
                     ev.position,
-                    content_hash(text_),
+                    digest,
                     m.get("name"),
-                    int(is_low_information(text_)),
+                    low_info,
                 )
             )
-            latin, cjk = document_columns(text_)
-            stem = stem_text(latin)
             fkey = slot_key | next_id
             out.fts.append((fkey, latin, cjk, stem))
-            length, repeats = document_stats(latin, cjk, stem)
             if repeats is not None:
                 out.repeated.append((fkey, repeats))
             count[0] += 1
