@@ -68,17 +68,21 @@ def _ascii_roots(words: list[str]) -> list[str] | None:
     return roots
 
 
+def _repeated(column: str, tokens: list[str], stop: frozenset[str]) -> list[str]:
+    """``document_stats``' parts for one column: each token other than ``stop``
+    words that occurs more than once, in order of first occurrence."""
+    if len(set(tokens)) == len(tokens):
+        return []
+    # Function words are most of the repeats: drop them before counting.
+    content = [t for t in tokens if t not in stop]
+    if len(set(content)) == len(content):
+        return []
+    return [f"{column}{t}:{n}" for t, n in Counter(content).items() if n > 1]
+
+
 def _repeats(tokens: list[str], roots: list[str]) -> str | None:
     """``document_stats``' repeats for a row whose CJK column is empty."""
-    parts: list[str] = []
-    if len(set(tokens)) != len(tokens):
-        parts.extend(
-            f"0{t}:{n}" for t, n in Counter(tokens).items() if n > 1 and t not in STOP_WORDS
-        )
-    if len(set(roots)) != len(roots):
-        parts.extend(
-            f"2{t}:{n}" for t, n in Counter(roots).items() if n > 1 and t not in _STOP_ROOTS
-        )
+    parts = _repeated("0", tokens, STOP_WORDS) + _repeated("2", roots, _STOP_ROOTS)
     return " ".join(parts) or None
 
 

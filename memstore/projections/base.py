@@ -274,8 +274,16 @@ class Projections:
                     p.apply(conn, seg)
                     fed.add(p.name)
                 continue
+            # One pass for the segment's types, so a projection that handles
+            # none of them (most, in a log of captures) costs no scan of it.
+            present = {e.type for e in seg}
             for p in targets:
-                mine = seg if p.handles is None else [e for e in seg if e.type in p.handles]
+                if p.handles is None or present <= p.handles:
+                    mine = seg
+                elif present.isdisjoint(p.handles):
+                    continue
+                else:
+                    mine = [e for e in seg if e.type in p.handles]
                 if mine:
                     p.apply(conn, mine)
                     fed.add(p.name)
