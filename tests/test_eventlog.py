@@ -210,3 +210,23 @@ def test_a_read_event_is_the_event_that_was_appended(store: Store) -> None:
     with pytest.raises(AttributeError):
         back[0].seq = 5  # type: ignore[misc]
     assert store.append([NewEvent("s/a", Noted("one"), idempotency_key="k1")])[0].duplicate
+
+
+@pytest.mark.parametrize(
+    "stored",
+    ['{"text":"one"}', ' {"text": "one"} ', '{"text":"one"}\n', '{"text":"one"} {}', "{"],
+)
+def test_payloads_decode_as_json_loads_decodes_them(store: Store, stored: str) -> None:
+    """The replay's JSON shortcut accepts and rejects what json.loads does."""
+    store.append([NewEvent("s/a", Noted("x"), user_id="u1")])
+    with store.db.write() as conn:
+        conn.execute(text("UPDATE events SET payload = :p"), {"p": stored})
+    try:
+        expected: object = Noted(**json.loads(stored))
+    except json.JSONDecodeError as e:
+        expected = type(e)
+    try:
+        got: object = store.read_events()[0].payload
+    except json.JSONDecodeError as e:
+        got = type(e)
+    assert got == expected

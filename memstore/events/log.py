@@ -103,6 +103,19 @@ _INSERT = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_scan = json.JSONDecoder().raw_decode
+
+
+def _loads(payload: str) -> Any:
+    """``json.loads`` for the compact JSON ``_dumps`` writes: the scanner
+    alone, without loads' two whitespace regex matches per call (a replay
+    decodes every event). Anything else — surrounding whitespace, trailing
+    data — goes through ``json.loads``, which accepts or rejects it as before."""
+    try:
+        value, end = _scan(payload)
+    except json.JSONDecodeError:
+        return json.loads(payload)
+    return value if end == len(payload) else json.loads(payload)
 
 
 def _row(e: StoredEvent) -> tuple[Any, ...]:
@@ -335,7 +348,7 @@ class EventLog:
 
     def _decode(self, r: Any) -> StoredEvent:
         """A row of ``_COLUMNS`` (in that order) as a StoredEvent."""
-        payload = self.registry.decode(r[4], int(r[5]), json.loads(r[7]))
+        payload = self.registry.decode(r[4], int(r[5]), _loads(r[7]))
         # A rebuild decodes every event, and a frozen dataclass's __init__
         # (one object.__setattr__ per field) cost about as much as the JSON
         # decode. Filling the instance dict directly gives the same object
