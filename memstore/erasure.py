@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, select, text
 
-from memstore.db.schema import embedding_cache, events
+from memstore.db.schema import embedding_cache, events, l1_memories
+from memstore.embeddings import content_hash
 from memstore.erasure_compaction import at, mark_pending
 from memstore.errors import NotFoundError
 from memstore.events.log import NewEvent
@@ -42,9 +43,9 @@ class ErasureReport:
 
 def _user_hashes(conn: Connection, user_id: str) -> set[str]:
     hashes = {
-        r[0]
+        content_hash(r[0])
         for r in conn.execute(
-            text("SELECT content_hash FROM l0_messages WHERE user_id = :u"), {"u": user_id}
+            text("SELECT text FROM l0_messages WHERE user_id = :u"), {"u": user_id}
         )
     }
     hashes |= {
@@ -57,19 +58,38 @@ def _user_hashes(conn: Connection, user_id: str) -> set[str]:
 
 
 def _shared_hashes(conn: Connection, hashes: set[str]) -> set[str]:
-    shared: set[str] = set()
+    """Those of ``hashes`` the embedding cache holds and another row still
+    uses (their cached vectors stay)."""
     ordered = sorted(hashes)
+    cached: set[str] = set()
     for i in range(0, len(ordered), 500):
-        chunk = ordered[i : i + 500]
-        marks = ",".join(f":h{j}" for j in range(len(chunk)))
-        params = {f"h{j}": h for j, h in enumerate(chunk)}
-        for table, col in (("l0_messages", "content_hash"), ("l1_memories", "content_hash")):
-            shared |= {
-                r[0]
-                for r in conn.execute(
-                    text(f"SELECT DISTINCT {col} FROM {table} WHERE {col} IN ({marks})"), params
+        cached |= {
+            str(r[0])
+            for r in conn.execute(
+                select(embedding_cache.c.content_hash).where(
+                    embedding_cache.c.content_hash.in_(ordered[i : i + 500])
                 )
-            }
+            )
+        }
+    if not cached:
+        return set()  # a file from after 0013 caches no message vectors
+    # l0_messages keeps no hash column (migration 0019): its texts are hashed
+    # here; the look-up by hash scanned the table just the same.
+    shared = {
+        h
+        for (t,) in conn.execute(text("SELECT text FROM l0_messages"))
+        if (h := content_hash(t)) in cached
+    }
+    left = sorted(cached - shared)
+    for i in range(0, len(left), 500):
+        shared |= {
+            str(r[0])
+            for r in conn.execute(
+                select(l1_memories.c.content_hash)
+                .where(l1_memories.c.content_hash.in_(left[i : i + 500]))
+                .distinct()
+            )
+        }
     return shared
 
 

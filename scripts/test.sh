@@ -15,5 +15,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/pip install -q -e ".[dev,embed,bench,hermes,peers,server,postgres]"
   echo "$want" > "$stamp"
 fi
+# Each test process imports memstore and the test modules; without their
+# cached bytecode (PYTHONDONTWRITEBYTECODE set in the environment) every
+# process compiles them again: about 6 CPU-s per worker at collection, and
+# more in the CLI and Hermes processes the tests start. The caches go to
+# __pycache__ folders, which git ignores.
+unset PYTHONDONTWRITEBYTECODE
 # -n: one worker per core (pytest-xdist); PYTEST_WORKERS=0 runs in one process.
 .venv/bin/pytest -n "${PYTEST_WORKERS:-auto}" "$@"

@@ -11,8 +11,9 @@ import pytest
 from memstore import Settings
 from memstore.store import Store
 
-# The pipeline tests' shared fixtures (clock, env) live with their helpers.
-pytest_plugins = ["tests.pipeline_support"]
+# The pipeline tests' shared fixtures (clock, env) live with their helpers;
+# new stores start as a copy of a migrated template (tests/fresh_store.py).
+pytest_plugins = ["tests.pipeline_support", "tests.fresh_store"]
 
 # The developer's home as the session started (an xdist worker is handed it
 # by the controller, whose HOME is already the session's temporary one);
@@ -40,6 +41,10 @@ def pytest_configure(config: pytest.Config) -> None:
     $HERMES_HOME (SOUL.md, state.db, logs/...) — in the developer's ~/.hermes
     if HOME were still theirs. Each test then gets its own (``hermetic_home``).
     An xdist worker inherits the controller's; the controller removes it."""
+    # One OpenMP thread per process (unless the developer chose otherwise):
+    # xdist already runs one worker per core, and e5's default thread pool
+    # spins on the other worker's core; the e5 tests took 3x the CPU time.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     if "MEMSTORE_TESTS_REAL_HOME" in os.environ:
         return
     home = Path(tempfile.mkdtemp(prefix="memstore-tests-home-"))

@@ -135,12 +135,15 @@ def test_capture_search_tail_rebuild_from_the_cli(
     assert "current:" in r.stdout
 
 
-def test_errors_are_one_clear_line_without_traceback(tmp_path: Path) -> None:
+def test_errors_are_one_clear_line_without_traceback(
+    tmp_path: Path, _run: Callable[..., _Ran]
+) -> None:
     # A real process: the installed entry point prints one line, no traceback.
     r = _subprocess(tmp_path, "capture", "--user", " ", "--session", "s", "--user-text", "x")
     assert r.returncode == 1
     assert r.stderr.strip() == "error: user_id must not be empty"
-    r = _subprocess(tmp_path, "projections", "rebuild", "nonexistent")
+    # The same handling (memstore.cli.main) for another command, in-process.
+    r = _run(tmp_path, "projections", "rebuild", "nonexistent")
     assert r.returncode == 1 and "Traceback" not in r.stderr and "no projection named" in r.stderr
 
 

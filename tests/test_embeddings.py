@@ -242,6 +242,31 @@ class TestE5:
         )
         assert _ranks_first(e5, "outdoor activities", "我喜欢去山里徒步", "今天股票市场下跌了")
 
+    @pytest.mark.slow  # three processes each load the model
+    @pytest.mark.parametrize(
+        ("preset", "spin"),
+        [
+            ({}, "0"),  # passive: idle threads sleep at once
+            ({"OMP_WAIT_POLICY": "ACTIVE"}, "30000000000"),
+            ({"GOMP_SPINCOUNT": "5"}, "5"),
+        ],
+    )
+    def test_openmp_threads_sleep_unless_the_user_chose(
+        self, preset: dict[str, str], spin: str
+    ) -> None:
+        # libgomp prints what it read at load when OMP_DISPLAY_ENV=VERBOSE; its
+        # own default would be a spin count of 300000.
+        env = {
+            k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+        }
+        env.update(preset, OMP_DISPLAY_ENV="VERBOSE")
+        code = "from memstore.embeddings.e5 import E5Embedder; E5Embedder().embed_query('tea')"
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        assert f"GOMP_SPINCOUNT = '{spin}'" in done.stderr, done.stderr
+
     def test_chunked_batch_equals_single_calls(self, e5: E5Embedder) -> None:
         texts = [f"note {i}: the user likes tea number {i}" for i in range(9)] + [""]
         out = e5.embed_documents(texts)  # batch_size=4 → three chunks

@@ -1,6 +1,6 @@
 """``message_columns`` gives exactly what the separate text functions give.
 
-The L0 projection derives a message's hash, low-information flag, full-text
+The L0 projection derives a message's low-information flag, full-text
 columns and BM25 statistics in one pass (with a shortcut for ASCII text); the
 functions it stands for are the oracle here, on text that mixes the cases
 the shortcut depends on: labels, filler words, repeated words and roots,
@@ -12,7 +12,6 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memstore.embeddings import content_hash
 from memstore.l0.columns import MessageColumns, message_columns
 from memstore.text import document_columns, is_low_information, stem_text
 from memstore.text.terms import document_stats
@@ -24,7 +23,7 @@ def separately(text: str) -> MessageColumns:
     latin, cjk = document_columns(text)
     stem = stem_text(latin)
     length, repeats = document_stats(latin, cjk, stem)
-    return (content_hash(text), int(is_low_information(text)), latin, cjk, stem, length, repeats)
+    return (int(is_low_information(text)), latin, cjk, stem, length, repeats)
 
 
 # On top of the fast-path pieces: stop words and roots that repeat, labels
@@ -79,5 +78,5 @@ def test_message_columns_on_chosen_cases() -> None:
         assert message_columns(text) == separately(text), text
     # The cases above reach both outcomes of each column that can differ.
     got = [message_columns(t) for t in cases]
-    assert {c[1] for c in got} == {0, 1}
-    assert any(c[6] for c in got) and any(c[6] is None for c in got)
+    assert {c[0] for c in got} == {0, 1}
+    assert any(c[5] for c in got) and any(c[5] is None for c in got)

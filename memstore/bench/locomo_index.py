@@ -16,7 +16,7 @@ import numpy as np
 from memstore.bench.locomo_data import Conversation, Question
 from memstore.bench.metrics import hit_at_k, mean, ndcg_at_k, recall_at_k
 from memstore.config import Settings
-from memstore.embeddings import Embedder, from_blob
+from memstore.embeddings import Embedder, content_hash, from_blob
 from memstore.store import Store
 
 KS = (1, 5, 10, 20)
@@ -106,12 +106,24 @@ def ingest(conv: Conversation, store: Store) -> None:
 def read_index(conv: Conversation, store: Store, embedder: Embedder) -> ConvIndex:
     """Turn texts and vectors in conversation order, read back from the store."""
     with store.db.read() as conn:
-        rows = conn.exec_driver_sql(
-            "SELECT m.id, m.message_id, m.text, m.session_id, c.vector FROM l0_messages m "
-            "LEFT JOIN embedding_cache c ON c.content_hash = m.content_hash AND c.model_id = ? "
-            "WHERE m.user_id = ? ORDER BY m.id",
-            (embedder.model_id, conv.sample_id),
+        msgs = conn.exec_driver_sql(
+            "SELECT id, message_id, text, session_id FROM l0_messages "
+            "WHERE user_id = ? ORDER BY id",
+            (conv.sample_id,),
         ).all()
+        hashes = sorted({content_hash(str(r[2])) for r in msgs})
+        cached: dict[str, bytes] = {}
+        for i in range(0, len(hashes), 500):
+            chunk = hashes[i : i + 500]
+            marks = ",".join("?" for _ in chunk)
+            cached.update(
+                conn.exec_driver_sql(
+                    "SELECT content_hash, vector FROM embedding_cache "
+                    f"WHERE model_id = ? AND content_hash IN ({marks})",
+                    (embedder.model_id, *chunk),
+                ).all()
+            )
+    rows = [(*r, cached.get(content_hash(str(r[2])))) for r in msgs]
     # The store embeds each turn with its previous turn (context vectors), so
     # single-turn vectors for the dense baseline may be missing: embed those.
     missing = [i for i, r in enumerate(rows) if r[4] is None]

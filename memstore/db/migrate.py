@@ -12,6 +12,7 @@ checkpoint, so the next ``Store.open`` rebuilds them from the log.
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -58,7 +59,11 @@ def _config() -> Config:
     return cfg
 
 
+@functools.cache
 def head_revision() -> str:
+    """The newest revision this memstore ships. Read once per process: finding
+    it loads and compiles every revision file (~8 ms of each Store.open), and
+    the files do not change under a running process."""
     head = ScriptDirectory.from_config(_config()).get_current_head()
     if head is None:
         raise MigrationError("no migration revisions found")

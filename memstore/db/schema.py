@@ -104,7 +104,8 @@ l0_messages = Table(
     Column("text", Text, nullable=False),
     Column("occurred_at", Text, nullable=False),
     Column("position", Integer, nullable=False),
-    Column("content_hash", Text, nullable=False),
+    # No content hash: 65 B a message for a key computed from ``text`` in a
+    # microsecond where needed (migration 0019_storage dropped it).
     # The participant's name when the host gives one (OpenAI's "name" field).
     Column("speaker", Text, nullable=True),
     # 1 for content-free chat replies ("Noted.", "ok", emoji): ranked after

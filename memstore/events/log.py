@@ -118,6 +118,11 @@ def _loads(payload: str) -> Any:
     return value if end == len(payload) else json.loads(payload)
 
 
+def encode_payload(payload: Event) -> str:
+    """The text the ``payload`` column stores for ``payload``."""
+    return _dumps(payload.pack())
+
+
 def _row(e: StoredEvent) -> tuple[Any, ...]:
     return (
         e.position,
@@ -127,7 +132,7 @@ def _row(e: StoredEvent) -> tuple[Any, ...]:
         e.type,
         e.version,
         e.user_id,
-        _dumps(e.payload.to_dict()),
+        encode_payload(e.payload),
         e.occurred_at,
         e.recorded_at,
         e.idempotency_key,

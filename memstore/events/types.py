@@ -5,6 +5,12 @@ Python path, so renaming a class does not orphan stored rows) and a
 ``VERSION``. When a payload's shape changes, bump ``VERSION`` and register an
 upcaster from the old version; stored rows are upgraded on read and never
 rewritten.
+
+What the log stores is :meth:`Event.pack`: the field dict as JSON, unless a
+type stores a smaller JSON array (``l0.captured``, one per capture, is most
+of the log). An array is turned back into the field dict by the type's
+:meth:`Event.unpack` for the stored version, before any upcaster runs, so
+upcasters, exports and imports only ever see the dict form.
 """
 
 from __future__ import annotations
@@ -28,6 +34,15 @@ class Event:
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _field_names(type(self))}
+
+    def pack(self) -> dict[str, Any] | list[Any]:
+        """The JSON value the log stores for this payload."""
+        return self.to_dict()
+
+    @classmethod
+    def unpack(cls, version: int, data: list[Any]) -> dict[str, Any]:
+        """The field dict of a payload :meth:`pack` stored as an array."""
+        raise EventError(f"{cls.TYPE} v{version}: stored as an array, which this type never writes")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Event:
@@ -85,8 +100,14 @@ class Registry:
     def known(self) -> list[str]:
         return sorted(self._types)
 
-    def decode(self, type_name: str, version: int, data: dict[str, Any]) -> Event:
+    def decode(self, type_name: str, version: int, data: Any) -> Event:
+        """The payload of a stored row: ``data`` is the row's parsed JSON (a
+        field dict, or the array :meth:`Event.pack` wrote) at ``version``."""
         cls = self.get(type_name)
+        if isinstance(data, list):
+            data = cls.unpack(version, data)
+        elif not isinstance(data, dict):
+            raise EventError(f"{type_name} v{version}: payload is {type(data).__name__}")
         v = version
         while v < cls.VERSION:
             fn = self._upcasters.get((type_name, v))

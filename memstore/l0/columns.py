@@ -1,8 +1,8 @@
 """Everything the L0 projection derives from one message's text, in one pass.
 
-Each message stored (captured, or replayed by a rebuild) needs its content
-hash, the low-information flag, the three full-text columns (text, CJK
-bigrams, word roots) and the BM25 statistics of that full-text row (length in
+Each message stored (captured, or replayed by a rebuild) needs the
+low-information flag, the three full-text columns (text, CJK bigrams, word
+roots) and the BM25 statistics of that full-text row (length in
 tokens, repeated terms). Computed one function at a time the text is lowered,
 tokenised and scanned five times, and on a rebuild that was most of the time
 spent per message (issue 14). :func:`message_columns` gives exactly what the
@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from memstore.embeddings import content_hash
 from memstore.text import document_columns, is_low_information, stem_text
 from memstore.text.fts import STOP_WORDS
 from memstore.text.info import _FILLER_WORDS, _LABEL_RE, MAX_WORDS
@@ -27,8 +26,8 @@ from memstore.text.terms import document_stats
 __all__ = ["MessageColumns", "message_columns"]
 
 
-MessageColumns = tuple[str, int, str, str, str, int, str | None]
-"""``(content_hash, low_info, text, cjk, stem, length, repeats)``: a plain
+MessageColumns = tuple[int, str, str, str, int, str | None]
+"""``(low_info, text, cjk, stem, length, repeats)``: a plain
 tuple, since a NamedTuple's construction cost more than some of its columns."""
 
 
@@ -90,7 +89,7 @@ def _general(text: str) -> MessageColumns:
     latin, cjk = document_columns(text)
     stem = stem_text(latin)
     length, repeats = document_stats(latin, cjk, stem)
-    return (content_hash(text), int(is_low_information(text)), latin, cjk, stem, length, repeats)
+    return (int(is_low_information(text)), latin, cjk, stem, length, repeats)
 
 
 def message_columns(text: str) -> MessageColumns:
@@ -112,7 +111,6 @@ def message_columns(text: str) -> MessageColumns:
         body = tokens
     low_info = len(body) <= MAX_WORDS and _FILLER_WORDS.issuperset(body)
     return (
-        content_hash(text),
         int(low_info),
         text,
         "",

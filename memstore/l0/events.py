@@ -5,8 +5,52 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from memstore.errors import EventError
 from memstore.events.log import stream_name
 from memstore.events.types import Event, registry
+
+# A message's keys, in the order capture writes them (memstore.l0.capture):
+# only messages with exactly these, in this order, are packed, so unpacking
+# gives the same dict down to its key order.
+_KEYS = ("id", "role", "text", "occurred_at", "truncated", "original_bytes")
+_NAMED_KEYS = (*_KEYS, "name")
+_ROLE_CODE = {"user": "u", "assistant": "a", "system": "s", "tool": "t", "developer": "d"}
+_CODE_ROLE = {c: r for r, c in _ROLE_CODE.items()}
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _packed(m: dict[str, Any], at: str) -> list[Any] | None:
+    """``m`` as ``[id, role code, text]`` plus a dict of what differs from
+    the usual (time other than the call's, truncated, original size other
+    than the text's, a name); None if it has any other shape (an imported
+    event may), which keeps the whole payload in dict form."""
+    keys = tuple(m)
+    if not (
+        keys in (_KEYS, _NAMED_KEYS)
+        and type(m.get("id")) is str
+        and m.get("role") in _ROLE_CODE
+        and type(m.get("text")) is str
+        and type(m.get("occurred_at")) is str
+        and type(m.get("truncated")) is bool
+        and type(m.get("original_bytes")) is int
+    ):
+        return None
+    row: list[Any] = [m["id"], _ROLE_CODE[m["role"]], m["text"]]
+    extra: dict[str, Any] = {}
+    if m["occurred_at"] != at:
+        extra["t"] = m["occurred_at"]
+    if m["truncated"]:
+        extra["x"] = 1
+    if m["original_bytes"] != _utf8_len(m["text"]):
+        extra["b"] = m["original_bytes"]
+    if "name" in m:
+        extra["n"] = m["name"]
+    if extra:
+        row.append(extra)
+    return row
 
 
 @registry.register
@@ -23,6 +67,47 @@ class MessagesCaptured(Event):
     session_id: str
     messages: list[dict[str, Any]]
     agent_id: str | None = None
+
+    def pack(self) -> dict[str, Any] | list[Any]:
+        """``[session_id, agent_id, time, [[id, role code, text(, extra)], ...]]``.
+
+        The dict form spent ~150 B per message on keys, a timestamp every
+        message of a call repeats, ``"truncated":false`` and a size the text
+        gives (issue 14: bytes per message). Lossless: :meth:`unpack` gives
+        the dict form back exactly; payloads of another shape stay dicts."""
+        if not self.messages:
+            return self.to_dict()
+        at = self.messages[0].get("occurred_at")
+        rows = []
+        for m in self.messages:
+            row = _packed(m, str(at)) if isinstance(m, dict) else None
+            if row is None:
+                return self.to_dict()
+            rows.append(row)
+        return [self.session_id, self.agent_id, at, rows]
+
+    @classmethod
+    def unpack(cls, version: int, data: list[Any]) -> dict[str, Any]:
+        try:
+            session_id, agent_id, at, rows = data
+            messages = []
+            for row in rows:
+                mid, code, text = row[0], row[1], row[2]
+                extra = row[3] if len(row) > 3 else {}
+                m: dict[str, Any] = {
+                    "id": mid,
+                    "role": _CODE_ROLE[code],
+                    "text": text,
+                    "occurred_at": extra.get("t", at),
+                    "truncated": "x" in extra,
+                    "original_bytes": extra["b"] if "b" in extra else _utf8_len(text),
+                }
+                if "n" in extra:
+                    m["name"] = extra["n"]
+                messages.append(m)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+            raise EventError(f"{cls.TYPE} v{version}: malformed packed payload: {exc!r}") from exc
+        return {"session_id": session_id, "messages": messages, "agent_id": agent_id}
 
 
 @registry.register

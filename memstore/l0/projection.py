@@ -25,8 +25,8 @@ from memstore.projections.base import Projection
 _FTS_INSERT = "INSERT INTO l0_fts(rowid, text, cjk, stem) VALUES (?, ?, ?, ?)"
 _INSERT = (
     "INSERT INTO l0_messages (id, user_id, agent_id, session_id, message_id, role, text, "
-    "occurred_at, position, content_hash, speaker, low_info) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "occurred_at, position, speaker, low_info) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 # Per-user BM25 statistics (memstore.search.bm25): messages and tokens.
 _COUNT = "UPDATE l0_user_slots SET docs = docs + ?, tokens = tokens + ? WHERE user_id = ?"
@@ -155,7 +155,7 @@ def _rows(
             seen.add(key)
             next_id += 1
             text_ = m["text"]
-            digest, low_info, latin, cjk, stem, length, repeats = message_columns(text_)
+            low_info, latin, cjk, stem, length, repeats = message_columns(text_)
             add_row(
                 (
                     next_id,
@@ -167,7 +167,6 @@ def _rows(
                     text_,
                     m["occurred_at"],
                     position,
-                    digest,
                     m.get("name"),
                     low_info,
                 )

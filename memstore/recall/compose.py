@@ -22,7 +22,7 @@ import queue
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from memstore.derive.context import RECALL_WORKER_SLOTS
 from memstore.derive.queries import active_generation, persona, scenes, standing_instructions
@@ -389,15 +389,17 @@ def _collect_with_deadline(
     return got
 
 
+class RecallOptions(TypedDict, total=False):
+    """``recall``'s optional arguments (``Store.recall`` documents them)."""
+
+    session_id: str | None
+    budget_chars: int | None
+    timeout_s: float | None
+    threshold: float | None
+
+
 def recall(
-    store: DeriveContext,
-    query: str,
-    *,
-    user_id: str,
-    session_id: str | None = None,
-    budget_chars: int | None = None,
-    timeout_s: float | None = None,
-    threshold: float | None = None,
+    store: DeriveContext, query: str, *, user_id: str, **options: Unpack[RecallOptions]
 ) -> Recall:
     """What to inject before the user's next turn for ``query``.
 
@@ -406,6 +408,10 @@ def recall(
     ``session_id`` (the current session) keeps its own messages out of the
     excerpts. ``threshold`` overrides the ``recall_threshold`` setting.
     """
+    session_id = options.get("session_id")
+    budget_chars = options.get("budget_chars")
+    timeout_s = options.get("timeout_s")
+    threshold = options.get("threshold")
     s = store.settings
     budget = s.recall.budget_chars if budget_chars is None else max(int(budget_chars), 0)
     timeout = s.recall.timeout_s if timeout_s is None else float(timeout_s)

@@ -1,0 +1,93 @@
+"""What a search returns: ``Hit`` rows, read for the ranked ids in one query."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection
+
+from memstore.db.sqlfn import driver_sql
+
+
+@dataclass(frozen=True)
+class Hit:
+    kind: str  # "l0" message or "l1" memory
+    id: int
+    ref: str  # message_id or memory_id
+    text: str
+    score: float
+    user_id: str
+    occurred_at: str
+    session_id: str | None = None
+    role: str | None = None
+    type: str | None = None
+    scene: str | None = None
+    priority: int | None = None
+    keyword_rank: int | None = None
+    vector_rank: int | None = None
+    similarity: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None and v != {}}
+
+
+_L0_COLS = "m.id, m.message_id, m.text, m.user_id, m.occurred_at, m.session_id, m.role"
+_L1_COLS = (
+    "m.id, m.memory_id, m.content, m.user_id, m.occurred_at, m.type, m.scene_name, m.priority, "
+    "m.activity_start, m.activity_end, m.origin"
+)
+
+
+def materialise(
+    conn: Connection,
+    kind: str,
+    user_id: str,
+    ranked: Sequence[tuple[int, float]],
+    kw: list[tuple[int, float]],
+    vec: list[tuple[int, float]],
+) -> list[Hit]:
+    """``ranked`` (row id, score) as hits, in order, with each one's place in
+    the keyword list ``kw`` and the vector list ``vec`` (id, distance)."""
+    if not ranked:
+        return []
+    ids = ",".join(str(i) for i, _ in ranked)
+    kw_rank = {i: r for r, (i, _) in enumerate(kw, start=1)}
+    vec_rank = {i: r for r, (i, _) in enumerate(vec, start=1)}
+    sims = {i: 1.0 - d for i, d in vec}
+    cols, table = (_L0_COLS, "l0_messages") if kind == "l0" else (_L1_COLS, "l1_memories")
+    sql = f"SELECT {cols} FROM {table} m WHERE m.id IN ({ids}) AND m.user_id = ?"
+    rows = {int(r[0]): r for r in conn.exec_driver_sql(driver_sql(conn, sql), (user_id,))}
+    out: list[Hit] = []
+    for i, score in ranked:
+        r = rows.get(i)
+        if r is None:
+            continue
+        common: dict[str, Any] = {
+            "kind": kind,
+            "id": i,
+            "ref": r[1],
+            "text": r[2],
+            "score": round(float(score), 6),
+            "user_id": r[3],
+            "occurred_at": r[4],
+            "keyword_rank": kw_rank.get(i),
+            "vector_rank": vec_rank.get(i),
+            "similarity": round(sims[i], 6) if i in sims else None,
+        }
+        if kind == "l0":
+            out.append(Hit(**common, session_id=r[5], role=r[6]))
+        else:
+            extra = {
+                k: v
+                for k, v in (
+                    ("activity_start", r[8]),
+                    ("activity_end", r[9]),
+                    ("origin", r[10]),
+                )
+                if v
+            }
+            out.append(Hit(**common, type=r[5], scene=r[6], priority=int(r[7]), extra=extra))
+    return out

@@ -1,0 +1,105 @@
+"""Bytes per message of a store filled the way a host fills it (issue 14).
+
+Every call is one ``capture_turn`` (a user message and its reply, with a
+turn id and a timestamp, as the Hermes provider captures), users round-robin,
+with the defaults otherwise (context vectors on, hashing 384-d embedder so
+the fill is fast; e5 also stores 384 float32s per vector). Then every message
+is embedded (``reindex``) and ``dbstat`` gives each table's bytes per message.
+
+    PYTHONPATH=. .venv/bin/python scripts/bytes_per_message.py \
+        --messages 100000 --users 100 --path /tmp/storage-100k.db
+
+An existing ``--path`` is measured as it is (no fill): run it once per code
+version, or point it at a copy of an older file after ``memstore db upgrade``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from memstore.bench.capture_search import text_pool
+from memstore.config import Settings
+from memstore.events.log import NewEvent
+from memstore.l0.capture import capture_event, prepare_messages, turn_messages
+from memstore.store import Store
+
+
+def fill(store: Store, messages: int, users: int) -> float:
+    """One ``l0.captured`` event per turn (two messages), exactly the event
+    ``capture_turn`` writes, appended 500 events per transaction through the
+    kernel (the same projections and hooks run): per-call capture took
+    ~80 ms a turn wall at load 20, over an hour for 100k messages. Returns
+    the seconds it took."""
+    pool = text_pool(min(messages, 50_000))
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    t0 = time.perf_counter()
+    batch: list[NewEvent] = []
+    for turn in range(messages // 2):
+        user = f"u{turn % users:04d}"
+        session = f"s{turn // users // 50}"
+        msgs = turn_messages(
+            pool[(2 * turn) % len(pool)],
+            pool[(2 * turn + 1) % len(pool)],
+            timestamp=start + timedelta(seconds=2 * turn),
+            turn_id=f"t{turn}",
+        )
+        prepared = prepare_messages(
+            session,
+            msgs,
+            now=store.kernel.clock(),
+            max_bytes=store.settings.storage.max_message_bytes,
+        )
+        batch.append(capture_event(user, session, "hermes", prepared))
+        if len(batch) == 500:
+            store.kernel.append(batch)
+            batch = []
+    if batch:
+        store.kernel.append(batch)
+    return time.perf_counter() - t0
+
+
+def bytes_per_table(store: Store, messages: int) -> dict[str, float]:
+    """dbstat bytes per message; vec0's shadow tables summed as "vec0"."""
+    out: dict[str, float] = {}
+    with store.db.read() as conn:
+        rows = conn.exec_driver_sql("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").all()
+    for name, size in rows:
+        key = str(name).removeprefix("sqlite_autoindex_")
+        key = "vec0" if key.startswith("vec_") else key
+        out[key] = out.get(key, 0.0) + int(size) / messages
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--messages", type=int, default=10_000)
+    ap.add_argument("--users", type=int, default=100)
+    ap.add_argument("--path", type=Path, required=True)
+    args = ap.parse_args()
+    settings = Settings().replace(embedder="hashing", background_indexer=False, scheduler=False)
+    existed = args.path.exists()
+    with Store.open(args.path, settings=settings) as store:
+        if not existed:
+            secs = fill(store, args.messages, args.users)
+            print(f"filled {args.messages} messages in {secs:.0f} s")
+            store.reindex()
+        with store.db.read() as conn:
+            n = int(conn.exec_driver_sql("SELECT count(*) FROM l0_messages").scalar_one())
+            text_b = conn.exec_driver_sql("SELECT avg(length(CAST(text AS BLOB))) FROM l0_messages")
+            avg_text = float(text_b.scalar_one() or 0)
+        parts = bytes_per_table(store, n)
+    total = sum(parts.values())
+    print(
+        f"{n} messages, text {avg_text:.0f} B/message, file {args.path.stat().st_size / 1e6:.1f} MB"
+    )
+    for name, b in sorted(parts.items(), key=lambda kv: -kv[1]):
+        if b >= 1:
+            print(f"  {name:48s} {b:8.1f}")
+    print(f"  {'total':48s} {total:8.1f}")
+
+
+if __name__ == "__main__":
+    main()
