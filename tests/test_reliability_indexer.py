@@ -57,27 +57,31 @@ def _vector_ids(store: Store, user: str, query: str) -> set[str]:
     return {h.text for h in store.search_conversations(query, user_id=user, strategy="vector")}
 
 
+def index_one_bad_row(store: Store, marker: str, clock: FakeClock) -> Flaky:
+    """Alice's first turn is bad, bob's and her second are not; one indexer
+    run handles all three (none raises), sets the bad one aside and makes the
+    others searchable. Returns the embedder, for the retries that follow."""
+    assert store.embedder is not None
+    store.capture_turn("alice", "s1", f"{marker} the first words of alice")
+    store.capture_turn("bob", "s1", "bob grows tomatoes on his balcony")
+    store.capture_turn("alice", "s1", "alice plays the cello every evening")
+    flaky = Flaky(store.embedder)
+    assert _indexer(store, flaky, clock).run_until_idle() == 3
+    status = store.embedding_status()
+    assert status["l0"]["ready"] is True
+    assert status["l0"]["pending"] == 0 and status["l0"]["quarantined"] == 1
+    assert "bob grows tomatoes on his balcony" in _vector_ids(store, "bob", "tomatoes balcony")
+    assert "alice plays the cello every evening" in _vector_ids(store, "alice", "cello evening")
+    return flaky
+
+
 @pytest.mark.parametrize("marker", ["POISON", "REJECT"])
 def test_one_bad_message_is_quarantined_and_the_rest_indexed(
     store: Store, db_path: Path, marker: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MEMSTORE_EMBEDDER", "hashing")
-    assert store.embedder is not None
     clock = FakeClock()
-    store.capture_turn("alice", "s1", f"{marker} the first words of alice")
-    store.capture_turn("bob", "s1", "bob grows tomatoes on his balcony")
-    store.capture_turn("alice", "s1", "alice plays the cello every evening")
-    flaky = Flaky(store.embedder)
-
-    indexed = _indexer(store, flaky, clock).run_until_idle()
-
-    assert indexed == 3  # every row handled, none raised
-    status = store.embedding_status()
-    assert status["l0"]["ready"] is True
-    assert status["l0"]["pending"] == 0
-    assert status["l0"]["quarantined"] == 1
-    assert "bob grows tomatoes on his balcony" in _vector_ids(store, "bob", "tomatoes balcony")
-    assert "alice plays the cello every evening" in _vector_ids(store, "alice", "cello evening")
+    flaky = index_one_bad_row(store, marker, clock)
     with store.db.read() as conn:
         held = quarantine.items(conn)
     assert [(q.user_id, q.attempts) for q in held] == [("alice", 1)]
@@ -102,56 +106,8 @@ def test_one_bad_message_is_quarantined_and_the_rest_indexed(
     assert f"{marker} the first words of alice" in _vector_ids(store, "alice", "first words")
 
 
-def test_a_retry_that_fails_again_backs_off(store: Store) -> None:
-    assert store.embedder is not None
-    clock = FakeClock()
-    store.capture_turn("alice", "s1", "POISON again")
-    store.capture_turn("alice", "s1", "a normal line")
-    flaky = Flaky(store.embedder)
-    _indexer(store, flaky, clock).run_until_idle()
-    clock.advance(quarantine.FIRST_RETRY_S + 1)
-    assert _indexer(store, flaky, clock).run_until_idle() == 0
-    with store.db.read() as conn:
-        (held,) = quarantine.items(conn)
-        assert held.attempts == 2
-        assert quarantine.due(conn, held.space, now=clock(), limit=10) == []
-    clock.advance(quarantine.backoff_s(2) + 1)
-    with store.db.read() as conn:
-        assert quarantine.due(conn, held.space, now=clock(), limit=10) == [held.source_id]
-
-
-def test_a_bad_memory_does_not_block_other_memories(store: Store) -> None:
-    assert store.embedder is not None
-    clock = FakeClock()
-    store.write_memory("alice", "add", "POISON memory text")
-    store.write_memory("alice", "add", "alice is allergic to peanuts")
-    flaky = Flaky(store.embedder)
-    _indexer(store, flaky, clock).run_until_idle()
-    status = store.embedding_status()
-    assert status["l1"]["pending"] == 0
-    assert status["l1"]["quarantined"] == 1
-    hits = store.search_memories("peanuts allergy", user_id="alice", strategy="vector")
-    assert any("peanuts" in h.text for h in hits)
-
-
-def test_a_model_that_is_down_is_not_quarantined(store: Store) -> None:
-    """Every text failing is the model's fault: the error surfaces, nothing is set aside."""
-    assert store.embedder is not None
-    store.capture_turn("alice", "s1", "REJECT one")
-    store.capture_turn("alice", "s1", "REJECT two")
-    with pytest.raises(EmbeddingError):
-        _indexer(store, Flaky(store.embedder), FakeClock()).run_until_idle()
-    assert store.embedding_status()["l0"]["quarantined"] == 0
-
-
-def test_erasure_clears_quarantine(store: Store) -> None:
-    assert store.embedder is not None
-    store.capture_turn("alice", "s1", "POISON secret")
-    store.capture_turn("bob", "s1", "bob text")
-    _indexer(store, Flaky(store.embedder), FakeClock()).run_until_idle()
-    store.forget_user("alice")
-    with store.db.read() as conn:
-        assert quarantine.items(conn) == []
+# The retry back-off, a bad memory, a model that is down and erasure run on
+# both backends: tests/contract/test_vector_quarantine_contract.py.
 
 
 def test_backoff_grows_and_is_capped() -> None:

@@ -105,6 +105,28 @@ def test_one_user_store_ranks_exactly_as_fts5_bm25(store: Store) -> None:
     assert compared >= len(_QUERIES) - 2
 
 
+def test_a_query_of_more_than_32_phrases_ranks_as_fts5(store: Store) -> None:
+    # Phrases are tagged with bits in two 32-bit words (memstore.search.bm25):
+    # words and their roots past the 32nd must count like the first ones.
+    for round_ in range(2):
+        _fill(store, "solo", _TEXTS, f"s{round_}")
+    words = (
+        "peanuts allergic clinic lisbon called café tortoni crème brûlée crêpes zürich "
+        "paulo running runner marathon twice training sunday friday long apples pies "
+        "dollars snake kebab camelcase mail prices filler word7 word9 morning every "
+        "again mangé avons"
+    )
+    query = words + " 咖啡 寿司"
+    phrases = bm25.query_phrases(query)
+    assert len(phrases) > 40
+    got = _per_user(store, query, "solo", 40)
+    assert got == _fts5_bm25(store, query, "solo", 40)
+    assert len(got) >= 10
+    # The last words alone (bits of the second word) still find their messages.
+    tail = _per_user(store, "mangé avons", "solo", 40)
+    assert tail and tail == _fts5_bm25(store, "mangé avons", "solo", 40)
+
+
 def test_the_engine_returns_the_same_order(store: Store) -> None:
     _fill(store, "solo", _TEXTS)
     for q in ("peanut allergy", "咖啡", "running marathon"):

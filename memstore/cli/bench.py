@@ -359,21 +359,33 @@ def bench_locomo(
     "db_url",
     default=None,
     metavar="URL",
-    help="A PostgreSQL server: run the side-by-side SQLite / PostgreSQL figures instead "
-    "(a fresh database is created there and dropped; the user needs CREATEDB).",
+    help="A PostgreSQL server: run the per-layout figures on SQLite and PostgreSQL side by side "
+    "(databases are created there; the user needs CREATEDB).",
+)
+@click.option(
+    "--backends",
+    default=None,
+    help="Per-layout figures on these backends (sqlite,postgresql; the default with --db).",
 )
 @click.option(
     "--layout",
-    default="100x1000,100000",
+    default="100x1000,1x100000",
     show_default=True,
-    help="With --db: USERSxMESSAGES of the small users, then the big user's messages.",
+    help="Per-layout run: comma-separated USERSxMESSAGES, each its own store.",
+)
+@click.option(
+    "--keep",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Per-layout run: keep each built store here (PostgreSQL: a template database) and "
+    "reuse it while layout, embedder and schema match; runs measure a copy.",
 )
 @click.option(
     "--sessions",
-    type=click.IntRange(1, 10_000),
+    type=click.IntRange(0, 10_000),
     default=40,
     show_default=True,
-    help="With --db: sessions of 20 messages derived (rule-based) for the derivation rate.",
+    help="Per-layout run: sessions of 20 messages derived (rule-based) for the derivation rate.",
 )
 @_json_opt
 @_workdir_opt
@@ -385,7 +397,9 @@ def bench_scale(
     queries: int,
     turns: int,
     db_url: str | None,
+    backends: str | None,
     layout: str,
+    keep: Path | None,
     sessions: int,
     json_path: Path | None,
     workdir: Path | None,
@@ -400,10 +414,18 @@ def bench_scale(
       memstore bench scale
       memstore bench scale --sizes 10000 --json /tmp/scale.json
       memstore bench scale --million
-      memstore bench scale --db "$(bash scripts/pg.sh url)" --layout 20x500,10000
+      memstore bench scale --db "$(bash scripts/pg.sh url)" --keep /tmp/scale-kept
+      memstore bench scale --backends sqlite --layout 1x100000 --embedder e5
     """
-    if db_url is not None:
-        _scale_backends(db_url, layout, queries, turns, sessions, json_path, workdir)
+    if db_url is not None or backends is not None:
+        from memstore.cli.bench_scale import scale_backends
+
+        res = scale_backends(
+            db_url, backends, layout, embedder=embedder, queries=queries, turns=turns,
+            sessions=sessions, keep=keep, workdir=workdir, log=_log,
+            done=lambda part: _save(part, "scale_backends", json_path),
+        )  # fmt: skip
+        _save(res, "scale_backends", json_path)
         return
     from memstore.bench.scale import MILLION, format_scale, run_scale
 
@@ -421,39 +443,6 @@ def bench_scale(
     )
     click.echo(format_scale(res))
     _save(res, "scale", json_path)
-
-
-def _scale_backends(
-    url: str,
-    layout: str,
-    queries: int,
-    turns: int,
-    sessions: int,
-    json_path: Path | None,
-    workdir: Path | None,
-) -> None:
-    from memstore.bench.scale_db import format_backends, run_backends
-    from memstore.db.target import looks_like_url, parse
-
-    small, _, big = layout.partition(",")
-    users, _, per_user = small.partition("x")
-    if not (users.isdigit() and per_user.isdigit() and big.isdigit()):
-        raise click.BadParameter(f"{layout!r}: expected USERSxMESSAGES,BIG", param_hint="--layout")
-    if not looks_like_url(url) or parse(url).url is None:
-        raise click.BadParameter("a PostgreSQL URL (SQLite runs beside it)", param_hint="--db")
-    res = run_backends(
-        url,
-        users=int(users),
-        per_user=int(per_user),
-        big=int(big),
-        turns=turns,
-        n_queries=queries,
-        sessions=sessions,
-        workdir=workdir,
-        log=_log,
-    )
-    click.echo(format_backends(res))
-    _save(res, "scale_backends", json_path)
 
 
 @bench_group.command("recall-scale")

@@ -20,6 +20,19 @@ def driver_sql(conn: Connection, sql: str) -> str:
     return sql if conn.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
 
 
+def driver_rows(conn: Connection, sql: str, params: Any = ()) -> list[Any]:
+    """All rows of ``exec_driver_sql(sql, params)`` as the driver returns them
+    (tuples). The statement still passes SQLAlchemy's execution events; only
+    its per-row result objects are skipped, which on a hot read cost more than
+    the statement (keyword search)."""
+    result = conn.exec_driver_sql(sql, params)
+    try:
+        cursor = result.cursor
+        return [] if cursor is None else list(cursor.fetchall())
+    finally:
+        result.close()
+
+
 def json_text(conn: Connection, column: Any, key: str) -> ColumnElement[Any]:
     """The text of top-level ``key`` in a JSON text column (events.payload)."""
     if conn.dialect.name == "postgresql":

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection
 
+from memstore.db.sqlfn import driver_rows
 from memstore.l0.projection import SLOT_SHIFT
 from memstore.search.filters import row_filters
 from memstore.text.fts import build_match, document_columns, query_terms, quote_term
@@ -51,6 +52,9 @@ _IDF_FLOOR = 1e-6
 _COLUMN_NAMES = {TEXT_COLUMN: "text", CJK_COLUMN: "cjk", STEM_COLUMN: "stem"}
 _STATS = "SELECT slot, docs, tokens FROM l0_user_slots WHERE user_id = :u"
 _OTHERS = "SELECT 1 FROM l0_user_slots WHERE slot != :slot LIMIT 1"
+# Phrase bits per SQL integer: two of them hold the at most 64 phrases of a
+# query (MAX_TERMS terms plus as many roots).
+_WORD = 32
 
 
 @dataclass(frozen=True)
@@ -160,11 +164,16 @@ def keyword_messages(
         # bm25() computes the same ranking in C, faster than the per-term
         # statements below when most messages match (tested to agree).
         return _sole_user(conn, query, params, k, session_id)
+    # One MATCH per phrase, each tagged with the phrase's bit (two 32-bit
+    # words), summed per message by SQLite: one row per matched message, and
+    # the docsize and repeats lookups once per message, not per (phrase,
+    # message) pair.
     hits = []
     for i, phrase in enumerate(phrases):
         params[f"e{i}"] = phrase.expr
+        lo_bit, hi_bit = (1 << i, 0) if i < _WORD else (0, 1 << (i - _WORD))
         hits.append(
-            f"SELECT {i} AS p, rowid AS r FROM l0_fts "
+            f"SELECT {lo_bit} AS a, {hi_bit} AS b, rowid AS r FROM l0_fts "
             f"WHERE l0_fts MATCH :e{i} AND rowid BETWEEN :lo AND :hi"
         )
     # Lengths are FTS5's own (its docsize rows, one contiguous range per user
@@ -174,15 +183,18 @@ def keyword_messages(
     filters = row_filters("l0", params, session_id=session_id)
     need_text = any(p.counted for p in phrases)
     join = (
-        "JOIN l0_messages m ON m.id = h.r - :lo AND m.user_id = :u " if filters or need_text else ""
+        "JOIN l0_messages m ON m.id = g.r - :lo AND m.user_id = :u " if filters or need_text else ""
     )
     sql = (
-        f"WITH h(p, r) AS ({' UNION ALL '.join(hits)}) "
-        f"SELECT h.p, h.r - :lo, d.sz, x.repeats, {'(1' + filters + ')' if filters else '1'}, "
-        f"{'m.text' if need_text else 'NULL'} FROM h JOIN l0_fts_docsize d ON d.id = h.r "
-        f"LEFT JOIN l0_term_repeats x ON x.key = h.r {join}"
+        f"WITH h(a, b, r) AS ({' UNION ALL '.join(hits)}), "
+        "g(r, a, b) AS (SELECT r, sum(a), sum(b) FROM h GROUP BY r) "
+        f"SELECT g.r - :lo, g.a, g.b, d.sz, x.repeats, {'(1' + filters + ')' if filters else '1'}, "
+        f"{'m.text' if need_text else 'NULL'} FROM g JOIN l0_fts_docsize d ON d.id = g.r "
+        f"LEFT JOIN l0_term_repeats x ON x.key = g.r {join}"
     )
-    rows = conn.exec_driver_sql(sql, params).all()
+    # Through SQLAlchemy (its statement events see the MATCH: the query-plan
+    # tests read them), rows straight from the DB-API cursor.
+    rows = driver_rows(conn, sql, params)
     if not rows:
         return []
     return _rank(phrases, rows, int(stats[1]), int(stats[2]), k)
@@ -205,52 +217,62 @@ def _sole_user(
     return [(int(i), float(s)) for i, s in conn.exec_driver_sql(sql, params)]
 
 
+def _lengths(sizes: Sequence[bytes]) -> Any:
+    """Token counts of FTS5 docsize blobs, as a float array."""
+    joined = b"".join(sizes)
+    if len(joined) == len(_COLUMN_NAMES) * len(sizes):
+        # Every column of every message under 128 tokens: one byte each.
+        per_column = np.frombuffer(joined, dtype=np.uint8).reshape(len(sizes), -1)
+        return per_column.sum(axis=1).astype(np.float64)
+    return np.array([_doc_length(s) for s in sizes], dtype=np.float64)
+
+
 def _rank(
     phrases: list[Phrase], rows: Sequence[Any], user_docs: int, user_tokens: int, k: int
 ) -> list[tuple[int, float]]:
-    """BM25 over ``rows`` = ``(phrase, message id, docsize, repeats, kept,
-    text)``, one per phrase a message holds, grouped by phrase."""
-    index: dict[int, int] = {}
-    docs: list[tuple[int, int, str | None, bool, str | None]] = []
-    phrase_of: list[int] = []
-    doc_of: list[int] = []
-    for p, mid, size, repeats, kept, body in rows:
-        d = index.get(mid)
-        if d is None:
-            d = index[mid] = len(docs)
-            docs.append((mid, _doc_length(size), repeats, bool(kept), body))
-        phrase_of.append(p)
-        doc_of.append(d)
-    tf = np.ones(len(rows))
-    counted = [p.counted for p in phrases]
-    keys = [(p.column, p.tokens[0]) for p in phrases]
+    """BM25 over ``rows`` = ``(message id, phrase bits 0-31, phrase bits
+    32-63, docsize, repeats, kept, text)``, one per matched message."""
+    mids_, low, high, sizes, repeats, kept_, bodies = zip(*rows, strict=True)
+    n = len(rows)
+    shifts = np.arange(_WORD, dtype=np.int64)
+    has = (np.array(low, dtype=np.int64)[:, None] >> shifts) & 1
+    if len(phrases) > _WORD:
+        more = (np.array(high, dtype=np.int64)[:, None] >> shifts) & 1
+        has = np.concatenate([has, more], axis=1)
+    has = has[:, : len(phrases)]
     # Term frequency is 1 unless the message's stored repeats say more, or
     # (terms without stored repeats) its text does.
-    reps = {d: parse_repeats(doc[2]) for d, doc in enumerate(docs) if doc[2] is not None}
-    texts: dict[int, list[int]] = {}
-    for j, (p, d) in enumerate(zip(phrase_of, doc_of, strict=True)):
-        if counted[p]:
-            body = docs[d][4]
-            if body is not None:
-                if d not in texts:
-                    texts[d] = _text_counts(phrases, body)
-                tf[j] = max(texts[d][p], 1)
-        elif d in reps:
-            tf[j] = reps[d].get(keys[p], 1)
-    n_docs = max(user_docs, len(docs))
+    tf = has.astype(np.float64)
+    counted = [i for i, p in enumerate(phrases) if p.counted]
+    keys: dict[tuple[int, str], list[int]] = {}
+    for i, p in enumerate(phrases):
+        if not p.counted:
+            keys.setdefault((p.column, p.tokens[0]), []).append(i)
+    if keys:
+        for d in [d for d, r in enumerate(repeats) if r is not None]:
+            for key, count in parse_repeats(repeats[d]).items():
+                for i in keys.get(key, ()):
+                    if has[d, i]:
+                        tf[d, i] = count
+    if counted:
+        for d in [d for d, t in enumerate(bodies) if t is not None]:
+            found = _text_counts(phrases, bodies[d])
+            for i in counted:
+                if has[d, i]:
+                    tf[d, i] = max(found[i], 1)
+    n_docs = max(user_docs, n)
     avgdl = (user_tokens / n_docs) or 1.0
-    p_all = np.array(phrase_of, dtype=np.intp)
-    weights = np.array([idf(n_docs, int(n)) for n in np.bincount(p_all, minlength=len(phrases))])
+    weights = [idf(n_docs, int(c)) for c in has.sum(axis=0)]
+    length = _lengths(sizes)
+    norm = K1 * (1 - B + B * length / avgdl)
     # Each message's terms summed in phrase order, the order FTS5 adds them
-    # (so a one-user store gets bm25()'s figures to the last bit).
-    order = np.argsort(p_all, kind="stable")
-    p_ = p_all[order]
-    d_ = np.array(doc_of, dtype=np.intp)[order]
-    f = tf[order]
-    length = np.array([doc[1] for doc in docs], dtype=np.float64)[d_]
-    parts = weights[p_] * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * length / avgdl)))
-    scores = np.bincount(d_, weights=parts, minlength=len(docs))
-    mids = np.array([doc[0] for doc in docs], dtype=np.int64)
-    kept = np.flatnonzero([doc[3] for doc in docs])
+    # (so a one-user store gets bm25()'s figures to the last bit); a phrase
+    # a message lacks adds exactly 0.
+    scores = np.zeros(n)
+    for i, w in enumerate(weights):
+        f = tf[:, i]
+        scores = scores + w * ((f * (K1 + 1.0)) / (f + norm))
+    mids = np.array(mids_, dtype=np.int64)
+    kept = np.flatnonzero(kept_)
     best = kept[np.lexsort((mids[kept], -scores[kept]))][:k]
     return [(int(mids[i]), -float(scores[i])) for i in best]

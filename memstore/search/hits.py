@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from memstore.db.sqlfn import driver_sql
+from memstore.db.sqlfn import driver_rows, driver_sql
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def materialise(
     sims = {i: 1.0 - d for i, d in vec}
     cols, table = (_L0_COLS, "l0_messages") if kind == "l0" else (_L1_COLS, "l1_memories")
     sql = f"SELECT {cols} FROM {table} m WHERE m.id IN ({ids}) AND m.user_id = ?"
-    rows = {int(r[0]): r for r in conn.exec_driver_sql(driver_sql(conn, sql), (user_id,))}
+    rows = {int(r[0]): r for r in driver_rows(conn, driver_sql(conn, sql), (user_id,))}
     out: list[Hit] = []
     for i, score in ranked:
         r = rows.get(i)

@@ -18,6 +18,8 @@ import re
 
 from sqlalchemy import Connection, text
 
+from memstore.db.sqlfn import driver_rows
+
 _WORD = re.compile(r"\w+")
 
 # Previous / next message with content of the same user and session, through
@@ -44,12 +46,8 @@ def low_info(conn: Connection, ids: set[int]) -> set[int]:
     marks = ",".join(str(i) for i in ids)
     # Driver-level: ids only, and compiling a text() clause per search cost
     # more than the lookup.
-    return {
-        int(r[0])
-        for r in conn.exec_driver_sql(
-            f"SELECT id FROM l0_messages WHERE id IN ({marks}) AND low_info = 1"
-        )
-    }
+    sql = f"SELECT id FROM l0_messages WHERE id IN ({marks}) AND low_info = 1"
+    return {int(r[0]) for r in driver_rows(conn, sql)}
 
 
 def content_first(

@@ -30,6 +30,7 @@ from memstore.db.engine import Database
 from memstore.db.schema import embedding_cache, vector_index, vector_spaces
 from memstore.embeddings import Embedder, check_vectors, content_hash, to_blob
 from memstore.errors import EmbeddingError, MemstoreError
+from memstore.text import fts_tidy
 from memstore.timeutil import Clock, system_clock, to_iso
 from memstore.vectors import pg, quarantine, spaces
 from memstore.vectors.spaces import Space
@@ -510,11 +511,16 @@ class BackgroundIndexer:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            if self._wake.wait(self.interval_s):
+            woke = self._wake.wait(self.interval_s)
+            if woke:
                 self._stop.wait(self.settle_s)
                 self._wake.clear()
             try:
                 self.indexer.run_until_idle(batch=self.batch, should_stop=self._stop.is_set)
+                if woke:
+                    # Something was written: merge the FTS segments it left
+                    # (keyword search probes each one), in short steps.
+                    fts_tidy.tidy(self.indexer.db, should_stop=self._stop.is_set)
                 self.last_error = None
             except MemstoreError as e:
                 # Logged and retried on the next wake-up: search degrades to keyword

@@ -98,22 +98,45 @@ def test_bench_scale_db_prints_both_backends(backend: str, in_tmp: Path, tmp_pat
 
     url = pg_admin_url()
     assert url is not None
-    out = _ok(
-        "bench", "scale", "--db", url, "--layout", "1x40,40", "--queries", "5", "--turns", "5",
-        "--sessions", "1",
-        "--json", str(tmp_path / "r.json"),
-    )  # fmt: skip
+    keep = tmp_path / "kept"
+    args = [
+        "bench", "scale", "--db", url, "--layout", "2x20,40", "--queries", "5", "--turns", "5",
+        "--sessions", "1", "--keep", str(keep),
+    ]  # fmt: skip
+    out = _ok(*args, "--json", str(tmp_path / "r.json"))
     assert "| bytes per message" in out and "| PostgreSQL |" in out.replace("  ", " ")
     res = json.loads((tmp_path / "r.json").read_text())
-    for name in ("sqlite", "postgresql"):
-        run = res["backends"][name]
-        assert run["messages"] == 40 + 40
-        assert run["derive"]["failed"] == 0 and run["derive"]["memories"] > 0
-    # The scratch database is gone from the server.
+    assert sorted(res["runs"]) == [
+        "postgresql 1x40",
+        "postgresql 2x20",
+        "sqlite 1x40",
+        "sqlite 2x20",
+    ]
+    for name, run in res["runs"].items():
+        assert run["build"]["messages"] == 40 and not run["build"].get("reused")
+        assert run["build"]["reindex"]["rows"] == 40
+        assert run["rebuild_events"] >= 2
+        if name.endswith("2x20"):
+            assert run["derive"]["failed"] == 0 and run["derive"]["memories"] > 0
+    # The second run measures copies of the kept stores, built once.
+    again = _ok(*args, "--sessions", "0", "--json", str(tmp_path / "r2.json"))
+    assert again.count("(kept build reused)") == 4
+    res2 = json.loads((tmp_path / "r2.json").read_text())
+    assert all(r["build"]["reused"] for r in res2["runs"].values())
     import psycopg
 
     with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
-        left = conn.execute(
-            "SELECT count(*) FROM pg_database WHERE datname = %s", (res["scratch_database"],)
-        ).fetchone()
-    assert left == (0,)
+        names = [r[0] for r in conn.execute("SELECT datname FROM pg_database").fetchall()]
+        # Scratch copies are gone; the two kept builds stay (dropped here).
+        scratch = [r["scratch_database"] for r in [*res["runs"].values(), *res2["runs"].values()]
+                   if "scratch_database" in r]  # fmt: skip
+        assert len(scratch) == 4 and not set(scratch) & set(names)
+        kept = [n for n in names if n.startswith("scale_")]
+        assert len(kept) >= 2
+    for rec in keep.glob("scale-*.json"):
+        name = f"scale_{rec.stem.removeprefix('scale-')}"
+        if name in kept:
+            with psycopg.connect(
+                url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True
+            ) as conn:
+                conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
