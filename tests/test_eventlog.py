@@ -184,3 +184,49 @@ def test_rolled_back_append_does_not_leave_stale_stream_heads(store: Store) -> N
         other.append([NewEvent("t", Noted("x")), NewEvent("t", Noted("y"))])
     store.append([NewEvent("s", Noted("d"))])
     assert [e.seq for e in store.read_stream("s")] == [1, 2]
+
+
+def test_a_read_event_is_the_event_that_was_appended(store: Store) -> None:
+    """Decoding fills a StoredEvent's fields without its __init__ (for speed);
+    what comes back must be indistinguishable from what append returned."""
+    out = store.append(
+        [
+            NewEvent(
+                "s/a",
+                Noted("one"),
+                user_id="u1",
+                idempotency_key="k1",
+                causation_id="c1",
+                correlation_id="r1",
+            ),
+            NewEvent("s/b", Noted("two"), user_id="u2"),
+        ]
+    )
+    back = store.read_events()
+    assert back == out
+    assert [vars(e) for e in back] == [vars(e) for e in out]
+    assert [repr(e) for e in back] == [repr(e) for e in out]
+    assert [hash(e) for e in back] == [hash(e) for e in out]
+    with pytest.raises(AttributeError):
+        back[0].seq = 5  # type: ignore[misc]
+    assert store.append([NewEvent("s/a", Noted("one"), idempotency_key="k1")])[0].duplicate
+
+
+@pytest.mark.parametrize(
+    "stored",
+    ['{"text":"one"}', ' {"text": "one"} ', '{"text":"one"}\n', '{"text":"one"} {}', "{"],
+)
+def test_payloads_decode_as_json_loads_decodes_them(store: Store, stored: str) -> None:
+    """The replay's JSON shortcut accepts and rejects what json.loads does."""
+    store.append([NewEvent("s/a", Noted("x"), user_id="u1")])
+    with store.db.write() as conn:
+        conn.execute(text("UPDATE events SET payload = :p"), {"p": stored})
+    try:
+        expected: object = Noted(**json.loads(stored))
+    except json.JSONDecodeError as e:
+        expected = type(e)
+    try:
+        got: object = store.read_events()[0].payload
+    except json.JSONDecodeError as e:
+        got = type(e)
+    assert got == expected

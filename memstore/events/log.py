@@ -93,6 +93,9 @@ _COLUMNS = (
 
 
 _SELECT = ", ".join(c.name for c in _COLUMNS)
+# StoredEvent's fields: _COLUMNS' names in their order, then "duplicate".
+_FIELDS = (*(c.name for c in _COLUMNS), "duplicate")
+_new_object = object.__new__
 
 _INSERT = (
     "INSERT INTO events (position, event_id, stream, seq, type, version, user_id, payload, "
@@ -100,6 +103,19 @@ _INSERT = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_scan = json.JSONDecoder().raw_decode
+
+
+def _loads(payload: str) -> Any:
+    """``json.loads`` for the compact JSON ``_dumps`` writes: the scanner
+    alone, without loads' two whitespace regex matches per call (a replay
+    decodes every event). Anything else — surrounding whitespace, trailing
+    data — goes through ``json.loads``, which accepts or rejects it as before."""
+    try:
+        value, end = _scan(payload)
+    except json.JSONDecodeError:
+        return json.loads(payload)
+    return value if end == len(payload) else json.loads(payload)
 
 
 def encode_payload(payload: Event) -> str:
@@ -337,7 +353,12 @@ class EventLog:
 
     def _decode(self, r: Any) -> StoredEvent:
         """A row of ``_COLUMNS`` (in that order) as a StoredEvent."""
-        payload = self.registry.decode(r[4], int(r[5]), json.loads(r[7]))
-        return StoredEvent(
-            int(r[0]), r[1], r[2], int(r[3]), r[4], payload.VERSION, r[6], payload, *r[8:13]
-        )
+        payload = self.registry.decode(r[4], int(r[5]), _loads(r[7]))
+        # A rebuild decodes every event, and a frozen dataclass's __init__
+        # (one object.__setattr__ per field) cost about as much as the JSON
+        # decode. Filling the instance dict directly gives the same object
+        # (tests/test_eventlog.py compares it with the __init__ one).
+        ev: StoredEvent = _new_object(StoredEvent)
+        values = (int(r[0]), r[1], r[2], int(r[3]), r[4], payload.VERSION, r[6], payload)
+        ev.__dict__.update(zip(_FIELDS, (*values, *r[8:13], False), strict=True))
+        return ev

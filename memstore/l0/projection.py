@@ -18,10 +18,9 @@ from sqlalchemy.exc import IntegrityError
 from memstore.db.schema import l0_messages, l0_term_repeats, l0_user_slots
 from memstore.db.sqlfn import driver_sql
 from memstore.events.log import StoredEvent
+from memstore.l0.columns import message_columns
 from memstore.l0.events import MessagesCaptured
 from memstore.projections.base import Projection
-from memstore.text import document_columns, is_low_information, stem_text
-from memstore.text.terms import document_stats
 
 _FTS_INSERT = "INSERT INTO l0_fts(rowid, text, cjk, stem) VALUES (?, ?, ?, ?)"
 _INSERT = (
@@ -140,41 +139,42 @@ def _rows(
     """The rows of ``events``, ids from ``next_id + 1``, skipping the keys in
     ``seen`` (and repeats within ``events``)."""
     out = _Batch()
+    # Bound methods and locals: this loop runs once per message replayed.
+    add_row, add_fts, add_repeat = out.rows.append, out.fts.append, out.repeated.append
     for ev in events:
         p = ev.payload
         assert isinstance(p, MessagesCaptured)
-        user, session = ev.user_id, p.session_id
+        user, session, agent, position = ev.user_id, p.session_id, p.agent_id, ev.position
         slot_key = fts_key(slots[user], 0)
         count = out.counts.setdefault(user, [0, 0])
         for m in p.messages:
-            key = (user, session, m["id"])
+            mid = m["id"]
+            key = (user, session, mid)
             if key in seen:
                 continue
             seen.add(key)
             next_id += 1
             text_ = m["text"]
-            out.rows.append(
+            low_info, latin, cjk, stem, length, repeats = message_columns(text_)
+            add_row(
                 (
                     next_id,
                     user,
-                    p.agent_id,
+                    agent,
                     session,
-                    m["id"],
+                    mid,
                     m["role"],
                     text_,
                     m["occurred_at"],
-                    ev.position,
+                    position,
                     m.get("name"),
-                    int(is_low_information(text_)),
+                    low_info,
                 )
             )
-            latin, cjk = document_columns(text_)
-            stem = stem_text(latin)
             fkey = slot_key | next_id
-            out.fts.append((fkey, latin, cjk, stem))
-            length, repeats = document_stats(latin, cjk, stem)
+            add_fts((fkey, latin, cjk, stem))
             if repeats is not None:
-                out.repeated.append((fkey, repeats))
+                add_repeat((fkey, repeats))
             count[0] += 1
             count[1] += length
     return out

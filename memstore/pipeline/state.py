@@ -103,7 +103,7 @@ class PipelineStateProjection(Projection):
             if isinstance(p, MessagesCaptured):
                 # Captures are the bulk of any log: a batch costs two
                 # executemany statements, one row per session for the latest.
-                rounds = sum(1 for m in p.messages if m.get("role") == "user")
+                rounds = [m.get("role") for m in p.messages].count("user")
                 pending.append((ev.user_id, p.session_id, ev.position, rounds, len(p.messages)))
                 sessions[(ev.user_id, p.session_id)] = (ev.position, ev.recorded_at, None)
             elif isinstance(p, SessionEnded):
