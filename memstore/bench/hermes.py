@@ -49,9 +49,10 @@ def _hermes() -> tuple[Any, Any]:
 
 def seed_memories(store: Store, n: int, user_id: str = USER) -> float:
     """Append ``n`` distinct memories for ``user_id``; returns seconds taken."""
+    from memstore.bench.scale import seed_decision
     from memstore.derive.events import MemoryWritten
     from memstore.derive.queries import active_generation
-    from memstore.derive.runs import append_checked, new_id
+    from memstore.derive.runs import append_checked
 
     texts = text_pool(n, seed=23)
     with store.db.read() as conn:
@@ -61,22 +62,7 @@ def seed_memories(store: Store, n: int, user_id: str = USER) -> float:
         events = []
         for j, content in enumerate(texts[i : i + SEED_BATCH]):
             kind = ("persona", "episodic", "instruction")[(i + j) % 3]
-            decision = {
-                "action": "store",
-                "new_id": new_id(),
-                "target_ids": [],
-                "content": content,
-                "type": kind,
-                "priority": 70,
-                "scene_name": "",
-                "source_message_ids": [],
-                "activity_start": None,
-                "activity_end": None,
-                "occurred_at": None,
-                "candidate": content,
-                "reason": "bench seed",
-                "degraded_from": None,
-            }
+            decision = seed_decision(content, kind, "bench seed")
             events.append(MemoryWritten(gen, "host", decision))
         append_checked(store.derivation, user_id, events)
     store.reindex()

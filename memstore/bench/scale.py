@@ -111,14 +111,17 @@ def _messages(size: int, users: int, pool: Sequence[str]) -> list[tuple[str, str
     return calls
 
 
-def _decision(content: str) -> dict[str, Any]:
-    # The shape MemoryWritten carries (see memstore.derive.events.L1Extracted).
+def seed_decision(
+    content: str, type_: str = "persona", reason: str = "bench scale"
+) -> dict[str, Any]:
+    """A host "store" decision for seeding memories, shared by the benches that fill
+    stores (the shape MemoryWritten carries, see memstore.derive.events.L1Extracted)."""
     return {
         "action": "store",
         "new_id": new_id(),
         "target_ids": [],
         "content": content,
-        "type": "persona",
+        "type": type_,
         "priority": 70,
         "scene_name": "",
         "source_message_ids": [],
@@ -126,7 +129,7 @@ def _decision(content: str) -> dict[str, Any]:
         "activity_end": None,
         "occurred_at": None,
         "candidate": content,
-        "reason": "bench scale",
+        "reason": reason,
         "degraded_from": None,
     }
 
@@ -139,7 +142,7 @@ def _fill_memories(store: Store, size: int, users: int, pool: Sequence[str]) -> 
         user = f"u{u:04d}"
         for i in range(0, per_user, L1_BATCH):
             batch = [
-                MemoryWritten(DEFAULT_GENERATION, "host", _decision(pool[(n + j) % len(pool)]))
+                MemoryWritten(DEFAULT_GENERATION, "host", seed_decision(pool[(n + j) % len(pool)]))
                 for j in range(min(L1_BATCH, per_user - i))
             ]
             n += len(batch)
