@@ -180,16 +180,20 @@ def _cs_options(f: Any) -> Any:
     return f
 
 
-@bench_group.command("search")
-@_cs_options
-def bench_search(
-    sizes: str,
-    embedder: str,
-    distinct: int | None,
-    queries: int,
-    json_path: Path | None,
-    workdir: Path | None,
-) -> None:
+def _cs_command(name: str, doc: str) -> None:
+    """Register `bench <name>`: `search` and `capture` run the same measurement (filling
+    a store measures both), so they share options and body and differ in help only."""
+
+    def command(**params: Any) -> None:
+        _capture_search(**params, name="capture_search")
+
+    command.__name__ = f"bench_{name}"
+    command.__doc__ = doc  # click reads the help text from the docstring
+    bench_group.command(name)(_cs_options(command))
+
+
+_cs_command(
+    "search",
     """Keyword/vector/hybrid search p50/p95 at each size (1 user and 100 users), with
     numpy brute-force cosine and bare FTS5 as references; also capture latency and
     embedding throughput (the same run as `bench capture`).
@@ -198,20 +202,10 @@ def bench_search(
     Example:
       memstore bench search
       memstore bench search --sizes 10000 --embedder hashing --json /tmp/search.json
-    """
-    _capture_search(sizes, embedder, distinct, queries, json_path, workdir, "capture_search")
-
-
-@bench_group.command("capture")
-@_cs_options
-def bench_capture(
-    sizes: str,
-    embedder: str,
-    distinct: int | None,
-    queries: int,
-    json_path: Path | None,
-    workdir: Path | None,
-) -> None:
+    """,
+)
+_cs_command(
+    "capture",
     """Capture acknowledgement latency p50/p99 (embedding deferred), with and without the
     background indexer running, and background embedding throughput. Runs the same
     measurement as `bench search` (filling a store measures both).
@@ -219,8 +213,8 @@ def bench_capture(
     \b
     Example:
       memstore bench capture --sizes 10000
-    """
-    _capture_search(sizes, embedder, distinct, queries, json_path, workdir, "capture_search")
+    """,
+)
 
 
 @bench_group.command("locomo")
