@@ -17,6 +17,7 @@ from sqlalchemy import text
 from memstore.config import Settings
 from memstore.db import migrate
 from memstore.l0.projection import SLOT_SHIFT, user_fts_range
+from memstore.search.engine import Ask
 from memstore.store import Store, default_projections
 from memstore.text import build_match, document_columns, stem_text
 
@@ -86,7 +87,7 @@ def _reference(store: Store, query: str, user: str, k: int) -> list[tuple[int, f
 
 def _keyword(store: Store, query: str, user: str, k: int) -> list[tuple[int, float]]:
     with store.db.read() as conn:
-        return store.search_engine._keyword(conn, "l0", query, user, k, None, None, None)
+        return store.search_engine._keyword(conn, Ask("l0", query, user, k, None, None, None))
 
 
 def test_keyword_lists_match_bm25_over_the_users_own_messages(store: Store) -> None:

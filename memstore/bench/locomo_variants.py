@@ -33,6 +33,7 @@ from memstore.bench.locomo_index import (
     scored_questions,
     top_ids,
 )
+from memstore.search.engine import Ask
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def _keyword_lists(idx: ConvIndex, question: str, k: int) -> list[int]:
     """The engine's FTS5 list (turn indexes, best first), fetched ``k`` deep."""
     eng = idx.store.search_engine
     with idx.store.db.read() as conn:
-        rows = eng._keyword(conn, "l0", question, idx.conv.sample_id, k, None, None, None)
+        rows = eng._keyword(conn, Ask("l0", question, idx.conv.sample_id, k, None, None, None))
     return [idx.rowid_to_idx[r] for r, _ in rows]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, text
@@ -23,7 +24,7 @@ from memstore.embeddings import Embedder, from_blob
 from memstore.errors import InvalidInputError, MemstoreError
 from memstore.l0.capture import check_id
 from memstore.search import bm25, keyword_pg, rescore
-from memstore.search.filters import row_filters
+from memstore.search.filters import RowFilter, row_filters
 from memstore.search.hits import Hit, materialise
 from memstore.search.query_vectors import QueryVectors
 from memstore.text import build_match, is_low_information
@@ -60,6 +61,24 @@ _BM25_WEIGHTS = "1.0, 1.0, 1.0"
 # Extra candidates fetched per list for conversation search, so that
 # content-free messages pushed to the end do not leave the list short.
 _L0_OVERFETCH = 2
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One search as both retrieval paths (keyword, vector) receive it; ``k`` is how
+    many candidates each path returns."""
+
+    kind: str
+    query: str
+    user_id: str
+    k: int
+    session_id: str | None
+    type_: str | None
+    scene: str | None
+
+    @property
+    def where(self) -> RowFilter:
+        return {"session_id": self.session_id, "type_": self.type_, "scene": self.scene}
 
 
 class SearchEngine:
@@ -117,10 +136,11 @@ class SearchEngine:
             use_vec = strategy != "keyword" and self._vector_ready(conn, kind)
             kw: list[tuple[int, float]] = []
             vec: list[tuple[int, float]] = []
+            ask = Ask(kind, query, user_id, deep, session_id, type, scene)
             if strategy != "vector" or not use_vec:
-                kw = self._keyword(conn, kind, query, user_id, deep, session_id, type, scene)
+                kw = self._keyword(conn, ask)
             if use_vec:
-                vec = self._vector(conn, kind, query, user_id, deep, session_id, type, scene)
+                vec = self._vector(conn, ask)
             filler: set[int] = set()
             # A query with content is never answered by a content-free
             # message; one without ("thanks") may look for them, ranked last.
@@ -187,100 +207,74 @@ class SearchEngine:
         sp = self._space(conn, kind)
         return sp is not None and sp.ready
 
-    def _keyword(
-        self,
-        conn: Connection,
-        kind: str,
-        query: str,
-        user_id: str,
-        k: int,
-        session_id: str | None,
-        type_: str | None,
-        scene: str | None,
-    ) -> list[tuple[int, float]]:
+    def _keyword(self, conn: Connection, q: Ask) -> list[tuple[int, float]]:
         if conn.dialect.name == "postgresql":
             return keyword_pg.keyword(
-                conn,
-                kind,
-                query,
-                user_id,
-                k,
-                session_id=session_id,
-                type_=type_,
-                scene=scene,
-                l1_filter=_L1_ACTIVE,
+                conn, q.kind, q.query, q.user_id, q.k, l1_filter=_L1_ACTIVE, **q.where
             )
-        if kind == "l0":
+        if q.kind == "l0":
             # Ranked with the user's own statistics, reading only the user's
             # postings (memstore.search.bm25).
-            return bm25.keyword_messages(conn, query, user_id, k, session_id=session_id)
-        match = build_match(query)
+            return bm25.keyword_messages(conn, q.query, q.user_id, q.k, session_id=q.session_id)
+        match = build_match(q.query)
         if match is None:
             return []
-        params: dict[str, Any] = {"q": match, "u": user_id, "k": k}
+        params: dict[str, Any] = {"q": match, "u": q.user_id, "k": q.k}
         sql = (
             f"SELECT m.id, bm25(l1_fts, {_BM25_WEIGHTS}) AS s FROM l1_fts "
             "JOIN l1_memories m ON m.id = l1_fts.rowid "
             f"WHERE l1_fts MATCH :q AND m.user_id = :u AND {_L1_ACTIVE}"
         )
-        sql += row_filters(kind, params, session_id=session_id, type_=type_, scene=scene)
+        sql += row_filters(q.kind, params, **q.where)
         sql += " ORDER BY s LIMIT :k"
         return [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
 
-    def _vector(
-        self,
-        conn: Connection,
-        kind: str,
-        query: str,
-        user_id: str,
-        k: int,
-        session_id: str | None,
-        type_: str | None,
-        scene: str | None,
-    ) -> list[tuple[int, float]]:
-        sp = self._space(conn, kind)
-        if sp is None or not query.strip():
+    def _vector(self, conn: Connection, q: Ask) -> list[tuple[int, float]]:
+        sp = self._space(conn, q.kind)
+        if sp is None or not q.query.strip():
             return []
         try:
-            blob = self._query_blob(query)
+            blob = self._query_blob(q.query)
         except MemstoreError:
             return []  # an unreachable remote embedder degrades search to keyword
-        if kind == "l0":
-            got = self.hot.search(conn, sp, user_id, from_blob(blob, sp.dims), k, session_id)
+        if q.kind == "l0":
+            got = self.hot.search(conn, sp, q.user_id, from_blob(blob, sp.dims), q.k, q.session_id)
             if got is not None:
                 return got
-        want = min(k * (3 if kind == "l1" else 1), 4096)
+        want = min(q.k * (3 if q.kind == "l1" else 1), 4096)
         if conn.dialect.name == "postgresql":
             filters = (
-                {"session_id": session_id} if kind == "l0" else {"mtype": type_, "scene": scene}
+                {"session_id": q.session_id}
+                if q.kind == "l0"
+                else {"mtype": q.type_, "scene": q.scene}
             )
             rows = vector_pg.knn(
                 conn,
                 sp.table_name,
-                kind,
-                user_id,
+                q.kind,
+                q.user_id,
                 blob,
                 want,
                 {c: v for c, v in filters.items() if v},
             )
-            return self._live_memories(conn, user_id, rows, k) if kind == "l1" else rows
-        params: dict[str, Any] = {"v": blob, "u": user_id, "k": want}
+            return self._live_memories(conn, q.user_id, rows, q.k) if q.kind == "l1" else rows
+        params: dict[str, Any] = {"v": blob, "u": q.user_id, "k": want}
         sql = (
             f'SELECT rowid, distance FROM "{sp.table_name}" '
             "WHERE embedding MATCH :v AND k = :k AND user_id = :u"
         )
-        if kind == "l0" and session_id:
+        if q.kind == "l0" and q.session_id:
             sql += " AND session_id = :s"
-            params["s"] = session_id
-        if kind == "l1":
-            if type_:
+            params["s"] = q.session_id
+        if q.kind == "l1":
+            if q.type_:
                 sql += " AND mtype = :t"
-                params["t"] = type_
-            if scene:
+                params["t"] = q.type_
+            if q.scene:
                 sql += " AND scene = :sc"
-                params["sc"] = scene
+                params["sc"] = q.scene
         rows = [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
-        return self._live_memories(conn, user_id, rows, k) if kind == "l1" else rows
+        return self._live_memories(conn, q.user_id, rows, q.k) if q.kind == "l1" else rows
 
     @staticmethod
     def _live_memories(

@@ -6,7 +6,15 @@ names, which are fixed here, become SQL text."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
+
+
+class RowFilter(TypedDict):
+    """The filters as keyword arguments of `row_filters` and the keyword searches."""
+
+    session_id: str | None
+    type_: str | None
+    scene: str | None
 
 
 def row_filters(
