@@ -15,13 +15,17 @@ import platform
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memstore.bench.capture_search import format_capture_search
 from memstore.bench.eventlog import format_eventlog
 from memstore.bench.locomo import format_locomo
 from memstore.bench.locomo_index import CATEGORIES, CATEGORY_NAMES, KS
 from memstore.bench.scale import format_scale
+
+if TYPE_CHECKING:  # matplotlib is optional and imported only when plotting
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 RESULT_NAMES = (
     "eventlog",
@@ -76,6 +80,24 @@ def write_result(result: dict[str, Any], path: Path) -> None:
     path.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
 
 
+def _write(fig: Figure, out: Path) -> None:
+    """Save a finished figure the same way for every plot, and free it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def _log_log(ax: Axes, xlabel: str) -> None:
+    """The log-log axes of the growth-with-size plots."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+
+
 def _plot_recall(res: dict[str, Any], out: Path) -> None:
     import matplotlib
 
@@ -101,9 +123,7 @@ def _plot_recall(res: dict[str, Any], out: Path) -> None:
     ax.set_title(
         f"LoCoMo ({res['conversations']} conversations, {res['questions_scored']} questions)"
     )
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    _write(fig, out)
 
 
 def _plot_latency(res: dict[str, Any], out: Path) -> None:
@@ -124,16 +144,10 @@ def _plot_latency(res: dict[str, Any], out: Path) -> None:
                 linestyle=style,
                 label=f"{key} p95, {layout}",
             )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("messages in the store")
+    _log_log(ax, "messages in the store")
     ax.set_ylabel("ms")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7)
     ax.set_title(f"search latency vs size ({res['embedder']})")
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    _write(fig, out)
 
 
 def _dig(run: dict[str, Any], path: tuple[str, ...]) -> float:
@@ -189,15 +203,9 @@ def _plot_scale(res: dict[str, Any], out: Path) -> None:
     left.set_title("latency vs size")
     right.set_title("size and throughput vs size")
     for ax in (left, right):
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("N (L0 messages = L1 memories)")
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
+        _log_log(ax, "N (L0 messages = L1 memories)")
     fig.suptitle(f"scale ({res['embedder']} embedder)")
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    _write(fig, out)
 
 
 def _peers_table(res: dict[str, Any]) -> list[str]:
