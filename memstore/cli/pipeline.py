@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -18,13 +20,28 @@ def _opt_user(_ctx: click.Context, _param: click.Parameter, value: str | None) -
     return opt_id("user_id", value)
 
 
-def _open(db: Location | None) -> tuple[Store, PipelineService, bool]:
+@contextmanager
+def _service(db: Location | None) -> Iterator[PipelineService]:
+    """The store's pipeline service for one command; the store is closed after it, and a
+    service made here is stopped."""
     # A one-shot command never competes for the scheduler lease.
     store = Store.open(existing_db(db), settings=Settings.load(scheduler=False))
     existing = getattr(store, "pipeline", None)
     if isinstance(existing, PipelineService):
-        return store, existing, False
-    return store, PipelineService(store.derivation), True
+        svc, own = existing, False
+    else:
+        svc, own = PipelineService(store.derivation), True
+    try:
+        yield svc
+    finally:
+        if own:
+            svc.stop()
+        store.close()
+
+
+_user_option = click.option(
+    "--user", "user_id", default=None, help="Only this user.", callback=_opt_user
+)
 
 
 @cli.group("pipeline")
@@ -41,7 +58,7 @@ def pipeline_group() -> None:
 @pipeline_group.command("status")
 @db_option
 @json_option
-@click.option("--user", "user_id", default=None, help="Only this user.", callback=_opt_user)
+@_user_option
 def pipeline_status(db: Location | None, as_json: bool, user_id: str | None) -> None:
     """Show per user and session: pending rounds, threshold, queued work, timers, failures.
 
@@ -50,13 +67,8 @@ def pipeline_status(db: Location | None, as_json: bool, user_id: str | None) -> 
       memstore pipeline status --user alice
       memstore pipeline status --json
     """
-    store, svc, own = _open(db)
-    try:
+    with _service(db) as svc:
         rows = svc.status(user_id)
-    finally:
-        if own:
-            svc.stop()
-        store.close()
     if as_json:
         echo_json(rows)
         return
@@ -87,7 +99,7 @@ def pipeline_status(db: Location | None, as_json: bool, user_id: str | None) -> 
 @pipeline_group.command("run")
 @db_option
 @json_option
-@click.option("--user", "user_id", default=None, help="Only this user.", callback=_opt_user)
+@_user_option
 def pipeline_run(db: Location | None, as_json: bool, user_id: str | None) -> None:
     """Run due derivation now: L1 for pending sessions, then L2, then L3 when due.
 
@@ -96,13 +108,8 @@ def pipeline_run(db: Location | None, as_json: bool, user_id: str | None) -> Non
       memstore pipeline run
       memstore pipeline run --user alice --json
     """
-    store, svc, own = _open(db)
-    try:
+    with _service(db) as svc:
         outcomes = svc.run_pipeline(user_id, wait=True)
-    finally:
-        if own:
-            svc.stop()
-        store.close()
     rows: list[dict[str, Any]] = [
         {"stage": o.stage, "ok": o.ok, "run_id": o.run_id, "error": o.error} for o in outcomes
     ]
