@@ -111,7 +111,7 @@ def test_a_killed_schedulers_lease_is_taken_over_and_due_timers_fire_once(
         time.sleep(2.5)  # several lease periods: nothing fires a second time
         assert fired(before) == [f"{a.pid} PipelineService"]
         assert fired(after) == [f"{b.pid} PipelineService"]
-        assert mine.timers.get("probe-after") is None  # removed once fired
+        assert _wait(lambda: mine.timers.get("probe-after") is None)  # removed once fired
     finally:
         mine.stop()
         for p in (a, b):
