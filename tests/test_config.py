@@ -129,7 +129,7 @@ def test_flat_names_are_unique_and_readme_names_are_settings() -> None:
     outside = {"MEMSTORE_DB", "MEMSTORE_CONFIG", "MEMSTORE_USER", "MEMSTORE_SQLITE_MODULE"}
     for name in set(re.findall(r"MEMSTORE_[A-Z0-9_]*[A-Z0-9]", readme)):
         # The gateway's and PostgreSQL's (scripts/pg.sh, db/postgres.py) are their own,
-        # and MEMSTORE_TESTS_* belong to the test suite (tests/conftest.py).
-        own = ("MEMSTORE_GATEWAY", "MEMSTORE_PG_", "MEMSTORE_TESTS_")
+        # and MEMSTORE_TEST_* / MEMSTORE_TESTS_* belong to the test suite (tests/conftest.py).
+        own = ("MEMSTORE_GATEWAY", "MEMSTORE_PG_", "MEMSTORE_TEST")
         if not name.startswith(own) and name != "MEMSTORE_LLM":
             assert name in known | outside, f"README names {name}, which is no setting"
