@@ -143,3 +143,22 @@ def test_keyword_search_reads_only_the_users_fts_range(store: Store) -> None:
     for step in steps:
         index = step.split("VIRTUAL TABLE INDEX", 1)[1].split(":", 1)[1]
         assert "M" in index and ">" in index and "<" in index, steps
+
+
+def test_search_reads_candidate_rows_by_primary_key(store: Store) -> None:
+    # The hits' rows (and their low_info flags) are looked up by id. With a
+    # plain "user_id = ?" beside the id list SQLite walked the user's whole
+    # (user_id, occurred_at) index range instead: every message of the user
+    # per search (memstore.search.hits.read_rows).
+    _write_paths(store, 1)
+    with _recorded(store) as seen:
+        store.search_conversations("Lisbon green tea", user_id="alice", strategy="keyword")
+        store.search_conversations("Lisbon green tea", user_id="bob", strategy="hybrid")
+    reads = {
+        sql: plan
+        for sql, plan in _plans(store, seen).items()
+        if re.match(r"SELECT m\.id, m\.message_id", sql)
+    }
+    assert reads
+    for sql, plan in reads.items():
+        assert plan == ["SEARCH m USING INTEGER PRIMARY KEY (rowid=?)"], (sql, plan)

@@ -25,7 +25,7 @@ from memstore.errors import InvalidInputError, MemstoreError
 from memstore.l0.capture import check_id
 from memstore.search import bm25, keyword_pg, rescore
 from memstore.search.filters import RowFilter, row_filters
-from memstore.search.hits import Hit, materialise
+from memstore.search.hits import Hit, Rows, materialise, read_rows
 from memstore.search.query_vectors import QueryVectors
 from memstore.text import build_match, is_low_information
 from memstore.vectors import pg as vector_pg
@@ -142,11 +142,15 @@ class SearchEngine:
             if use_vec:
                 vec = self._vector(conn, ask)
             filler: set[int] = set()
+            rows: Rows = {}
             # A query with content is never answered by a content-free
             # message; one without ("thanks") may look for them, ranked last.
             keep_filler = is_low_information(query)
             if kind == "l0":
-                filler = rescore.low_info(conn, {i for i, _ in kw} | {i for i, _ in vec})
+                # The candidates' rows, read once: their low_info flags now,
+                # the hits' text at the end (memstore.search.hits).
+                rows = read_rows(conn, kind, user_id, {i for i, _ in kw} | {i for i, _ in vec})
+                filler = rescore.low_info(rows)
                 kw = rescore.content_first(kw, filler, keep_filler)[:fetch]
                 vec = rescore.content_first(vec, filler, keep_filler)[:fetch]
             # Hybrid without a ready vector space is still fused (from the
@@ -173,7 +177,7 @@ class SearchEngine:
             if filler and keep_filler:
                 # Lending never reaches them (_ADJACENT), so no new ones appear here.
                 ranked = rescore.demote(ranked, filler)
-            return materialise(conn, kind, user_id, ranked[:n], kw, vec)
+            return materialise(conn, kind, user_id, ranked[:n], kw, vec, rows)
 
     @contextmanager
     def reading(self, conn: Connection | None) -> Iterator[Connection]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -34,11 +34,37 @@ class Hit:
         return {k: v for k, v in asdict(self).items() if v is not None and v != {}}
 
 
-_L0_COLS = "m.id, m.message_id, m.text, m.user_id, m.occurred_at, m.session_id, m.role"
+_L0_COLS = "m.id, m.message_id, m.text, m.user_id, m.occurred_at, m.session_id, m.role, m.low_info"
 _L1_COLS = (
     "m.id, m.memory_id, m.content, m.user_id, m.occurred_at, m.type, m.scene_name, m.priority, "
     "m.activity_start, m.activity_end, m.origin"
 )
+# Column of l0 rows read by ``read_rows``: the message is content-free
+# (memstore.search.rescore).
+LOW_INFO = 7
+
+Rows = dict[int, Any]
+
+
+def read_rows(conn: Connection, kind: str, user_id: str, ids: Iterable[int]) -> Rows:
+    """``user_id``'s rows among ``ids`` (l0_messages or l1_memories row ids), by id.
+
+    Conversation search reads its candidates' rows once, before ranking: the
+    same read says which are content-free (``LOW_INFO``) and gives the hits
+    their text, so the rows' pages are visited once per search."""
+    marks = ",".join(str(int(i)) for i in ids)
+    if not marks:
+        return {}
+    cols, table = (_L0_COLS, "l0_messages") if kind == "l0" else (_L1_COLS, "l1_memories")
+    # SQLite: "+" keeps the user test off the (user_id, ...) indexes. With a
+    # plain "m.user_id = ?" the planner walked the user's whole index range
+    # (1,000 entries for a 1k-message user) instead of looking up the ~10-40
+    # ids by primary key: 0.21 ms against 0.02 ms for 10 rows, warm
+    # (BENCHMARKS.md, "Keyword search per user"). PostgreSQL plans by
+    # statistics and has no unary plus for text.
+    plus = "+" if conn.dialect.name == "sqlite" else ""
+    sql = f"SELECT {cols} FROM {table} m WHERE m.id IN ({marks}) AND {plus}m.user_id = ?"
+    return {int(r[0]): r for r in driver_rows(conn, driver_sql(conn, sql), (user_id,))}
 
 
 def materialise(
@@ -48,18 +74,18 @@ def materialise(
     ranked: Sequence[tuple[int, float]],
     kw: list[tuple[int, float]],
     vec: list[tuple[int, float]],
+    rows: Rows | None = None,
 ) -> list[Hit]:
     """``ranked`` (row id, score) as hits, in order, with each one's place in
-    the keyword list ``kw`` and the vector list ``vec`` (id, distance)."""
+    the keyword list ``kw`` and the vector list ``vec`` (id, distance).
+    ``rows``: rows already read by ``read_rows``; the others are read here."""
     if not ranked:
         return []
-    ids = ",".join(str(i) for i, _ in ranked)
     kw_rank = {i: r for r, (i, _) in enumerate(kw, start=1)}
     vec_rank = {i: r for r, (i, _) in enumerate(vec, start=1)}
     sims = {i: 1.0 - d for i, d in vec}
-    cols, table = (_L0_COLS, "l0_messages") if kind == "l0" else (_L1_COLS, "l1_memories")
-    sql = f"SELECT {cols} FROM {table} m WHERE m.id IN ({ids}) AND m.user_id = ?"
-    rows = {int(r[0]): r for r in driver_rows(conn, driver_sql(conn, sql), (user_id,))}
+    rows = dict(rows or {})
+    rows.update(read_rows(conn, kind, user_id, [i for i, _ in ranked if i not in rows]))
     out: list[Hit] = []
     for i, score in ranked:
         r = rows.get(i)

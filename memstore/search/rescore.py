@@ -18,7 +18,7 @@ import re
 
 from sqlalchemy import Connection, text
 
-from memstore.db.sqlfn import driver_rows
+from memstore.search.hits import LOW_INFO, Rows
 
 _WORD = re.compile(r"\w+")
 
@@ -39,15 +39,9 @@ def _ordered(scores: dict[int, float]) -> list[tuple[int, float]]:
     return sorted(scores.items(), key=lambda x: (-x[1], x[0]))
 
 
-def low_info(conn: Connection, ids: set[int]) -> set[int]:
-    """The content-free messages among ``ids`` (l0_messages row ids)."""
-    if not ids:
-        return set()
-    marks = ",".join(str(i) for i in ids)
-    # Driver-level: ids only, and compiling a text() clause per search cost
-    # more than the lookup.
-    sql = f"SELECT id FROM l0_messages WHERE id IN ({marks}) AND low_info = 1"
-    return {int(r[0]) for r in driver_rows(conn, sql)}
+def low_info(rows: Rows) -> set[int]:
+    """The content-free messages among ``rows`` (``hits.read_rows`` of l0_messages)."""
+    return {i for i, r in rows.items() if r[LOW_INFO]}
 
 
 def content_first(
