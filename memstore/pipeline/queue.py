@@ -47,6 +47,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memstore.db.engine import Database
 from memstore.db.schema import pipeline_locks, pipeline_queue
+from memstore.db.sqlfn import driver_sql
 from memstore.errors import InvalidInputError, LockedError
 from memstore.pipeline import owners
 from memstore.timeutil import timedelta, to_iso
@@ -92,6 +93,12 @@ def _item(r: Any) -> WorkItem:
 # -- queue ---------------------------------------------------------------------
 
 
+_UNCLAIMED = (
+    "SELECT id, run_after FROM pipeline_queue WHERE user_id = ? AND session_id = ? "
+    "AND stage = ? AND claimed_by IS NULL"
+)
+
+
 def enqueue(
     conn: Connection,
     user_id: str,
@@ -107,20 +114,19 @@ def enqueue(
         raise InvalidInputError(f"unknown pipeline stage {stage!r}")
     due = to_iso(run_after or now)
     c = pipeline_queue.c
-    existing = conn.execute(
-        select(c.id, c.run_after)
-        .where(
-            c.user_id == user_id,
-            c.session_id == session_id,
-            c.stage == stage,
-            c.claimed_by.is_(None),
-        )
-        .with_for_update()
+    # Driver-level: every capture past the warm-up threshold asks this, and
+    # building the Core select cost more than running it (BENCHMARKS.md,
+    # "Capture and search"). FOR UPDATE is PostgreSQL's (SQLite's write
+    # transaction already excludes other writers).
+    lock = " FOR UPDATE" if conn.dialect.name == "postgresql" else ""
+    existing = conn.exec_driver_sql(
+        driver_sql(conn, _UNCLAIMED + lock), (user_id, session_id, stage)
     ).first()
     if existing is not None:
-        if due < existing.run_after:
-            conn.execute(update(pipeline_queue).where(c.id == existing.id).values(run_after=due))
-        return int(existing.id)
+        item, after = int(existing[0]), existing[1]
+        if due < after:
+            conn.execute(update(pipeline_queue).where(c.id == item).values(run_after=due))
+        return item
     res = conn.execute(
         pipeline_queue.insert().values(
             user_id=user_id,
