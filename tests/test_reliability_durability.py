@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,20 @@ def test_unknown_durability_is_refused(db_path: Path) -> None:
     with pytest.raises(ConfigError, match="durability"):
         Store.open(db_path, settings=settings)
     assert not db_path.exists() or db_path.stat().st_size == 0
+
+
+def test_every_connection_reads_through_a_memory_map(db_path: Path) -> None:
+    # memstore.db.engine.MMAP_BYTES: searches read through the OS page cache
+    # instead of each connection's own 2 MB cache; writes and the WAL stay as
+    # they were (a capture and a read of it through two connections).
+    from memstore.db.engine import MMAP_BYTES
+
+    settings = Settings().replace(embedder="none", scheduler=False, background_indexer=False)
+    with Store.open(db_path, settings=settings) as store:
+        store.capture_turn("alice", "s1", "I moved to Lisbon")
+        with store.db.read() as one, store.db.read() as two:
+            for conn in (one, two):
+                assert conn.exec_driver_sql("PRAGMA mmap_size").scalar_one() == MMAP_BYTES
+        assert MMAP_BYTES > 0 or sys.maxsize <= 2**32
+        hits = store.search_conversations("Lisbon", user_id="alice", strategy="keyword")
+        assert [h.text for h in hits] == ["I moved to Lisbon"]
