@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, exc, func, select
+from sqlalchemy import Connection, exc, select
 
 from memstore.db.schema import events as events_t
 from memstore.db.sqlfn import driver_sql
@@ -271,12 +271,13 @@ class EventLog:
         ordered = sorted(streams)
         for i in range(0, len(ordered), 500):
             chunk = ordered[i : i + 500]
-            q = (
-                select(events_t.c.stream, func.max(events_t.c.seq))
-                .where(events_t.c.stream.in_(chunk))
-                .group_by(events_t.c.stream)
-            )
-            out.update({str(s): int(m) for s, m in conn.execute(q)})
+            # Driver-level: a capture to a session this instance has not
+            # written since another writer appended asks this, and the Core
+            # select cost several times the statement to build.
+            marks = ",".join("?" for _ in chunk)
+            sql = f"SELECT stream, max(seq) FROM events WHERE stream IN ({marks}) GROUP BY stream"
+            rows = conn.exec_driver_sql(driver_sql(conn, sql), tuple(chunk))
+            out.update({str(s): int(m) for s, m in rows})
         return out
 
     # -- reading ---------------------------------------------------------

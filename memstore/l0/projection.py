@@ -65,6 +65,7 @@ def _known(conn: Connection, events: Sequence[StoredEvent]) -> set[tuple[str, st
     return found
 
 
+_MAX_ID = "SELECT coalesce(max(id), 0) FROM l0_messages"
 _SLOT_OF = text("SELECT slot FROM l0_user_slots WHERE user_id = :u")
 
 SLOT_SHIFT = 40
@@ -211,9 +212,9 @@ class L0Projection(Projection):
     )
 
     def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
-        next_id = int(
-            conn.execute(select(func.coalesce(func.max(l0_messages.c.id), 0))).scalar_one()
-        )
+        # Driver-level: once per capture, and the Core select cost ~5x the
+        # statement to build (0.17 against 0.03 ms CPU).
+        next_id = int(conn.exec_driver_sql(_MAX_ID).scalar_one())
         slots = _slots(conn, [ev.user_id for ev in events])
         # Capture never appends a known id, but a log can hold one anyway (an
         # event appended directly, an older version): skip it rather than let

@@ -97,6 +97,10 @@ _UNCLAIMED = (
     "SELECT id, run_after FROM pipeline_queue WHERE user_id = ? AND session_id = ? "
     "AND stage = ? AND claimed_by IS NULL"
 )
+_NEW_ITEM = (
+    "INSERT INTO pipeline_queue (user_id, session_id, stage, priority, created_at, run_after, "
+    "attempts) VALUES (?, ?, ?, ?, ?, ?, 0) RETURNING id"
+)
 
 
 def enqueue(
@@ -127,20 +131,8 @@ def enqueue(
         if due < after:
             conn.execute(update(pipeline_queue).where(c.id == item).values(run_after=due))
         return item
-    res = conn.execute(
-        pipeline_queue.insert().values(
-            user_id=user_id,
-            session_id=session_id,
-            stage=stage,
-            priority=STAGE_PRIORITY[stage],
-            created_at=to_iso(now),
-            run_after=due,
-            attempts=0,
-        )
-    )
-    pk = res.inserted_primary_key
-    assert pk is not None
-    return int(pk[0])
+    row = (user_id, session_id, stage, STAGE_PRIORITY[stage], to_iso(now), due)
+    return int(conn.exec_driver_sql(driver_sql(conn, _NEW_ITEM), row).scalar_one())
 
 
 def pending(conn: Connection, user_id: str | None = None) -> list[WorkItem]:
