@@ -11,7 +11,7 @@ from sqlalchemy import exc, text
 from memstore import Settings
 from memstore.db import migrate
 from memstore.events.log import NewEvent
-from memstore.l0.events import SessionEnded
+from memstore.l0.events import MessagesCaptured, SessionEnded
 from memstore.store import Store, default_projections
 from tests.snapshot import snapshot
 
@@ -49,6 +49,31 @@ def test_capture_is_idempotent(store: Store) -> None:
     b = store.append([ev])
     assert not a[0].duplicate and b[0].duplicate and a[0].position == b[0].position
     assert store.event_count() == 2
+
+
+def test_a_message_id_the_log_holds_twice_is_projected_once(store: Store) -> None:
+    # The L0 projection's savepoint (memstore.l0.projection): the unique index
+    # refuses the second copy, the batch is redone without it, and the
+    # transaction carries on (PostgreSQL aborts a transaction on an error
+    # unless it is rolled back to the savepoint).
+    store.capture("u", "s", [{"role": "user", "content": "hello", "id": "m1"}])
+    again = {
+        "id": "m1",
+        "role": "user",
+        "text": "hello again",
+        "occurred_at": "2024-01-01T00:00:00.000000Z",
+        "truncated": False,
+        "original_bytes": 11,
+    }
+    store.append(
+        [NewEvent("l0/u/s", MessagesCaptured(session_id="s", messages=[again]), user_id="u")]
+    )
+    assert store.capture("u", "s", [{"role": "user", "content": "next", "id": "m2"}]).stored == [
+        "m2"
+    ]
+    for word in ("hello", "next"):
+        hits = store.search_conversations(word, user_id="u", strategy="keyword")
+        assert [h.text for h in hits] == [word]
 
 
 def test_the_database_enforces_idempotency_keys(store: Store) -> None:
