@@ -6,8 +6,6 @@ import pytest
 
 from memstore import Settings
 from memstore.errors import InvalidInputError
-from memstore.events.log import NewEvent
-from memstore.l0.events import MessagesCaptured
 from memstore.store import Store
 
 
@@ -131,30 +129,6 @@ def test_bad_input_is_a_clear_error_and_stores_nothing(
     with pytest.raises(InvalidInputError, match=match):
         store.capture(user, session, messages)  # type: ignore[arg-type]
     assert store.read_events() == []
-
-
-def test_a_duplicate_message_in_the_log_does_not_break_capture(store: Store) -> None:
-    store.capture("u", "s", [{"role": "user", "content": "hello", "id": "m1"}])
-    msg = {
-        "id": "m1",
-        "role": "user",
-        "text": "hello again",
-        "occurred_at": "2024-01-01T00:00:00.000000Z",
-        "truncated": False,
-        "original_bytes": 11,
-    }
-    store.append(
-        [NewEvent("l0/u/s", MessagesCaptured(session_id="s", messages=[msg]), user_id="u")]
-    )
-    res = store.capture("u", "s", [{"role": "user", "content": "next", "id": "m2"}])
-    assert res.stored == ["m2"]
-    assert [
-        h.text for h in store.search_conversations("hello", user_id="u", strategy="keyword")
-    ] == ["hello"]
-    store.rebuild()
-    assert [h.ref for h in store.search_conversations("next", user_id="u", strategy="keyword")] == [
-        "m2"
-    ]
 
 
 def test_message_ids_are_scoped_to_their_session(store: Store) -> None:

@@ -52,10 +52,11 @@ def test_capture_is_idempotent(store: Store) -> None:
 
 
 def test_a_message_id_the_log_holds_twice_is_projected_once(store: Store) -> None:
-    # The L0 projection's savepoint (memstore.l0.projection): the unique index
-    # refuses the second copy, the batch is redone without it, and the
-    # transaction carries on (PostgreSQL aborts a transaction on an error
-    # unless it is rolled back to the savepoint).
+    # Capture and rebuild carry on past it. The L0 projection's savepoint
+    # (memstore.l0.projection): the unique index refuses the second copy,
+    # the batch is redone without it, and the transaction carries on
+    # (PostgreSQL aborts a transaction on an error unless it is rolled back
+    # to the savepoint).
     store.capture("u", "s", [{"role": "user", "content": "hello", "id": "m1"}])
     again = {
         "id": "m1",
@@ -74,6 +75,10 @@ def test_a_message_id_the_log_holds_twice_is_projected_once(store: Store) -> Non
     for word in ("hello", "next"):
         hits = store.search_conversations(word, user_id="u", strategy="keyword")
         assert [h.text for h in hits] == [word]
+    store.rebuild()
+    assert [h.ref for h in store.search_conversations("next", user_id="u", strategy="keyword")] == [
+        "m2"
+    ]
 
 
 def test_the_database_enforces_idempotency_keys(store: Store) -> None:
