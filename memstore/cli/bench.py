@@ -532,6 +532,34 @@ def bench_keyword(
     _save(res, "keyword", json_path)
 
 
+@bench_group.command("large-user")
+@click.option(
+    "--store", type=_FILE, required=True, help="A copy of a built store (opened, not built)."
+)
+@click.option("--embedder", default="hashing", show_default=True, help="Its embedder.")
+@click.option("--queries", type=int, default=200, show_default=True, help="Timed queries.")
+@_json_opt
+def bench_large_user(store: Path, embedder: str, queries: int, json_path: Path | None) -> None:
+    """One large user's hybrid search (issue 14: 1 user x 100k), next to FTS5 +
+    bm25() over the same rows, numpy over the same vectors and the query
+    embedding alone.
+
+    \b
+    Example:
+      cp /tmp/scale-kept/scale-<key>.db /tmp/copy.db
+      memstore bench large-user --store /tmp/copy.db --embedder e5
+    """
+    from memstore.bench.large_user import format_large_user, run_large_user
+
+    if queries < 1:
+        raise click.BadParameter("--queries must be positive")
+    if not store.exists():
+        raise click.BadParameter(f"{store} does not exist")
+    res = run_large_user(store, embedder, queries)
+    click.echo(format_large_user(res))
+    _save(res, "large_user", json_path)
+
+
 @bench_group.command("report")
 @click.option(
     "--results",
