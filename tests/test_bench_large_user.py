@@ -35,4 +35,5 @@ def test_large_user_bench_runs_and_agrees(
     assert res["postings_users"] == ["solo"] and res["messages"] == 12
     assert res["ranking_same_as_sql"] == 5
     assert all(res[name]["n"] == 5 for name in large_user._NAMES)
+    assert all(res[name]["p50_ms"] >= 0.0 for name in large_user._NAMES)  # not NaN
     assert "ranking from postings = from SQL (ids and scores): 5/5" in format_large_user(res)
