@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Connection, text
 
-from memstore.search import bm25
+from memstore.search import bm25, postings
 from memstore.search.postings import HotPostings
 from memstore.store import Store
 from tests.test_search_bm25 import _QUERIES, _TEXTS, _fill, _fts5_bm25
@@ -155,3 +155,30 @@ def test_the_engine_uses_the_copy(store: Store, hot: HotPostings) -> None:
         want = [i for i, _ in _fts5_bm25(store, q, "solo", 40)]
         assert [h.id for h in hits] == want[: len(hits)] and hits, q
     assert hot.cached_users() == ["solo"]
+
+
+def test_loads_run_in_the_background_while_sql_answers(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fill(store, "solo", _TEXTS)
+    cache = HotPostings(min_docs=1, background=store.db.read)
+    store.search_engine.hot_postings = cache
+    want = [i for i, _ in _fts5_bm25(store, "peanut allergy", "solo", 5)]
+
+    def ids() -> list[int]:
+        hits = store.search_conversations("peanut allergy", user_id="solo", strategy="keyword")
+        return [h.id for h in hits]
+
+    assert ids() == want  # answered while the copy loads (or after, if it was quick)
+    cache.wait()
+    assert cache.cached_users() == ["solo"]
+    assert ids() == want
+    # Many new messages at once are loaded again in the background too.
+    monkeypatch.setattr(postings, "_MAX_SYNC_DELTA", 2)
+    _fill(store, "solo", ("peanut allergy today", "more peanut", "allergy season"), "s9")
+    with store.db.read() as conn:
+        assert not _used(conn, cache, "solo")  # SQL while it reloads
+    cache.wait()
+    assert cache._copies["solo"].docs == len(_TEXTS) + 3
+    fast, slow = _both(store, cache, "peanut allergy", "solo")
+    assert fast == slow and len(fast) > len(want)

@@ -3,10 +3,10 @@
 Issue 14 asks for one user × 100k messages: hybrid p95 < 20 ms with the
 hashing embedder, < 35 ms including an e5 query embedding. This bench opens
 an existing store (a copy of a ``bench scale --keep`` store: it opens it with
-the background indexer and the scheduler off, and the first search loads the
-user's in-memory copies, vectors (memstore.vectors.hot) and keyword postings
-(memstore.search.postings), timed apart). Then, per query and interleaved so
-they share the machine's noise:
+the background indexer and the scheduler off; its first search loads the
+user's in-memory vectors (memstore.vectors.hot) and starts loading the keyword
+postings in a thread (memstore.search.postings), both timed apart). Then,
+per query and interleaved so they share the machine's noise:
 
 - ``hybrid``: ``search_conversations`` as a caller gets it, the query
   embedding included (the query cache is cleared first); also as the
@@ -75,6 +75,10 @@ def run_large_user(store_path: Path, embedder: str, n_queries: int) -> dict[str,
         t0 = time.perf_counter()
         store.search_conversations("warm-up", user_id=user, limit=_TOP)
         res["first_search_ms"] = _ms(t0)
+        # The postings load in a thread meanwhile; the timed searches use them.
+        t0 = time.perf_counter()
+        engine.hot_postings.wait()
+        res["postings_wait_ms"] = _ms(t0)
         for q in qs:
             engine._qcache.clear()
             t0, c0 = time.perf_counter(), time.process_time()
@@ -130,7 +134,9 @@ def format_large_user(res: dict[str, Any]) -> str:
     n = res["queries"]
     out = [
         f"one user ({res['user']}, {res['messages']:,} messages), {res['embedder']} embedder, "
-        f"{n} queries; first search (loads the copies) {res['first_search_ms']:.0f} ms"
+        f"{n} queries; first search (loads the vectors, starts the postings) "
+        f"{res['first_search_ms']:.0f} ms, postings ready "
+        f"{res['postings_wait_ms']:.0f} ms later"
     ]
     for name, label, ref in _ROWS:
         p50, p95 = res[name]["p50_ms"], res[name]["p95_ms"]

@@ -97,7 +97,7 @@ class SearchEngine:
         # Large conversation partitions are searched in memory (vectors.hot).
         self.hot = HotPartitions()
         # And their keyword postings (search.postings).
-        self.hot_postings = HotPostings()
+        self.hot_postings = HotPostings(background=db.read)
 
     @property
     def embedder(self) -> Embedder | None:
