@@ -9,6 +9,7 @@ count as large.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -182,3 +183,27 @@ def test_loads_run_in_the_background_while_sql_answers(
     assert cache._copies["solo"].docs == len(_TEXTS) + 3
     fast, slow = _both(store, cache, "peanut allergy", "solo")
     assert fast == slow and len(fast) > len(want)
+
+
+def test_searches_and_captures_in_threads(store: Store, hot: HotPostings) -> None:
+    _fill(store, "u", _TEXTS)
+    errors: list[BaseException] = []
+
+    def search() -> None:
+        try:
+            for _ in range(25):
+                for q in ("咖", "peanut", "marathon 寿司"):
+                    fast, slow = _both(store, hot, q, "u")
+                    assert fast == slow, q
+        except BaseException as e:  # reported below, with the thread's failure
+            errors.append(e)
+
+    threads = [threading.Thread(target=search) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for i in range(10):
+        _fill(store, "u", (f"咖{i}啡 new words{i}", f"peanut {i}"), f"t{i}")
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert _both(store, hot, "咖", "u")[0] == _both(store, hot, "咖", "u")[1]

@@ -130,7 +130,10 @@ class _Vocabulary:
     def prefixed(self, column: int, prefix: str) -> list[int]:
         known = self._sorted.get(column)
         if known is None or known[0] != len(self.ids):
-            known = (len(self.ids), sorted(t for c, t in self.ids if c == column))
+            # list(): one step under the GIL, while a search's extension may
+            # add terms (iterating the dict itself could see it change size).
+            keys = list(self.ids)
+            known = (len(keys), sorted(t for c, t in keys if c == column))
             self._sorted[column] = known
         words = known[1]
         i = bisect.bisect_left(words, prefix)
