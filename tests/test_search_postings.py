@@ -126,6 +126,16 @@ def test_rebuild_and_erasure_reload_the_copy(store: Store, hot: HotPostings) -> 
     assert (copy.slot, copy.last[0]) == (slot, len(_TEXTS))  # reloaded, same slot
 
 
+def test_an_erased_users_copy_leaves_memory(store: Store, hot: HotPostings) -> None:
+    _fill(store, "alice", _TEXTS[:4], "a")
+    _fill(store, "bob", _TEXTS, "b")
+    assert _both(store, hot, "peanut", "bob")[0]
+    assert sorted(hot.cached_users()) == ["bob"]
+    store.forget_user("bob")
+    _both(store, hot, "peanut", "alice")  # anyone's next search
+    assert hot.cached_users() == ["alice"]
+
+
 def test_small_users_and_unknown_users_stay_on_sql(store: Store) -> None:
     _fill(store, "u", _TEXTS)
     cache = HotPostings(min_docs=len(_TEXTS) + 1)

@@ -25,8 +25,9 @@ remembers the user's slot, message and token totals and its last message
 (id, session, message id). A search whose snapshot shows the same totals and
 the same last message uses the copy; larger totals read only the rows after
 that message and check that they add up; anything else (a rebuild moved
-ids, the user was erased) reloads. Least recently used copies leave memory
-past ``MAX_BYTES``.
+ids, the user was erased) reloads. A copy whose user no longer has that slot
+(an erasure) leaves memory at the next search of any user; least recently
+used copies leave it past ``MAX_BYTES``.
 """
 
 from __future__ import annotations
@@ -323,10 +324,11 @@ class HotPostings:
         connection of its read transaction), or None for SQL: a small user,
         one whose copy is being loaded, or one whose copy cannot be made to
         agree with the store."""
-        if docs < self.min_docs:
-            return None
         state = (slot, docs, tokens)
         with self._lock:
+            self._drop_erased(raw, user_id)
+            if docs < self.min_docs:
+                return None
             if self._refused.get(user_id) == state or user_id in self._building:
                 return None
             copy = self._copies.get(user_id)
@@ -347,6 +349,17 @@ class HotPostings:
             if copy is None:
                 copy = build(raw, user_id, slot, docs, tokens)
             return self._keep(user_id, copy, state)
+
+    def _drop_erased(self, raw: Any, user_id: str) -> None:
+        """Drop (held lock) the other copies whose user has no messages, or
+        other ones, any more: an erased user's words leave memory at the next
+        search of anyone, as their vectors do (memstore.vectors.hot). One
+        primary-key read per cached user."""
+        for other, copy in list(self._copies.items()):
+            if other != user_id:
+                row = raw.execute(_STATS, {"u": other}).fetchone()
+                if row is None or int(row[0]) != copy.slot:
+                    del self._copies[other]
 
     def _keep(self, user_id: str, copy: Copy | None, state: tuple[int, int, int]) -> Copy | None:
         """Store ``copy`` (held lock), or remember that none agrees at ``state``."""
