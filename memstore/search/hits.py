@@ -58,10 +58,10 @@ def read_rows(conn: Connection, kind: str, user_id: str, ids: Iterable[int]) -> 
     cols, table = (_L0_COLS, "l0_messages") if kind == "l0" else (_L1_COLS, "l1_memories")
     # SQLite: "+" keeps the user test off the (user_id, ...) indexes. With a
     # plain "m.user_id = ?" the planner walked the user's whole index range
-    # (1,000 entries for a 1k-message user) instead of looking up the ~10-40
-    # ids by primary key: 0.21 ms against 0.02 ms for 10 rows, warm
-    # (BENCHMARKS.md, "Keyword search per user"). PostgreSQL plans by
-    # statistics and has no unary plus for text.
+    # instead of looking up the ~10-40 ids by primary key: 0.21 ms against
+    # 0.02 ms for 10 rows of a 1k-message user, warm (BENCHMARKS.md, "Keyword
+    # search per user"); 24 ms for a user with 100k messages. PostgreSQL
+    # plans by statistics and has no unary plus for text.
     plus = "+" if conn.dialect.name == "sqlite" else ""
     sql = f"SELECT {cols} FROM {table} m WHERE m.id IN ({marks}) AND {plus}m.user_id = ?"
     return {int(r[0]): r for r in driver_rows(conn, driver_sql(conn, sql), (user_id,))}
