@@ -29,28 +29,30 @@ from memstore.errors import ConfigError, InvalidInputError, LockedError, Storage
 SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
 
 
-# Reads through a memory map of the file (PRAGMA mmap_size) instead of
-# read() into each connection's 2 MB page cache. Searches jump between users,
-# so a query's pages are rarely in that cache: a 100 x 1k-message store is
-# 69 MB, and each pooled connection would cache its own copy. Mapped pages
-# are the OS page cache itself, shared by every connection and process on
-# the file, with no copy per page. Measured (BENCHMARKS.md, "Keyword search
-# per user", 100 x 1k store, stores interleaved query by query): keyword
-# search CPU p50 0.93-0.96x of the same code without the map; a 64 MB
-# cache_size per connection measured the same (0.93-1.00x) at up to 64 MB of
-# private memory per pooled connection, so cache_size stays at its default.
-# What it does not change: writes still go through write() (SQLite maps
-# read-only), pages still in the WAL are read from the WAL, and SQLite caps
-# the size at its compile-time SQLITE_MAX_MMAP_SIZE (0 = off on builds that
-# disable it). Caveats taken: the mapped pages count in the process's RSS
-# (shared and reclaimable, up to the file's size); an I/O error on a mapped
-# page (a failing disk, a network file system, a file truncated by another
-# program) raises SIGBUS instead of an error, which is why SQLite ships it
-# off and why memstore stores belong on a local disk anyway (WAL needs
-# shared memory, which network file systems do not give). Windows cannot
-# shrink a file another connection has mapped; SQLite then leaves the file
-# at its size (os_win.c ignores ERROR_USER_MAPPED_FILE), so a VACUUM frees
-# space inside the file only. A 32-bit process keeps its address space.
+# Reads through a memory map of the file (PRAGMA mmap_size) instead of read()
+# into each connection's 2 MB page cache. Searches jump between users, so a
+# query's pages are rarely in that cache: a 100 x 1k-message store is 69 MB,
+# and each pooled connection would cache its own copy. Mapped pages are the OS
+# page cache itself, shared by every connection and process on the file, with
+# no copy per page. Measured (BENCHMARKS.md, "Keyword search per user", 100 x
+# 1k store, stores interleaved query by query): keyword search CPU p50
+# 0.93-0.96x of the same code without the map; a 64 MB cache_size per
+# connection measured the same (0.93-1.00x) at up to 64 MB of private memory
+# per pooled connection, so cache_size stays at its default. What it does not
+# change: writes still go through write() (SQLite maps read-only), pages still
+# in the WAL are read from the WAL, and SQLite caps the size at its compile-
+# time SQLITE_MAX_MMAP_SIZE: 2 GB in its default build on Linux, macOS and
+# Windows (sqlean's: 1 TB), 0 = off where SQLite compiles the map out (iOS,
+# OpenBSD), where the pragma does nothing. Caveats taken: the mapped pages
+# count in the process's RSS (shared and reclaimable, up to the file's size);
+# an I/O error on a mapped page (a failing disk, a network file system, a file
+# truncated by another program) raises SIGBUS instead of an error, which is
+# why SQLite ships it off and why memstore stores belong on a local disk
+# anyway (WAL needs shared memory, which network file systems do not give).
+# Windows cannot shrink a file another connection has mapped; SQLite then
+# leaves the file at its size (os_win.c ignores ERROR_USER_MAPPED_FILE), so a
+# VACUUM frees space inside the file only. A 32-bit process keeps its address
+# space.
 MMAP_BYTES = 1 << 30 if sys.maxsize > 2**32 else 0
 
 
