@@ -80,5 +80,16 @@ class DeriveContext:
     ) -> list[Hit]:
         return self.search_engine.search("l0", query, user_id=user_id, limit=limit, conn=conn)
 
+    def search_both(
+        self, conn: Connection, query: str, *, user_id: str, memories: int, messages: int
+    ) -> tuple[list[Hit], list[Hit]]:
+        """``search_memories`` and ``search_conversations`` (hybrid) in
+        ``conn``, both keyword lists before both vector lists
+        (``SearchEngine.search_together``)."""
+        mem, msg = self.search_engine.search_together(
+            conn, [("l1", query, user_id, memories), ("l0", query, user_id, messages)]
+        )
+        return mem, msg
+
 
 __all__ = ["DeriveContext"]

@@ -289,9 +289,8 @@ def collect(
     read transaction instead of one per step); the query is embedded once
     and shared by both searches and the gate (the engine's query cache)."""
     with store.db.read() as conn:
-        mem_hits = store.search_memories(query, user_id=user_id, limit=MEMORY_CANDIDATES, conn=conn)
-        msg_hits = store.search_conversations(
-            query, user_id=user_id, limit=MESSAGE_CANDIDATES, conn=conn
+        mem_hits, msg_hits = store.search_both(
+            conn, query, user_id=user_id, memories=MEMORY_CANDIDATES, messages=MESSAGE_CANDIDATES
         )
         cands = from_hits("memory", mem_hits)
         for c in cands:
