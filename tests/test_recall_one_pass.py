@@ -104,11 +104,11 @@ def test_both_keyword_searches_run_before_either_waits_for_the_vector(
     for name in ("_keyword", "_vector"):
         real = getattr(engine, name)
 
-        def traced(conn: Any, ask: Any, _real: Any = real, _name: str = name) -> Any:
+        def traced(conn: Any, ask: Any, *rest: Any, _real: Any = real, _name: str = name) -> Any:
             order.append(f"{_name[1:]} {ask.kind}")
             if _name == "_keyword" and order.count("keyword l0") and order.count("keyword l1"):
                 counting.gate.set()  # type: ignore[union-attr]  # both keyword lists are done
-            return _real(conn, ask)
+            return _real(conn, ask, *rest)
 
         monkeypatch.setattr(engine, name, traced)
     r = store.recall("Where is Jana getting married?", user_id="u")

@@ -91,6 +91,7 @@ class _Begun:
     fetch: int
     use_vec: bool
     kw: list[tuple[int, float]]
+    space: spaces.Space | None
 
 
 class SearchEngine:
@@ -139,18 +140,25 @@ class SearchEngine:
             return self._finish(c, begun)
 
     def search_together(
-        self, conn: Connection, asks: list[tuple[str, str, str, int]]
+        self,
+        conn: Connection,
+        asks: list[tuple[str, str, str, int]],
+        found_spaces: dict[str, spaces.Space | None] | None = None,
     ) -> list[list[Hit]]:
         """Several hybrid searches ``(kind, query, user_id, limit)`` in one
         read transaction, each the same as ``search``: every keyword list
         first, then every vector list. Recall prefetches the query's
         embedding (native code, no GIL), so all keyword work runs while it is
         computed; searched one after the other, the second keyword search
-        would start only after the first one had waited for the vector."""
+        would start only after the first one had waited for the vector.
+        ``found_spaces``: filled with the vector space of each kind searched
+        (recall reads its candidates' vectors from them)."""
         begun = [
             self._begin(conn, kind, q, user, limit, "hybrid", None, None, None)
             for kind, q, user, limit in asks
         ]
+        if found_spaces is not None:
+            found_spaces.update((b.ask.kind, b.space) for b in begun)
         return [self._finish(conn, b) for b in begun]
 
     def _begin(
@@ -176,18 +184,20 @@ class SearchEngine:
         n = clamp_limit(limit)
         fetch = max(n, self.candidates)
         deep = fetch * (_L0_OVERFETCH if kind == "l0" else 1)
-        use_vec = strategy != "keyword" and self._vector_ready(conn, kind)
+        # One look-up of the space serves both halves.
+        sp = self._space(conn, kind) if strategy != "keyword" else None
+        use_vec = sp is not None and sp.ready
         ask = Ask(kind, query, user_id, deep, session_id, type_, scene)
         kw: list[tuple[int, float]] = []
         if strategy != "vector" or not use_vec:
             kw = self._keyword(conn, ask)
-        return _Begun(ask, strategy, n, fetch, use_vec, kw)
+        return _Begun(ask, strategy, n, fetch, use_vec, kw, sp)
 
     def _finish(self, conn: Connection, b: _Begun) -> list[Hit]:
         """The vector half of a search (waits for the query's vector), fusion,
         rescoring and the rows."""
         kind, query, kw = b.ask.kind, b.ask.query, b.kw
-        vec = self._vector(conn, b.ask) if b.use_vec else []
+        vec = self._vector(conn, b.ask, b.space) if b.use_vec else []
         filler: set[int] = set()
         # A query with content is never answered by a content-free
         # message; one without ("thanks") may look for them, ranked last.
@@ -276,8 +286,7 @@ class SearchEngine:
         sql += " ORDER BY s LIMIT :k"
         return [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
 
-    def _vector(self, conn: Connection, q: Ask) -> list[tuple[int, float]]:
-        sp = self._space(conn, q.kind)
+    def _vector(self, conn: Connection, q: Ask, sp: spaces.Space | None) -> list[tuple[int, float]]:
         if sp is None or not q.query.strip():
             return []
         try:
