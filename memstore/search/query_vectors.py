@@ -41,12 +41,12 @@ class QueryVectors:
             self._embed(query, running)
         return running.result()
 
-    def _embed(self, query: str, into: Future[bytes], beside: bool = False) -> None:
+    def _embed(self, query: str, into: Future[bytes]) -> None:
         assert self.embedder is not None
-        emb = self.embedder
         try:
-            got = emb.embed_query_beside(query) if beside else emb.embed_query(query)
-            vec = check_vectors(got.reshape(1, -1), emb.dimensions)
+            vec = check_vectors(
+                self.embedder.embed_query(query).reshape(1, -1), self.embedder.dimensions
+            )
             blob = to_blob(vec[0])
         except BaseException as exc:  # handed to every waiter; the next call retries
             with self._lock:
@@ -74,8 +74,5 @@ class QueryVectors:
             into: Future[bytes] = Future()
             self.pending[query] = into
         threading.Thread(
-            target=self._embed,
-            args=(query, into, True),
-            name="memstore-query-embed",
-            daemon=True,
+            target=self._embed, args=(query, into), name="memstore-query-embed", daemon=True
         ).start()
