@@ -38,7 +38,6 @@ class Counting(Embedder):
         self.model_id = inner.model_id
         self.dimensions = inner.dimensions
         self.queries = 0
-        self.beside = 0  # of them through embed_query_beside
         self.gate: threading.Event | None = None
         self.fail = False
 
@@ -52,10 +51,6 @@ class Counting(Embedder):
         if self.fail:
             raise EmbeddingError("the embedder is down")
         return self.inner.embed_query(text_)
-
-    def embed_query_beside(self, text_: str) -> FloatArray:
-        self.beside += 1
-        return self.embed_query(text_)
 
 
 @pytest.fixture
@@ -90,8 +85,8 @@ def test_one_recall_embeds_its_query_once(store: Store) -> None:
     r = store.recall("Where is Jana getting married?", user_id="u")
     assert "Prague" in r.per_turn
     # The prefetch, the memory search, the conversation search and the gate
-    # all use one embedding: the prefetch's, made beside the searches.
-    assert counting.queries == 1 and counting.beside == 1
+    # all use one embedding.
+    assert counting.queries == 1
 
 
 def test_both_keyword_searches_run_before_either_waits_for_the_vector(
