@@ -409,12 +409,11 @@ def neighbours(conn: Connection, wanted: dict[int, bool]) -> dict[int, dict[str,
         "n.session_id = m.session_id AND n.position {op}= m.position AND n.id {op} m.id "
         "AND n.low_info = 0 ORDER BY n.position {order}, n.id {order} LIMIT 1)"
     )
-    pairs = conn.execute(
-        text(
-            f"SELECT m.id, {adjacent.format(op='<', order='DESC')}, "
-            f"{adjacent.format(op='>', order='ASC')} FROM l0_messages m WHERE m.id IN ({ids})"
-        )
-    ).all()
+    pairs = driver_rows(
+        conn,
+        f"SELECT m.id, {adjacent.format(op='<', order='DESC')}, "
+        f"{adjacent.format(op='>', order='ASC')} FROM l0_messages m WHERE m.id IN ({ids})",
+    )
     picked = {
         int(r[0]): (int(r[1]) if r[1] is not None else None)
         if wanted[int(r[0])]

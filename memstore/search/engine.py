@@ -20,6 +20,7 @@ from sqlalchemy import Connection, text
 
 from memstore.config import Settings
 from memstore.db.engine import Database
+from memstore.db.sqlfn import driver_rows, driver_sql
 from memstore.embeddings import Embedder, from_blob
 from memstore.errors import InvalidInputError, MemstoreError
 from memstore.l0.capture import check_id
@@ -339,15 +340,11 @@ class SearchEngine:
         if rows:
             # Retired memories and other generations keep their vectors; drop them here.
             ids = ",".join(str(i) for i, _ in rows)
+            # Driver-level: the inlined ids make a new statement each time,
+            # and compiling it cost more than the read.
+            sql = f"SELECT m.id FROM l1_memories m WHERE m.id IN ({ids}) AND m.user_id = ? AND "
             live = {
-                int(r[0])
-                for r in conn.execute(
-                    text(
-                        f"SELECT m.id FROM l1_memories m WHERE m.id IN ({ids}) "
-                        f"AND m.user_id = :u AND {_L1_ACTIVE}"
-                    ),
-                    {"u": user_id},
-                )
+                int(r[0]) for r in driver_rows(conn, driver_sql(conn, sql + _L1_ACTIVE), (user_id,))
             }
             rows = [r for r in rows if r[0] in live][:k]
         return rows
