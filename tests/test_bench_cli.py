@@ -160,3 +160,25 @@ def test_every_bench_command_has_an_example() -> None:
     assert isinstance(group, click.Group)
     for name, cmd in group.commands.items():
         assert "Example:" in (cmd.help or ""), name
+
+
+def test_bench_scale_layout_alone_runs_the_per_layout_bench(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """``--layout`` without ``--db`` used to fall back to the N-sizes run and
+    ignore the layout; it now runs the per-layout bench on SQLite."""
+    out = tmp_path / "layout.json"
+    r = runner.invoke(
+        cli,
+        ["bench", "scale", "--layout", "2x30", "--queries", "2", "--turns", "3",
+         "--sessions", "0", "--json", str(out), "--workdir", str(tmp_path)],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    data = json.loads(out.read_text())
+    assert data["layouts"] == ["2x30"] and list(data["runs"]) == ["sqlite 2x30"], data["runs"]
+
+
+def test_bench_scale_rejects_options_of_both_runs(runner: CliRunner, tmp_path: Path) -> None:
+    r = runner.invoke(cli, ["bench", "scale", "--sizes", "100", "--layout", "2x30"])
+    assert r.exit_code != 0
+    assert "use one group" in r.output

@@ -5,6 +5,7 @@ idempotency key yet stays idempotent."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -198,3 +199,9 @@ def test_packing_is_lossless(
     assert back == p
     # Same key order too: exports stay byte-identical.
     assert json.dumps(back.to_dict()) == json.dumps(p.to_dict())
+    # Built without the dataclass __init__ (MessagesCaptured.from_packed),
+    # yet the same object in every way a reader can see, and still frozen.
+    assert list(vars(back).items()) == list(vars(p).items())
+    assert repr(back) == repr(p)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        back.session_id = "other"  # type: ignore[misc]

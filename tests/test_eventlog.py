@@ -205,6 +205,7 @@ def test_a_read_event_is_the_event_that_was_appended(store: Store) -> None:
     back = store.read_events()
     assert back == out
     assert [vars(e) for e in back] == [vars(e) for e in out]
+    assert [list(vars(e)) for e in back] == [list(vars(e)) for e in out]  # same key order
     assert [repr(e) for e in back] == [repr(e) for e in out]
     assert [hash(e) for e in back] == [hash(e) for e in out]
     with pytest.raises(AttributeError):

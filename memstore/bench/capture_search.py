@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sqlalchemy import Connection
 
 from memstore.bench.metrics import percentile
 from memstore.config import Settings
@@ -259,22 +260,25 @@ def time_fts5(store: Store, qs: Sequence[str], users: Sequence[str], top: int) -
     """The reference for keyword search: a bare FTS5 MATCH ranked by BM25 with
     the same match expression and no join, over ``users[i]``'s rows for
     ``qs[i]`` (the same user the timed search asks for)."""
-    ms: list[float] = []
     with store.db.read() as conn:
-        raw = conn.connection.driver_connection
-        assert raw is not None
-        for q, user in zip(qs, users, strict=True):
-            span = user_fts_range(conn, user)
-            match = build_match(q)
-            t0 = time.perf_counter()
-            if match is not None and span is not None:
-                raw.execute(
-                    "SELECT rowid FROM l0_fts WHERE l0_fts MATCH ? AND rowid BETWEEN ? AND ? "
-                    "ORDER BY rank LIMIT ?",
-                    (match, span[0], span[1], top),
-                ).fetchall()
-            ms.append((time.perf_counter() - t0) * 1000)
-    return _stats(ms)
+        return _stats([fts5_ms(conn, q, user, top) for q, user in zip(qs, users, strict=True)])
+
+
+def fts5_ms(conn: Connection, query: str, user: str, top: int) -> float:
+    """Milliseconds of :func:`time_fts5`'s reference for one query, in the
+    caller's read transaction (benches interleave it with what they time)."""
+    raw = conn.connection.driver_connection
+    assert raw is not None
+    span = user_fts_range(conn, user)
+    match = build_match(query)
+    t0 = time.perf_counter()
+    if match is not None and span is not None:
+        raw.execute(
+            "SELECT rowid FROM l0_fts WHERE l0_fts MATCH ? AND rowid BETWEEN ? AND ? "
+            "ORDER BY rank LIMIT ?",
+            (match, span[0], span[1], top),
+        ).fetchall()
+    return (time.perf_counter() - t0) * 1000
 
 
 def _capture_latency(store: Store, turns: int, users: int, tag: str) -> dict[str, float]:

@@ -377,6 +377,8 @@ def _search(store: Store, layout: Layout, n_queries: int) -> dict[str, Any]:
     users = [layout.user(rng.randrange(layout.users)) for _ in qs]
     # Loads a large user's in-memory copy (its first search) and e5's model.
     store.search_conversations("warm-up", user_id=users[0], limit=10)
+    # And a large user's keyword postings, which load in a thread meanwhile.
+    store.search_engine.hot_postings.wait()
     out: dict[str, Any] = {}
     hybrid: list[float] = []
     keyword: list[float] = []

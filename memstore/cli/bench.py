@@ -326,6 +326,19 @@ def bench_locomo(
     _save(res, "locomo_chatlike" if chatlike else "locomo", json_path)
 
 
+_PER_SIZE = frozenset({"sizes", "million", "distinct"})
+_PER_LAYOUT = frozenset({"layout", "keep", "sessions"})
+
+
+def _explicit(ctx: click.Context) -> set[str]:
+    """The options the user gave on the command line (not their defaults)."""
+    return {
+        name
+        for name in ctx.params
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    }
+
+
 @bench_group.command("scale")
 @click.option(
     "--sizes",
@@ -403,6 +416,11 @@ def bench_scale(
     file, each next to a reference (raw sqlite3, numpy cosine, FTS5 alone, bare
     event decode). Each size runs in its own process.
 
+    Any of --db, --backends, --layout, --keep or --sessions selects the
+    per-layout run instead (SQLite alone unless --db or --backends says
+    otherwise): capture, hybrid and keyword search, rebuild and bytes per
+    message per USERSxMESSAGES layout, one store each.
+
     \b
     Example:
       memstore bench scale
@@ -410,9 +428,22 @@ def bench_scale(
       memstore bench scale --million
       memstore bench scale --db "$(bash scripts/pg.sh url)" --keep /tmp/scale-kept
       memstore bench scale --backends sqlite --layout 1x100000 --embedder e5
+      memstore bench scale --layout 1x100000 --keep /tmp/scale-kept   (SQLite only)
     """
-    if db_url is not None or backends is not None:
+    given = _explicit(click.get_current_context())
+    per_layout = db_url is not None or backends is not None or bool(given & _PER_LAYOUT)
+    if per_layout and given & _PER_SIZE:
+        # Silently dropping either group's options would print figures of a
+        # configuration the user did not ask for.
+        raise click.UsageError(
+            "--sizes, --million and --distinct belong to the N-sizes run; --db, --backends, "
+            "--layout, --keep and --sessions to the per-layout run: use one group"
+        )
+    if per_layout:
         from memstore.cli.bench_scale import scale_backends
+
+        if db_url is None and backends is None:
+            backends = "sqlite"
 
         res = scale_backends(
             db_url, backends, layout, embedder=embedder, queries=queries, turns=turns,
@@ -530,6 +561,34 @@ def bench_keyword(
     )
     click.echo(format_keyword_bench(res))
     _save(res, "keyword", json_path)
+
+
+@bench_group.command("large-user")
+@click.option(
+    "--store", type=_FILE, required=True, help="A copy of a built store (opened, not built)."
+)
+@click.option("--embedder", default="hashing", show_default=True, help="Its embedder.")
+@click.option("--queries", type=int, default=200, show_default=True, help="Timed queries.")
+@_json_opt
+def bench_large_user(store: Path, embedder: str, queries: int, json_path: Path | None) -> None:
+    """One large user's hybrid search (issue 14: 1 user x 100k), next to FTS5 +
+    bm25() over the same rows, numpy over the same vectors and the query
+    embedding alone.
+
+    \b
+    Example:
+      cp /tmp/scale-kept/scale-<key>.db /tmp/copy.db
+      memstore bench large-user --store /tmp/copy.db --embedder e5
+    """
+    from memstore.bench.large_user import format_large_user, run_large_user
+
+    if queries < 1:
+        raise click.BadParameter("--queries must be positive")
+    if not store.exists():
+        raise click.BadParameter(f"{store} does not exist")
+    res = run_large_user(store, embedder, queries)
+    click.echo(format_large_user(res))
+    _save(res, "large_user", json_path)
 
 
 @bench_group.command("report")

@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy import Connection, exc, func, select
 
 from memstore.db.schema import events as events_t
-from memstore.db.sqlfn import driver_sql
+from memstore.db.sqlfn import driver_rows, driver_sql
 from memstore.errors import ConcurrencyError, InvalidInputError
 from memstore.events.types import Event, Registry, registry
 from memstore.timeutil import Clock, system_clock, to_iso
@@ -93,8 +93,8 @@ _COLUMNS = (
 
 
 _SELECT = ", ".join(c.name for c in _COLUMNS)
-# StoredEvent's fields: _COLUMNS' names in their order, then "duplicate".
-_FIELDS = (*(c.name for c in _COLUMNS), "duplicate")
+# StoredEvent's first fields: _COLUMNS' names in their order ("duplicate" follows).
+_COLUMN_FIELDS = tuple(c.name for c in _COLUMNS)
 _new_object = object.__new__
 
 _INSERT = (
@@ -312,7 +312,7 @@ class EventLog:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        rows = conn.exec_driver_sql(driver_sql(conn, sql), tuple(params)).all()
+        rows = driver_rows(conn, driver_sql(conn, sql), tuple(params))
         decode = self._decode
         return [decode(r) for r in rows]
 
@@ -358,7 +358,15 @@ class EventLog:
         # (one object.__setattr__ per field) cost about as much as the JSON
         # decode. Filling the instance dict directly gives the same object
         # (tests/test_eventlog.py compares it with the __init__ one).
+        # The row's columns are the first fields, in order; then the few that
+        # differ from the column (and "duplicate") are set over them, in
+        # place, so the dict's key order is the fields' order.
         ev: StoredEvent = _new_object(StoredEvent)
-        values = (int(r[0]), r[1], r[2], int(r[3]), r[4], payload.VERSION, r[6], payload)
-        ev.__dict__.update(zip(_FIELDS, (*values, *r[8:13], False), strict=True))
+        d = ev.__dict__
+        d.update(zip(_COLUMN_FIELDS, r, strict=True))
+        d["position"] = int(r[0])
+        d["seq"] = int(r[3])
+        d["version"] = payload.VERSION
+        d["payload"] = payload
+        d["duplicate"] = False
         return ev

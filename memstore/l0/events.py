@@ -16,6 +16,8 @@ _KEYS = ("id", "role", "text", "occurred_at", "truncated", "original_bytes")
 _NAMED_KEYS = (*_KEYS, "name")
 _ROLE_CODE = {"user": "u", "assistant": "a", "system": "s", "tool": "t", "developer": "d"}
 _CODE_ROLE = {c: r for r, c in _ROLE_CODE.items()}
+_NO_EXTRA: dict[str, Any] = {}
+_new_object = object.__new__
 
 
 def _utf8_len(text: str) -> int:
@@ -88,26 +90,49 @@ class MessagesCaptured(Event):
 
     @classmethod
     def unpack(cls, version: int, data: list[Any]) -> dict[str, Any]:
-        try:
-            session_id, agent_id, at, rows = data
-            messages = []
-            for row in rows:
-                mid, code, text = row[0], row[1], row[2]
-                extra = row[3] if len(row) > 3 else {}
-                m: dict[str, Any] = {
-                    "id": mid,
-                    "role": _CODE_ROLE[code],
-                    "text": text,
-                    "occurred_at": extra.get("t", at),
-                    "truncated": "x" in extra,
-                    "original_bytes": extra["b"] if "b" in extra else _utf8_len(text),
-                }
-                if "n" in extra:
-                    m["name"] = extra["n"]
-                messages.append(m)
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
-            raise EventError(f"{cls.TYPE} v{version}: malformed packed payload: {exc!r}") from exc
+        session_id, messages, agent_id = _unpacked(cls.TYPE, version, data)
         return {"session_id": session_id, "messages": messages, "agent_id": agent_id}
+
+    @classmethod
+    def from_packed(cls, version: int, data: list[Any]) -> Event:
+        """The event itself, without the field dict and the frozen dataclass's
+        ``__init__`` (one ``object.__setattr__`` per field): a rebuild decodes
+        one of these per capture. Equal to ``from_dict(unpack(...))`` in
+        ``==``, ``vars`` and ``repr`` (tests/test_eventlog.py)."""
+        session_id, messages, agent_id = _unpacked(cls.TYPE, version, data)
+        ev = _new_object(cls)
+        ev.__dict__.update(session_id=session_id, messages=messages, agent_id=agent_id)
+        return ev
+
+
+def _unpacked(type_: str, version: int, data: list[Any]) -> tuple[Any, list[dict[str, Any]], Any]:
+    """``(session_id, messages, agent_id)`` of a packed payload."""
+    try:
+        session_id, agent_id, at, rows = data
+        messages: list[dict[str, Any]] = []
+        add = messages.append
+        for row in rows:
+            mid, code, text = row[0], row[1], row[2]
+            extra = row[3] if len(row) > 3 else _NO_EXTRA
+            m: dict[str, Any] = {
+                "id": mid,
+                "role": _CODE_ROLE[code],
+                "text": text,
+                "occurred_at": extra.get("t", at),
+                "truncated": "x" in extra,
+                # ASCII text (most of it) is as long in UTF-8 as in characters.
+                "original_bytes": extra["b"]
+                if "b" in extra
+                else len(text)
+                if text.isascii()
+                else _utf8_len(text),
+            }
+            if "n" in extra:
+                m["name"] = extra["n"]
+            add(m)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        raise EventError(f"{type_} v{version}: malformed packed payload: {exc!r}") from exc
+    return session_id, messages, agent_id
 
 
 @registry.register

@@ -34,6 +34,7 @@ from sqlalchemy import Connection
 from memstore.db.sqlfn import driver_rows
 from memstore.l0.projection import SLOT_SHIFT
 from memstore.search.filters import row_filters
+from memstore.search.postings import Copy, HotPostings
 from memstore.text.fts import build_match, document_columns, query_terms, quote_term
 from memstore.text.stem import stem_text, word_roots
 from memstore.text.terms import (
@@ -140,11 +141,14 @@ def keyword_messages(
     *,
     session_id: str | None = None,
     sole_user_shortcut: bool = True,
+    hot: HotPostings | None = None,
 ) -> list[tuple[int, float]]:
     """``(l0_messages id, -score)`` of ``user_id``'s best ``k`` matches for
     ``query``, best first (negative like ``bm25()``: lower is better).
     ``sole_user_shortcut=False`` computes the per-user ranking even when
-    ``bm25()`` would give the same (the tests compare the two)."""
+    ``bm25()`` would give the same (the tests compare the two). ``hot``: the
+    in-memory postings of large users (memstore.search.postings), which rank
+    a large user's messages without SQL, with the same figures."""
     phrases = query_phrases(query)
     if not phrases:
         return []
@@ -158,6 +162,11 @@ def keyword_messages(
     if stats is None:
         return []
     lo = int(stats[0]) << SLOT_SHIFT
+    if hot is not None and all(len(p.tokens) == 1 for p in phrases):
+        # Phrases of several tokens need positions, which the copy lacks.
+        copy = hot.current(raw, user_id, int(stats[0]), int(stats[1]), int(stats[2]))
+        if copy is not None:
+            return rank_copy(copy, phrases, k, session_id)
     params: dict[str, Any] = {"lo": lo, "hi": lo + (1 << SLOT_SHIFT) - 1, "u": user_id}
     if sole_user_shortcut and raw.execute(_OTHERS, {"slot": int(stats[0])}).fetchone() is None:
         # The only user: the table's statistics are the user's, and FTS5's
@@ -276,3 +285,36 @@ def _rank(
     kept = np.flatnonzero(kept_)
     best = kept[np.lexsort((mids[kept], -scores[kept]))][:k]
     return [(int(mids[i]), -float(scores[i])) for i in best]
+
+
+def rank_copy(
+    copy: Copy, phrases: list[Phrase], k: int, session_id: str | None = None
+) -> list[tuple[int, float]]:
+    """:func:`_rank`'s ranking over a user's in-memory postings: the user's
+    statistics, every phrase's weight times its saturated frequency, summed
+    per message in phrase order (adding nothing where a message lacks the
+    phrase, as _rank adds exactly 0), best ``k`` by score then id."""
+    norm = copy.derived.get("norm")
+    if norm is None:
+        avgdl = (copy.tokens / copy.docs) or 1.0
+        norm = copy.derived["norm"] = K1 * (1 - B + B * copy.lengths / avgdl)
+    scores = np.zeros(len(copy.ids))
+    for p in phrases:
+        docs, f = copy.postings(p.column, p.tokens[0], p.prefix)
+        if len(docs):
+            w = idf(copy.docs, len(docs))
+            scores[docs] += w * ((f * (K1 + 1.0)) / (f + norm[docs]))
+    matched = scores > 0.0
+    if session_id is not None:
+        code = copy.session_codes.get(session_id)
+        if code is None:
+            return []
+        matched &= copy.sessions == code
+    found = np.flatnonzero(matched)
+    if len(found) > k > 0:
+        # Everything scoring at least the k-th best (ties at the edge go by id).
+        edge = -np.partition(-scores[found], k - 1)[k - 1]
+        found = found[scores[found] >= edge]
+    # Message indexes ascend with ids, so the index breaks ties as the id does.
+    best = found[np.lexsort((found, -scores[found]))][:k]
+    return [(int(copy.ids[i]), -float(scores[i])) for i in best]

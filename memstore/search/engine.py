@@ -27,6 +27,7 @@ from memstore.l0.capture import check_id
 from memstore.search import bm25, keyword_pg, rescore
 from memstore.search.filters import RowFilter, row_filters
 from memstore.search.hits import Hit, materialise
+from memstore.search.postings import HotPostings
 from memstore.search.query_vectors import QueryVectors
 from memstore.text import build_match, is_low_information
 from memstore.vectors import pg as vector_pg
@@ -109,6 +110,8 @@ class SearchEngine:
         self._qcache, self._qpending = self.queries.cache, self.queries.pending
         # Large conversation partitions are searched in memory (vectors.hot).
         self.hot = HotPartitions()
+        # And their keyword postings (search.postings).
+        self.hot_postings = HotPostings(background=db.read)
 
     @property
     def embedder(self) -> Embedder | None:
@@ -273,7 +276,9 @@ class SearchEngine:
         if q.kind == "l0":
             # Ranked with the user's own statistics, reading only the user's
             # postings (memstore.search.bm25).
-            return bm25.keyword_messages(conn, q.query, q.user_id, q.k, session_id=q.session_id)
+            return bm25.keyword_messages(
+                conn, q.query, q.user_id, q.k, session_id=q.session_id, hot=self.hot_postings
+            )
         match = build_match(q.query)
         if match is None:
             return []

@@ -40,6 +40,7 @@ file — the same as a fresh vec0 table on SQLite.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -64,10 +65,20 @@ def create(conn: Connection, table: str, kind: str, dims: int) -> None:
         conn.execute(text(stmt))
 
 
+@functools.cache
+def _template(dims: int) -> str:
+    return "[" + ",".join(["%.9g"] * dims) + "]"
+
+
 def literal(blob: bytes) -> str:
-    """pgvector's text form of a float32 blob ('[x,y,...]'); repr() of a
-    float32 widened to float64 round-trips exactly through pgvector's parser."""
-    return "[" + ",".join(map(repr, np.frombuffer(blob, dtype="<f4").tolist())) + "]"
+    """pgvector's text form of a float32 blob ('[x,y,...]').
+
+    Nine significant digits identify every float32 exactly, so the value
+    pgvector parses is the stored one, bit for bit; one %-format of the
+    whole vector costs about 0.4× of repr() per element (measured 146 against
+    360 µs of CPU for 384 dimensions), and reindexing formats every vector."""
+    values = np.frombuffer(blob, dtype="<f4").tolist()
+    return _template(len(values)) % tuple(values)
 
 
 def _blob(raw: bytes) -> bytes:

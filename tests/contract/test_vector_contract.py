@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import text
 
@@ -192,3 +193,23 @@ def test_large_partitions_are_searched_in_memory_with_the_same_answer(store: Sto
     store.reindex()
     got = store.search_conversations("brand new blue cups", user_id="big", strategy="vector")
     assert got[0].text == "a brand new blue cups entry"
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_vectors_reach_pgvector_bit_for_bit(store: Store) -> None:
+    """The text form ``write`` sends (nine significant digits) parses back to
+    the very float32s, extremes and signed zero included."""
+    rng = np.random.default_rng(7)
+    vecs = [rng.standard_normal(8).astype("<f4") for _ in range(50)]
+    vecs.append(np.array([0.0, -0.0, 3.4028235e38, -1.1754944e-38, 1 / 3, 1e-7, -2.5, 7], "<f4"))
+    with store.db.write() as conn:
+        vector_pg.create(conn, "t_roundtrip", "l0", 8)
+        vector_pg.write(
+            conn,
+            "t_roundtrip",
+            "l0",
+            [{"id": i, "u": "u", "m0": "s", "v": v.tobytes()} for i, v in enumerate(vecs)],
+        )
+        back = vector_pg.by_id(conn, "t_roundtrip", list(range(len(vecs))))
+    for i, v in enumerate(vecs):
+        assert back[i] == v.tobytes(), (i, np.frombuffer(back[i], "<f4"), v)
