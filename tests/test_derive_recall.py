@@ -71,13 +71,13 @@ def test_timeout_returns_persona_and_navigation(
     rstore: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     release = threading.Event()
-    real = rstore.derivation.search_memories
+    real = rstore.derivation.search_both
 
     def slow(*args: Any, **kwargs: Any) -> Any:
         release.wait(10)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(rstore.derivation, "search_memories", slow)
+    monkeypatch.setattr(rstore.derivation, "search_both", slow)
     try:
         r = recall_api.recall(rstore.derivation, "hiking", user_id="u", timeout_s=0.05)
     finally:

@@ -34,7 +34,7 @@ def test_an_unexpected_search_error_answers_without_memories_at_once(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise ZeroDivisionError("a bug in the embedder")
 
-    monkeypatch.setattr(rstore.derivation, "search_memories", broken)
+    monkeypatch.setattr(rstore.derivation, "search_both", broken)
     r = recall_api.recall(rstore.derivation, "hiking", user_id="u", timeout_s=20)
     assert not r.timed_out  # the error came back; the caller did not wait out the deadline
     assert r.memories == [] and "<user-persona>" in r.text
@@ -52,9 +52,9 @@ def test_hung_searches_do_not_pile_up_threads(
 
     def hung(*args: Any, **kwargs: Any) -> Any:
         release.wait(timeout=60)
-        return []
+        return [], []
 
-    monkeypatch.setattr(rstore.derivation, "search_memories", hung)
+    monkeypatch.setattr(rstore.derivation, "search_both", hung)
     before = _recall_threads()
     try:
         for _ in range(getattr(recall, "MAX_RECALL_WORKERS", 4) * 3):

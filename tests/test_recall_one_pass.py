@@ -89,6 +89,42 @@ def test_one_recall_embeds_its_query_once(store: Store) -> None:
     assert counting.queries == 1
 
 
+def test_both_keyword_searches_run_before_either_waits_for_the_vector(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counting = _counting(store)
+    counting.gate = threading.Event()
+    engine = store.search_engine
+    order: list[str] = []
+    for name in ("_keyword", "_vector"):
+        real = getattr(engine, name)
+
+        def traced(conn: Any, ask: Any, *rest: Any, _real: Any = real, _name: str = name) -> Any:
+            order.append(f"{_name[1:]} {ask.kind}")
+            if _name == "_keyword" and order.count("keyword l0") and order.count("keyword l1"):
+                counting.gate.set()  # type: ignore[union-attr]  # both keyword lists are done
+            return _real(conn, ask, *rest)
+
+        monkeypatch.setattr(engine, name, traced)
+    r = store.recall("Where is Jana getting married?", user_id="u")
+    assert "Prague" in r.per_turn
+    # Recall's query embedding is held until both keyword lists exist: had a
+    # vector search come first, it would have waited for it (the gate opens
+    # only after both) and the order would show it.
+    assert order == ["keyword l1", "keyword l0", "vector l1", "vector l0"]
+
+
+def test_searched_together_equals_searched_apart(store: Store) -> None:
+    store.write_memory("u", "add", "Jana is the user's sister; her wedding is in Prague.")
+    store.reindex()
+    q = "Jana's wedding speech"
+    with store.db.read() as conn:
+        mem, msg = store.derivation.search_both(conn, q, user_id="u", memories=10, messages=20)
+    assert mem == store.search_memories(q, user_id="u", limit=10)
+    assert msg == store.search_conversations(q, user_id="u", limit=20)
+    assert mem and msg
+
+
 def test_a_search_waits_for_the_running_embedding_instead_of_repeating_it(
     store: Store,
 ) -> None:

@@ -20,6 +20,7 @@ from memstore.kernel import Kernel
 from memstore.llm.backend import host_backend
 from memstore.llm.client import LLMClient
 from memstore.search import Hit, SearchEngine
+from memstore.vectors.spaces import Space
 
 # How many recall collections of one store may run at once (threads that
 # overran their deadline keep a slot until they finish).
@@ -79,6 +80,26 @@ class DeriveContext:
         self, query: str, *, user_id: str, limit: int, conn: Connection | None = None
     ) -> list[Hit]:
         return self.search_engine.search("l0", query, user_id=user_id, limit=limit, conn=conn)
+
+    def search_both(
+        self,
+        conn: Connection,
+        query: str,
+        *,
+        user_id: str,
+        memories: int,
+        messages: int,
+        found_spaces: dict[str, Space | None] | None = None,
+    ) -> tuple[list[Hit], list[Hit]]:
+        """``search_memories`` and ``search_conversations`` (hybrid) in
+        ``conn``, both keyword lists before both vector lists
+        (``SearchEngine.search_together``, which fills ``found_spaces``)."""
+        mem, msg = self.search_engine.search_together(
+            conn,
+            [("l1", query, user_id, memories), ("l0", query, user_id, messages)],
+            found_spaces,
+        )
+        return mem, msg
 
 
 __all__ = ["DeriveContext"]

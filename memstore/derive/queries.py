@@ -20,7 +20,7 @@ from memstore.db.schema import (
     l2_state,
     l3_persona,
 )
-from memstore.db.sqlfn import json_text
+from memstore.db.sqlfn import driver_rows, driver_sql, json_text
 from memstore.l0.events import UserErased
 from memstore.text import build_match
 
@@ -172,7 +172,10 @@ def background_messages(
 
 
 def memory_dict(r: Any) -> dict[str, Any]:
-    d = dict(r._mapping)
+    return _decoded(dict(r._mapping))
+
+
+def _decoded(d: dict[str, Any]) -> dict[str, Any]:
     d["source_message_ids"] = json.loads(d["source_message_ids"])
     return d
 
@@ -215,14 +218,21 @@ def standing_instructions(
     return [memory_dict(r) for r in conn.execute(q)]
 
 
+_L1_NAMES = tuple(l1_memories.c.keys())
+# Driver-level (recall reads its candidates' memories on every query;
+# compiling the IN clause cost more than the read). Every column is text or
+# integer, so the driver's values are the ones SQLAlchemy would return.
+_L1_BY_ID = f"SELECT {', '.join(_L1_NAMES)} FROM l1_memories WHERE user_id = ? AND memory_id IN "
+
+
 def memories_by_id(conn: Connection, user_id: str, ids: list[str]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for i in range(0, len(ids), 500):
-        q = select(l1_memories).where(
-            l1_memories.c.user_id == user_id, l1_memories.c.memory_id.in_(ids[i : i + 500])
-        )
-        for r in conn.execute(q):
-            out[str(r.memory_id)] = memory_dict(r)
+        part = ids[i : i + 500]
+        sql = driver_sql(conn, _L1_BY_ID + f"({','.join('?' * len(part))})")
+        for r in driver_rows(conn, sql, (user_id, *part)):
+            d = _decoded(dict(zip(_L1_NAMES, r, strict=True)))
+            out[str(d["memory_id"])] = d
     return out
 
 

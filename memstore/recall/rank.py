@@ -41,6 +41,7 @@ from sqlalchemy import Connection, select, text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memstore.db.schema import embedding_cache
+from memstore.db.sqlfn import driver_rows
 from memstore.derive.queries import memories_by_id
 from memstore.embeddings import check_vectors, content_hash, from_blob, to_blob
 from memstore.errors import MemstoreError
@@ -105,7 +106,17 @@ def matched_words(query_words: list[str], text_: str) -> int:
     if not query_words:
         return 0
     words = {w.casefold() for w in WORD_RE.findall(text_)}
-    return sum(1 for t in query_words if t in words or any(term_matches(t, w) for w in words))
+    # term_matches needs the same first four letters unless the words are
+    # equal: only those words are compared (recall scores ~30 texts a query).
+    heads: dict[str, list[str]] = {}
+    for w in words:
+        if len(w) >= 4:
+            heads.setdefault(w[:4], []).append(w)
+    return sum(
+        1
+        for t in query_words
+        if t in words or any(term_matches(t, w) for w in heads.get(t[:4], ()))
+    )
 
 
 def coverage(latin: list[str], grams: list[str], text_: str, given: int = 0) -> float:
@@ -211,28 +222,33 @@ def query_vector(store: DeriveContext, query: str) -> np.ndarray[Any, Any] | Non
 
 
 def _vectors(
-    conn: Connection, store: DeriveContext, kind: str, rowids: list[int]
+    conn: Connection,
+    store: DeriveContext,
+    kind: str,
+    rowids: list[int],
+    sp: spaces.Space | bool | None = False,
 ) -> dict[int, np.ndarray[Any, Any]]:
+    """The stored vectors of ``rowids``; ``sp``: the space the search used
+    (False: look it up)."""
     emb = store.embedder
     if emb is None or not rowids:
         return {}
-    model = spaces.space_model_id(kind, emb.model_id, store.settings.embedding.context_vectors)
-    sp = spaces.get_space(conn, kind, model)
-    if sp is None or not sp.ready:
+    if sp is False:
+        model = spaces.space_model_id(kind, emb.model_id, store.settings.embedding.context_vectors)
+        sp = spaces.get_space(conn, kind, model)
+    if not isinstance(sp, spaces.Space) or not sp.ready:
         return {}
     if conn.dialect.name == "postgresql":
         got = vector_pg.by_id(conn, sp.table_name, rowids)
         return {i: from_blob(b, sp.dims) for i, b in got.items()}
     # vec0 plans ``rowid IN (...)`` as a scan of the whole table (38 ms at
     # 100k rows); joined from json_each, each id is a point lookup (~1 ms
-    # for 100 ids).
-    ids = json.dumps([int(i) for i in rowids])
-    rows = conn.execute(
-        text(
-            f"SELECT t.rowid, t.embedding FROM json_each(:ids) AS j "
-            f'JOIN "{sp.table_name}" AS t ON t.rowid = j.value'
-        ),
-        {"ids": ids},
+    # for 100 ids). Driver-level: compiling the statement cost more than it.
+    rows = driver_rows(
+        conn,
+        f'SELECT t.rowid, t.embedding FROM json_each(?) AS j JOIN "{sp.table_name}" AS t '
+        "ON t.rowid = j.value",
+        (json.dumps([int(i) for i in rowids]),),
     )
     return {int(r[0]): from_blob(r[1], sp.dims) for r in rows}
 
@@ -243,9 +259,12 @@ def score_candidates(
     user_id: str,
     cands: list[Candidate],
     conn: Connection | None = None,
+    found_spaces: dict[str, spaces.Space | None] | None = None,
 ) -> None:
     """Fill ``similarity``, ``coverage`` and ``relevance`` of every candidate
-    (``conn``: the caller's read transaction, else one of its own)."""
+    (``conn``: the caller's read transaction, else one of its own;
+    ``found_spaces``: the vector spaces the searches used, by layer)."""
+    known = found_spaces or {}
     latin_terms, cjk_terms = query_terms(query)
     latin = [t.casefold() for t in latin_terms]
     grams = [g.rstrip("*") for g in cjk_terms]
@@ -254,7 +273,8 @@ def score_candidates(
     if emb is not None and not emb.model_id.startswith(LEXICAL_EMBEDDERS):
         with store.search_engine.reading(conn) as reader:
             for kind, layer in (("memory", "l1"), ("message", "l0")):
-                got = _vectors(reader, store, layer, [x.rowid for x in cands if x.kind == kind])
+                ids = [x.rowid for x in cands if x.kind == kind]
+                got = _vectors(reader, store, layer, ids, known.get(layer, False))
                 vecs.update(((kind, i), v) for i, v in got.items())
     # Only with vectors to compare: the query's own (cached by the search)
     # and the null sentences' (cached in the database).
@@ -289,9 +309,14 @@ def collect(
     read transaction instead of one per step); the query is embedded once
     and shared by both searches and the gate (the engine's query cache)."""
     with store.db.read() as conn:
-        mem_hits = store.search_memories(query, user_id=user_id, limit=MEMORY_CANDIDATES, conn=conn)
-        msg_hits = store.search_conversations(
-            query, user_id=user_id, limit=MESSAGE_CANDIDATES, conn=conn
+        used: dict[str, spaces.Space | None] = {}
+        mem_hits, msg_hits = store.search_both(
+            conn,
+            query,
+            user_id=user_id,
+            memories=MEMORY_CANDIDATES,
+            messages=MESSAGE_CANDIDATES,
+            found_spaces=used,
         )
         cands = from_hits("memory", mem_hits)
         for c in cands:
@@ -316,7 +341,7 @@ def collect(
             Candidate("message", int(r["id"]), str(r["message_id"]), str(r["text"]), 0.0, row=r)
             for r in source_rows(conn, user_id, sorted(wanted))
         ]
-        score_candidates(store, query, user_id, cands + sources, conn)
+        score_candidates(store, query, user_id, cands + sources, conn, used)
     # ... so it ranks at least as high as they do, is spent first, and they
     # are not repeated.
     by_ref = {c.ref: c for c in cands + sources if c.kind == "message"}
@@ -339,14 +364,16 @@ def rank(cands: list[Candidate]) -> list[Candidate]:
 
 
 MSG_COLS = "id, message_id, session_id, occurred_at, role, speaker, text, position, user_id"
+_MSG_NAMES = tuple(MSG_COLS.split(", "))
 
 
 def message_rows(conn: Connection, rowids: list[int]) -> dict[int, dict[str, Any]]:
     if not rowids:
         return {}
     ids = ",".join(str(int(i)) for i in rowids)
-    rows = conn.execute(text(f"SELECT {MSG_COLS} FROM l0_messages WHERE id IN ({ids})"))
-    return {int(r[0]): dict(r._mapping) for r in rows}
+    # Driver-level: a text() clause with inlined ids is compiled anew each time.
+    rows = driver_rows(conn, f"SELECT {MSG_COLS} FROM l0_messages WHERE id IN ({ids})")
+    return {int(r[0]): dict(zip(_MSG_NAMES, r, strict=True)) for r in rows}
 
 
 def source_rows(conn: Connection, user_id: str, message_ids: list[str]) -> list[dict[str, Any]]:
@@ -382,12 +409,11 @@ def neighbours(conn: Connection, wanted: dict[int, bool]) -> dict[int, dict[str,
         "n.session_id = m.session_id AND n.position {op}= m.position AND n.id {op} m.id "
         "AND n.low_info = 0 ORDER BY n.position {order}, n.id {order} LIMIT 1)"
     )
-    pairs = conn.execute(
-        text(
-            f"SELECT m.id, {adjacent.format(op='<', order='DESC')}, "
-            f"{adjacent.format(op='>', order='ASC')} FROM l0_messages m WHERE m.id IN ({ids})"
-        )
-    ).all()
+    pairs = driver_rows(
+        conn,
+        f"SELECT m.id, {adjacent.format(op='<', order='DESC')}, "
+        f"{adjacent.format(op='>', order='ASC')} FROM l0_messages m WHERE m.id IN ({ids})",
+    )
     picked = {
         int(r[0]): (int(r[1]) if r[1] is not None else None)
         if wanted[int(r[0])]

@@ -20,6 +20,7 @@ from sqlalchemy import Connection, text
 
 from memstore.config import Settings
 from memstore.db.engine import Database
+from memstore.db.sqlfn import driver_rows, driver_sql
 from memstore.embeddings import Embedder, from_blob
 from memstore.errors import InvalidInputError, MemstoreError
 from memstore.l0.capture import check_id
@@ -82,6 +83,19 @@ class Ask:
         return {"session_id": self.session_id, "type_": self.type_, "scene": self.scene}
 
 
+@dataclass(frozen=True)
+class _Begun:
+    """A search whose keyword list is done and whose vector list is not."""
+
+    ask: Ask
+    strategy: str
+    n: int
+    fetch: int
+    use_vec: bool
+    kw: list[tuple[int, float]]
+    space: spaces.Space | None
+
+
 class SearchEngine:
     def __init__(self, db: Database, embedder: Embedder | None, settings: Settings) -> None:
         self.db = db
@@ -125,6 +139,45 @@ class SearchEngine:
     ) -> list[Hit]:
         """``conn``: search inside the caller's read transaction (recall runs
         both of its searches and its row reads in one snapshot)."""
+        with self.reading(conn) as c:
+            begun = self._begin(c, kind, query, user_id, limit, strategy, session_id, type, scene)
+            return self._finish(c, begun)
+
+    def search_together(
+        self,
+        conn: Connection,
+        asks: list[tuple[str, str, str, int]],
+        found_spaces: dict[str, spaces.Space | None] | None = None,
+    ) -> list[list[Hit]]:
+        """Several hybrid searches ``(kind, query, user_id, limit)`` in one
+        read transaction, each the same as ``search``: every keyword list
+        first, then every vector list. Recall prefetches the query's
+        embedding (native code, no GIL), so all keyword work runs while it is
+        computed; searched one after the other, the second keyword search
+        would start only after the first one had waited for the vector.
+        ``found_spaces``: filled with the vector space of each kind searched
+        (recall reads its candidates' vectors from them)."""
+        begun = [
+            self._begin(conn, kind, q, user, limit, "hybrid", None, None, None)
+            for kind, q, user, limit in asks
+        ]
+        if found_spaces is not None:
+            found_spaces.update((b.ask.kind, b.space) for b in begun)
+        return [self._finish(conn, b) for b in begun]
+
+    def _begin(
+        self,
+        conn: Connection,
+        kind: str,
+        query: str,
+        user_id: str,
+        limit: object,
+        strategy: str,
+        session_id: str | None,
+        type_: str | None,
+        scene: str | None,
+    ) -> _Begun:
+        """Check the arguments and run the keyword half of a search."""
         user_id = check_id("user_id", user_id)
         if strategy not in STRATEGIES:
             raise InvalidInputError(
@@ -135,52 +188,57 @@ class SearchEngine:
         n = clamp_limit(limit)
         fetch = max(n, self.candidates)
         deep = fetch * (_L0_OVERFETCH if kind == "l0" else 1)
-        with self.reading(conn) as conn:
-            use_vec = strategy != "keyword" and self._vector_ready(conn, kind)
-            kw: list[tuple[int, float]] = []
-            vec: list[tuple[int, float]] = []
-            ask = Ask(kind, query, user_id, deep, session_id, type, scene)
-            if strategy != "vector" or not use_vec:
-                kw = self._keyword(conn, ask)
-            if use_vec:
-                vec = self._vector(conn, ask)
-            filler: set[int] = set()
-            rows: Rows = {}
-            # A query with content is never answered by a content-free
-            # message; one without ("thanks") may look for them, ranked last.
-            keep_filler = is_low_information(query)
-            if kind == "l0":
-                # The candidates' rows, read once: their low_info flags now,
-                # the hits' text at the end (memstore.search.hits).
-                rows = read_rows(conn, kind, user_id, {i for i, _ in kw} | {i for i, _ in vec})
-                filler = rescore.low_info(rows)
-                kw = rescore.content_first(kw, filler, keep_filler)[:fetch]
-                vec = rescore.content_first(vec, filler, keep_filler)[:fetch]
-            # Hybrid without a ready vector space is still fused (from the
-            # keyword list alone), so its scores keep their 0..1 meaning and a
-            # recall threshold works the same while vectors catch up.
-            mode = "keyword" if strategy == "vector" and not use_vec else strategy
-            ranked = rescore.fuse(
-                mode,
-                kw,
-                vec,
-                rrf_k=self.rrf_k,
-                vector_weight=self.vector_weight,
-                vectors=use_vec,
+        # One look-up of the space serves both halves.
+        sp = self._space(conn, kind) if strategy != "keyword" else None
+        use_vec = sp is not None and sp.ready
+        ask = Ask(kind, query, user_id, deep, session_id, type_, scene)
+        kw: list[tuple[int, float]] = []
+        if strategy != "vector" or not use_vec:
+            kw = self._keyword(conn, ask)
+        return _Begun(ask, strategy, n, fetch, use_vec, kw, sp)
+
+    def _finish(self, conn: Connection, b: _Begun) -> list[Hit]:
+        """The vector half of a search (waits for the query's vector), fusion,
+        rescoring and the rows."""
+        kind, query, kw = b.ask.kind, b.ask.query, b.kw
+        vec = self._vector(conn, b.ask, b.space) if b.use_vec else []
+        filler: set[int] = set()
+        rows: Rows = {}
+        # A query with content is never answered by a content-free
+        # message; one without ("thanks") may look for them, ranked last.
+        keep_filler = is_low_information(query)
+        if kind == "l0":
+            # The candidates' rows, read once: their low_info flags now, the
+            # hits' text at the end (memstore.search.hits).
+            rows = read_rows(conn, kind, b.ask.user_id, {i for i, _ in kw} | {i for i, _ in vec})
+            filler = rescore.low_info(rows)
+            kw = rescore.content_first(kw, filler, keep_filler)[: b.fetch]
+            vec = rescore.content_first(vec, filler, keep_filler)[: b.fetch]
+        # Hybrid without a ready vector space is still fused (from the
+        # keyword list alone), so its scores keep their 0..1 meaning and a
+        # recall threshold works the same while vectors catch up.
+        mode = "keyword" if b.strategy == "vector" and not b.use_vec else b.strategy
+        ranked = rescore.fuse(
+            mode,
+            kw,
+            vec,
+            rrf_k=self.rrf_k,
+            vector_weight=self.vector_weight,
+            vectors=b.use_vec,
+        )
+        if kind == "l0" and mode == "hybrid":
+            ranked = rescore.conversation_context(
+                conn,
+                query,
+                ranked,
+                filler,
+                neighbour_weight=self.neighbour_weight,
+                speaker_boost=self.speaker_boost,
             )
-            if kind == "l0" and mode == "hybrid":
-                ranked = rescore.conversation_context(
-                    conn,
-                    query,
-                    ranked,
-                    filler,
-                    neighbour_weight=self.neighbour_weight,
-                    speaker_boost=self.speaker_boost,
-                )
-            if filler and keep_filler:
-                # Lending never reaches them (_ADJACENT), so no new ones appear here.
-                ranked = rescore.demote(ranked, filler)
-            return materialise(conn, kind, user_id, ranked[:n], kw, vec, rows)
+        if filler and keep_filler:
+            # Lending never reaches them (_ADJACENT), so no new ones appear here.
+            ranked = rescore.demote(ranked, filler)
+        return materialise(conn, kind, b.ask.user_id, ranked[: b.n], kw, vec, rows)
 
     @contextmanager
     def reading(self, conn: Connection | None) -> Iterator[Connection]:
@@ -238,8 +296,7 @@ class SearchEngine:
         sql += " ORDER BY s LIMIT :k"
         return [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
 
-    def _vector(self, conn: Connection, q: Ask) -> list[tuple[int, float]]:
-        sp = self._space(conn, q.kind)
+    def _vector(self, conn: Connection, q: Ask, sp: spaces.Space | None) -> list[tuple[int, float]]:
         if sp is None or not q.query.strip():
             return []
         try:
@@ -292,15 +349,11 @@ class SearchEngine:
         if rows:
             # Retired memories and other generations keep their vectors; drop them here.
             ids = ",".join(str(i) for i, _ in rows)
+            # Driver-level: the inlined ids make a new statement each time,
+            # and compiling it cost more than the read.
+            sql = f"SELECT m.id FROM l1_memories m WHERE m.id IN ({ids}) AND m.user_id = ? AND "
             live = {
-                int(r[0])
-                for r in conn.execute(
-                    text(
-                        f"SELECT m.id FROM l1_memories m WHERE m.id IN ({ids}) "
-                        f"AND m.user_id = :u AND {_L1_ACTIVE}"
-                    ),
-                    {"u": user_id},
-                )
+                int(r[0]) for r in driver_rows(conn, driver_sql(conn, sql + _L1_ACTIVE), (user_id,))
             }
             rows = [r for r in rows if r[0] in live][:k]
         return rows
