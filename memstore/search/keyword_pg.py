@@ -83,7 +83,22 @@ def keyword(
         f"SELECT m.id, -ts_rank_cd(f.tsv, q.q) AS s FROM (SELECT {q} AS q) q "
         f"JOIN {table} f ON f.tsv @@ q.q JOIN {source} m ON m.id = {key} WHERE m.user_id = :u"
     )
-    if kind != "l0":
+    if kind == "l0":
+        # The user's rows fill one rowid range (their slot above the row id).
+        # With the range the planner reads only that user's entries of the
+        # primary key when the user is small, instead of every user's GIN
+        # matches: same rows, same ranking; measured on 100 users x 1k
+        # messages (quiet): p50 / p95 47 / 107 -> 12 / 21 ms, 100/100 lists
+        # identical. A large user still gets the GIN index.
+        slot = conn.execute(
+            text("SELECT slot FROM l0_user_slots WHERE user_id = :u"), {"u": user_id}
+        ).scalar_one_or_none()
+        if slot is None:
+            return []  # no messages
+        params["lo"] = int(slot) << SLOT_SHIFT
+        params["hi"] = (int(slot) + 1) << SLOT_SHIFT
+        sql += " AND f.rowid >= :lo AND f.rowid < :hi"
+    else:
         sql += f" AND {l1_filter}"
     sql += row_filters(kind, params, session_id=session_id, type_=type_, scene=scene)
     sql += " ORDER BY s, m.id LIMIT :k"

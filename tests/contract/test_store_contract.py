@@ -142,6 +142,33 @@ def test_keyword_search_words_roots_and_cjk(store: Store) -> None:
     )
 
 
+def test_a_users_keyword_results_do_not_depend_on_other_users(store: Store) -> None:
+    """Keyword search reads only the user's rows (their rowid range) and ranks
+    them with the user's own figures: other users' messages with the same
+    words, captured before and after, change nothing."""
+    said = [f"the red kite flew over the hill on day {i}" for i in range(8)]
+    said += [f"we cooked red lentil soup, batch {i}" for i in range(5)]
+    for u in ("early1", "early2"):
+        store.capture(u, "s", [{"role": "user", "content": t} for t in said * 2])
+    store.capture("kim", "s", [{"role": "user", "content": t} for t in said])
+
+    def ranked() -> list[list[tuple[str, float]]]:
+        return [
+            [(h.text, round(h.score, 9)) for h in store.search_conversations(
+                q, user_id="kim", strategy="keyword", limit=10)]
+            for q in ("red kite hill", "lentil soup", "day 3 kite", "red")
+        ]  # fmt: skip
+
+    alone = ranked()
+    assert all(alone) and len(alone[0]) == 10
+    hits = store.search_conversations("red", user_id="kim", strategy="keyword", limit=50)
+    assert len(hits) == len(said) and {h.user_id for h in hits} == {"kim"}
+    for u in ("late1", "late2", "late3"):
+        store.capture(u, "s", [{"role": "user", "content": t} for t in said + said[:4]])
+    assert ranked() == alone
+    assert store.search_conversations("kite", user_id="nobody", strategy="keyword") == []
+
+
 def test_user_text_is_never_query_syntax(store: Store) -> None:
     _turns(store)
     for q in ['"', "AND(", "tea OR", "a:b", "*", "' OR 1=1 --", "\\", "tea & !green | (", "NEAR"]:
