@@ -33,6 +33,7 @@ used copies leave it past ``MAX_BYTES``.
 from __future__ import annotations
 
 import bisect
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -54,6 +55,8 @@ MAX_BYTES = 256 * 1024 * 1024
 _MAX_SEGMENTS = 8
 
 Array = np.ndarray[Any, Any]
+
+log = logging.getLogger("memstore.search")
 
 _ROWS = (
     "SELECT id, session_id, message_id, text FROM l0_messages "
@@ -390,8 +393,9 @@ class HotPostings:
                 if row is not None and int(row[1]) >= self.min_docs:
                     state = (int(row[0]), int(row[1]), int(row[2]))
                     copy = build(raw, user_id, *state)
-        except Exception:
+        except Exception as exc:
             # E.g. the store closed meanwhile: SQL answers, a later search retries.
+            log.info("keyword postings of %s not loaded (SQL answers): %s", user_id, exc)
             state = None
         finally:
             with self._lock:
