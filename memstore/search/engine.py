@@ -109,8 +109,9 @@ class SearchEngine:
         self.queries = QueryVectors(embedder)
         # The same objects under the names benches and tests clear and inspect.
         self._qcache, self._qpending = self.queries.cache, self.queries.pending
-        # Large conversation partitions are searched in memory (vectors.hot).
-        self.hot = HotPartitions()
+        # Every user's partitions are searched in memory, loaded in a
+        # background thread while vec0 answers (memstore.vectors.hot).
+        self.hot = HotPartitions(background=db.read)
         # And their keyword postings (search.postings).
         self.hot_postings = HotPostings(background=db.read)
 

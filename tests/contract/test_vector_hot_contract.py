@@ -35,20 +35,28 @@ def _found(hits: list[Hit]) -> list[tuple[str, float]]:
     return [(h.ref, round(h.similarity or 0.0, 5)) for h in hits]
 
 
+def _same(a: list[tuple[str, float]], b: list[tuple[str, float]]) -> None:
+    """Same similarities in the same order; rows at exactly equal distance
+    come in vec0's chunk order there and by id here."""
+    assert [s for _, s in a] == [s for _, s in b]
+    assert sorted(a) == sorted(b)
+
+
 def _both(store: Store, query: str, user: str = "alice", **kw: str) -> list[tuple[str, float]]:
     """Memory search in memory and on vec0 (pgvector); asserts they agree."""
     engine = store.search_engine
     hot = engine.hot
+    # The first search after a change is vec0's while the copy loads.
+    first = store.search_memories(query, user_id=user, strategy="vector", limit=10, **kw)
+    hot.wait()
     in_memory = store.search_memories(query, user_id=user, strategy="vector", limit=10, **kw)
+    _same(_found(first), _found(in_memory))
     engine.hot = HotPartitions(kinds=())
     try:
         stored = store.search_memories(query, user_id=user, strategy="vector", limit=10, **kw)
     finally:
         engine.hot = hot
-    # Same similarities in the same order; rows at exactly equal distance
-    # come in vec0's chunk order there and by id here.
-    assert [s for _, s in _found(in_memory)] == [s for _, s in _found(stored)]
-    assert sorted(_found(in_memory)) == sorted(_found(stored))
+    _same(_found(in_memory), _found(stored))
     assert all(h.user_id == user for h in in_memory)
     return _found(in_memory)
 
@@ -130,6 +138,8 @@ def test_small_conversation_partitions_are_searched_in_memory(store: Store) -> N
         got = store.search_conversations("cat tuna", user_id="alice", strategy="vector", **kw)
         return _found(got)
 
+    search()
+    engine.hot.wait()
     in_memory = search()
     assert ("l0", "alice") in {(n[:2], u) for n, u in engine.hot.cached_users()}
     hot = engine.hot
@@ -146,6 +156,9 @@ def test_small_conversation_partitions_are_searched_in_memory(store: Store) -> N
     store.reindex()
     hits = store.search_conversations("parrot whistles anthem", user_id="alice", strategy="vector")
     assert hits[0].text.startswith("Our parrot Kiwi")
+    # Read into the copy inline (the search saw it there), not reloaded later.
+    (key,) = [k for k in engine.hot.cached_users() if k[0][:3] == "l0:" and k[1] == "alice"]
+    assert hits[0].id in engine.hot._parts[key].ids.tolist()
 
 
 @pytest.mark.parametrize("cap", [1])
