@@ -189,7 +189,10 @@ def partition_vectors(conn: Connection, sp: Space, user_id: str) -> tuple[Array,
     return slots[valid], np.concatenate(blocks)[valid]
 
 
-def _load(conn: Connection, sp: Space, user_id: str) -> _Part:
+def _load(conn: Connection, sp: Space, user_id: str, *, merge: bool = False) -> _Part:
+    """A copy of the user's partition; ``merge``: in one block (the loader
+    thread, off any search's path: one matrix product per search instead of
+    one per chunk, 0.4 against ~0.15 ms at 1k rows)."""
     if conn.dialect.name == "postgresql":
         ids, mat = pg.partition(conn, sp.table_name, user_id, sp.dims)
         blocks, dead = ([mat] if len(ids) else []), None
@@ -198,7 +201,7 @@ def _load(conn: Connection, sp: Space, user_id: str) -> _Part:
         dead = None if valid.all() else ~valid
         if not valid.any():
             ids, blocks, dead = ids[:0], [], None
-    blocks = _compact(blocks)
+    blocks = [np.concatenate(blocks)] if merge and len(blocks) > 1 else _compact(blocks)
     inv = (
         np.concatenate([_inverse_norms(b) for b in blocks])
         if blocks
@@ -398,7 +401,7 @@ class HotPartitions:
                     sp = get_space(conn, kind, model_id)
                     if sp is None or sp.name != name:
                         continue
-                    part = _load(conn, sp, user_id)
+                    part = _load(conn, sp, user_id, merge=True)
             except Exception:  # a closed store, a dropped table: vec0 still answers
                 log.debug("loading the vectors of %s in %s failed", user_id, name, exc_info=True)
                 continue
