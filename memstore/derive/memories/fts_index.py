@@ -36,19 +36,16 @@ _REPEATS_DELETE = text("DELETE FROM l1_term_repeats WHERE key = :k")
 
 
 class MemoryFts:
-    """The full-text writes of one ``apply``. New rows wait for :meth:`flush`
-    and go in in key order: FTS5 writes out its pending terms whenever a
-    rowid is not above the last one, and users' keys interleave in log
-    order, so a replay inserting them as they came left hundreds of small
-    index segments (every MATCH probes each). Each user's counts are
-    written once, also at :meth:`flush`; nothing reads either in between."""
+    """The full-text writes of one ``apply``: rows go in as they come, each
+    user's counts once at :meth:`flush` (nothing reads them in between).
+    (Buffering the rows to insert them in key order, as L0 does, made no
+    difference here: 49 against 50 FTS5 pages after replaying 3,000 memories
+    of 30 interleaved users.)"""
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
         self._slots: dict[str, int] = {}
         self._counts: dict[str, list[int]] = {}
-        # key -> (text, cjk, stem, repeats, length) of rows not yet inserted
-        self._new: dict[int, tuple[str, str, str, str | None, int]] = {}
 
     def slot(self, user_id: str) -> int:
         """``user_id``'s slot, given the next free one on first use."""
@@ -63,16 +60,15 @@ class MemoryFts:
 
     def add(self, user_id: str, row_id: int, content: str) -> None:
         _, latin, cjk, stem, length, repeats = message_columns(content)
-        self._new[fts_key(self.slot(user_id), row_id)] = (latin, cjk, stem, repeats, length)
+        key = fts_key(self.slot(user_id), row_id)
+        self._conn.execute(_FTS_INSERT, {"k": key, "t": latin, "c": cjk, "s": stem})
+        if repeats is not None:
+            self._conn.execute(_REPEATS_INSERT, {"k": key, "r": repeats})
         self._count(user_id, 1, length)
 
     def remove(self, user_id: str, row_id: int, content: str) -> None:
         """Take out the row ``add`` wrote for ``content`` (its current text)."""
         key = fts_key(self.slot(user_id), row_id)
-        new = self._new.pop(key, None)
-        if new is not None:
-            self._count(user_id, -1, -new[4])
-            return
         if not self._conn.execute(_FTS_DELETE, {"k": key}).rowcount:
             return  # never indexed: nothing to take off the counts
         self._conn.execute(_REPEATS_DELETE, {"k": key})
@@ -84,15 +80,6 @@ class MemoryFts:
         count[1] += tokens
 
     def flush(self) -> None:
-        rows = sorted(self._new.items())
-        if rows:
-            self._conn.execute(
-                _FTS_INSERT, [{"k": k, "t": t, "c": c, "s": s} for k, (t, c, s, _, _) in rows]
-            )
-            repeated = [{"k": k, "r": r} for k, (_, _, _, r, _) in rows if r is not None]
-            if repeated:
-                self._conn.execute(_REPEATS_INSERT, repeated)
-        self._new.clear()
         for user_id, (docs, tokens) in self._counts.items():
             if docs or tokens:
                 self._conn.execute(_COUNT, {"d": docs, "t": tokens, "u": user_id})

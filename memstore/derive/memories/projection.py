@@ -122,6 +122,12 @@ class L1Projection(Projection):
 
     def clear(self, conn: Connection) -> None:
         conn.execute(text("DELETE FROM l1_fts"))
+        if conn.dialect.name == "sqlite":
+            # FTS5 writes a delete marker per term of every deleted row, which
+            # the rows replayed next are merged with for a while; rebuilt from
+            # its (now empty) content table the index starts empty instead
+            # (after a rebuild of 10k memories: 264 pages against 655).
+            conn.execute(text("INSERT INTO l1_fts(l1_fts) VALUES ('rebuild')"))
         super().clear(conn)
         # Vectors stay (ids follow log order); vector_index re-embeds any row
         # whose text differs, and search checks each hit's owner and status.
