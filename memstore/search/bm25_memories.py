@@ -27,14 +27,17 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from memstore.db.sqlfn import driver_rows
 from memstore.l0.projection import SLOT_SHIFT
 from memstore.search import bm25
 from memstore.search.filters import row_filters
 from memstore.text.fts import build_match
 
-_STATS = "SELECT slot, docs, tokens FROM l1_user_slots WHERE user_id = :u"
-_OTHERS = "SELECT 1 FROM l1_user_slots WHERE slot != :slot LIMIT 1"
+# The user's statistics and whether anyone else has a slot, in one statement.
+_STATS_AND_OTHERS = (
+    "SELECT s.slot, s.docs, s.tokens, "
+    "EXISTS (SELECT 1 FROM l1_user_slots o WHERE o.slot != s.slot) "
+    "FROM l1_user_slots s WHERE s.user_id = :u"
+)
 
 
 def keyword_memories(
@@ -57,21 +60,22 @@ def keyword_memories(
     phrases = bm25.query_phrases(query)
     if not phrases:
         return []
-    # Driver-level look-ups, as in bm25.keyword_messages: compiling a text()
-    # clause cost more than these statements.
+    # Every statement on the DB-API connection, as in bm25.keyword_messages:
+    # compiling a text() clause, or SQLAlchemy's result set-up, cost more
+    # than these statements. The query-plan tests trace the driver connection.
     raw = conn.connection.driver_connection
     assert raw is not None
-    stats = raw.execute(_STATS, {"u": user_id}).fetchone()
+    stats = raw.execute(_STATS_AND_OTHERS, {"u": user_id}).fetchone()
     if stats is None:
         return []  # no memory was ever indexed for the user
-    slot, docs, tokens = (int(v) for v in stats)
+    slot, docs, tokens, others = (int(v) for v in stats)
     lo = slot << SLOT_SHIFT
     params: dict[str, Any] = {"lo": lo, "hi": lo + (1 << SLOT_SHIFT) - 1, "u": user_id}
     kept = f"m.user_id = :u AND {live}" + row_filters("l1", params, type_=type_, scene=scene)
-    if sole_user_shortcut and raw.execute(_OTHERS, {"slot": slot}).fetchone() is None:
+    if sole_user_shortcut and not others:
         # The only user: the table's statistics are the user's, and bm25()
         # computes the same ranking in C.
-        return _sole_user(conn, query, params, kept, k)
+        return _sole_user(raw, query, params, kept, k)
     # One MATCH per phrase tagged with its bit, summed per memory by SQLite
     # (bm25.keyword_messages has the layout _rank reads).
     hits = []
@@ -92,14 +96,14 @@ def keyword_memories(
         "JOIN l1_fts_docsize d ON d.id = g.r LEFT JOIN l1_term_repeats x ON x.key = g.r "
         "JOIN l1_memories m ON m.id = g.r - :lo"
     )
-    rows = driver_rows(conn, sql, params)
+    rows = raw.execute(sql, params).fetchall()
     if not rows:
         return []
     return bm25._rank(phrases, rows, docs, tokens, k)
 
 
 def _sole_user(
-    conn: Connection, query: str, params: dict[str, Any], kept: str, k: int
+    raw: Any, query: str, params: dict[str, Any], kept: str, k: int
 ) -> list[tuple[int, float]]:
     match = build_match(query)
     if match is None:
@@ -111,4 +115,4 @@ def _sole_user(
         f"WHERE l1_fts MATCH :q AND f.rowid BETWEEN :lo AND :hi AND {kept} "
         "ORDER BY s, f.rowid LIMIT :k"
     )
-    return [(int(i), float(s)) for i, s in conn.exec_driver_sql(sql, params)]
+    return [(int(i), float(s)) for i, s in raw.execute(sql, params).fetchall()]
