@@ -103,3 +103,23 @@ def test_next_run_after_reads_the_partial_index(store: Store) -> None:
         ]
     assert any("ix_pipeline_queue_next" in step for step in plan), plan
     assert not any("TEMP B-TREE" in step for step in plan), plan
+
+
+def test_the_pool_hands_back_the_connection_returned_last(store: Store) -> None:
+    # Two connections in the pool, returned in the order a, b.
+    first, second = store.db.engine.connect(), store.db.engine.connect()
+    a = first.connection.driver_connection
+    b = second.connection.driver_connection
+    assert a is not b
+    first.close()
+    second.close()
+    # Each write transaction gets b (returned last), whose page cache holds
+    # what the previous one wrote; first-in-first-out alternated a and b.
+    used = []
+    for i in range(3):
+        with store.db.write() as conn:
+            used.append(conn.connection.driver_connection)
+            rawexec.run(
+                conn, "INSERT INTO l0_user_slots (user_id, slot) VALUES (?, ?)", (f"p{i}", i)
+            )
+    assert all(u is b for u in used)
