@@ -42,6 +42,32 @@ def _recorded(store: Store) -> Iterator[list[tuple[str, Any]]]:
         event.remove(store.db.engine, "before_cursor_execute", on_execute)
 
 
+@contextmanager
+def _traced(store: Store) -> Iterator[list[tuple[str, Any]]]:
+    """Statements run on the driver connections themselves, as SQLite expands
+    them (keyword search reads through the DB-API connection, bypassing
+    SQLAlchemy's events; memstore.search.bm25)."""
+    seen: list[tuple[str, Any]] = []
+
+    def on_trace(statement: str) -> None:
+        if not statement.lstrip().upper().startswith((*_SKIP, "--")):
+            seen.append((statement, None))
+
+    def on_checkout(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+        dbapi_conn.set_trace_callback(on_trace)
+
+    def on_checkin(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.set_trace_callback(None)
+
+    event.listen(store.db.engine, "checkout", on_checkout)
+    event.listen(store.db.engine, "checkin", on_checkin)
+    try:
+        yield seen
+    finally:
+        event.remove(store.db.engine, "checkout", on_checkout)
+        event.remove(store.db.engine, "checkin", on_checkin)
+
+
 def full_scans(detail: str) -> str | None:
     """The guarded table a plan step reads in full, if it does."""
     m = re.match(r"(?:SCAN|SEARCH) (\S+)(?: AS \S+)?(.*)$", detail)
@@ -128,18 +154,20 @@ def test_keyword_search_reads_only_the_users_fts_range(store: Store) -> None:
     # FTS5 reads one user's postings, not every user's (one MATCH per term:
     # memstore.search.bm25).
     _write_paths(store, 1)
-    with _recorded(store) as seen:
+    with _traced(store) as seen:
         store.search_conversations("Lisbon green tea", user_id="alice", strategy="keyword")
         store.search_conversations("Lisbon green tea", user_id="bob", strategy="hybrid")
     plans = {sql: plan for sql, plan in _plans(store, seen).items() if "l0_fts MATCH" in sql}
-    assert len(plans) == 1  # one distinct statement for both users
+    # One ranking statement per search (traced with the values bound, so the
+    # two users' statements differ in their rowid bounds).
+    assert len(plans) == 2
     steps = [
         step
         for plan in plans.values()
         for step in plan
         if step.startswith(("SCAN l0_fts", "SEARCH l0_fts"))
     ]
-    assert len(steps) == 6  # lisbon, green, tea: words and roots
+    assert len(steps) == 12  # lisbon, green, tea: words and roots, in each search
     for step in steps:
         index = step.split("VIRTUAL TABLE INDEX", 1)[1].split(":", 1)[1]
         assert "M" in index and ">" in index and "<" in index, steps
@@ -151,7 +179,7 @@ def test_search_reads_candidate_rows_by_primary_key(store: Store) -> None:
     # (user_id, occurred_at) index range instead: every message of the user
     # per search (memstore.search.hits.read_rows).
     _write_paths(store, 1)
-    with _recorded(store) as seen:
+    with _traced(store) as seen:
         store.search_conversations("Lisbon green tea", user_id="alice", strategy="keyword")
         store.search_conversations("Lisbon green tea", user_id="bob", strategy="hybrid")
     reads = {

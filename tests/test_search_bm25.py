@@ -19,7 +19,8 @@ from memstore.l0.projection import user_fts_range
 from memstore.search import bm25
 from memstore.store import Store, default_projections
 from memstore.text import build_match
-from memstore.text.terms import document_stats, fts_tokens, parse_repeats
+from memstore.text import document_columns, stem_text
+from memstore.text.terms import column_tokens, document_stats, fts_tokens, parse_repeats
 
 _TEXTS = (
     "I'm allergic to peanuts, peanut butter makes me sick; peanuts everywhere!",
@@ -251,3 +252,31 @@ def test_rebuild_and_migration_give_the_same_statistics(db_path: Path, settings:
 @pytest.mark.parametrize("size", [b"\x05\x00\x07", b"\x81\x00\x02\x03"])
 def test_docsize_blobs_decode(size: bytes) -> None:
     assert bm25._doc_length(size) == {b"\x05\x00\x07": 12, b"\x81\x00\x02\x03": 133}[size]
+
+
+def _window_count(phrase: bm25.Phrase, tokens: list[str]) -> int:
+    """Occurrences of ``phrase`` by a plain sliding window (the reference)."""
+    n, want = len(phrase.tokens), phrase.tokens
+    return sum(
+        1
+        for i in range(len(tokens) - n + 1)
+        if tuple(tokens[i : i + n - 1]) == want[:-1]
+        and (
+            tokens[i + n - 1] == want[-1]
+            or (phrase.prefix and tokens[i + n - 1].startswith(want[-1]))
+        )
+    )
+
+
+def test_counts_from_text_equal_a_whole_message_count() -> None:
+    # Counted phrases (function words, prefixes, several CJK tokens) are
+    # counted in the columns they search only; every phrase, any subset.
+    for text_ in _TEXTS:
+        latin, cjk = document_columns(text_)
+        columns = column_tokens(latin, cjk, stem_text(latin))
+        for query in (*_QUERIES, "咖啡让", "pea*", "run* the"):
+            phrases = bm25.query_phrases(query)
+            which = list(range(len(phrases)))
+            want = [_window_count(p, columns[p.column]) for p in phrases]
+            assert bm25._text_counts(phrases, text_, which) == want, (text_, query)
+            assert bm25._text_counts(phrases, text_, which[1::2]) == want[1::2]

@@ -37,11 +37,15 @@ class L0Message:
     position: int
 
 
+# The readers below run on every recall (its stable part): driver-level, since
+# compiling the statements cost more than running them. Every column they read
+# is text or integer, so the driver's values are the ones SQLAlchemy returns.
+_GENERATION = "SELECT generation FROM active_generations WHERE user_id = ?"
+
+
 def active_generation(conn: Connection, user_id: str) -> int:
-    got = conn.execute(
-        select(active_generations.c.generation).where(active_generations.c.user_id == user_id)
-    ).scalar_one_or_none()
-    return int(got) if got is not None else DEFAULT_GENERATION
+    rows = driver_rows(conn, driver_sql(conn, _GENERATION), (user_id,))
+    return int(rows[0][0]) if rows else DEFAULT_GENERATION
 
 
 def resolve_generation(conn: Connection, user_id: str, generation: int | None) -> int:
@@ -202,20 +206,9 @@ def standing_instructions(
     conn: Connection, user_id: str, generation: int, limit: int
 ) -> list[dict[str, Any]]:
     """Active global instructions (priority -1), oldest first."""
-    m = l1_memories.c
-    q = (
-        select(l1_memories)
-        .where(
-            m.user_id == user_id,
-            m.generation == generation,
-            m.status == "active",
-            m.type == "instruction",
-            m.priority < 0,
-        )
-        .order_by(m.id)
-        .limit(limit)
-    )
-    return [memory_dict(r) for r in conn.execute(q)]
+    sql = driver_sql(conn, _STANDING)
+    rows = driver_rows(conn, sql, (user_id, generation, int(limit)))
+    return [_decoded(dict(zip(_L1_NAMES, r, strict=True))) for r in rows]
 
 
 _L1_NAMES = tuple(l1_memories.c.keys())
@@ -223,6 +216,10 @@ _L1_NAMES = tuple(l1_memories.c.keys())
 # compiling the IN clause cost more than the read). Every column is text or
 # integer, so the driver's values are the ones SQLAlchemy would return.
 _L1_BY_ID = f"SELECT {', '.join(_L1_NAMES)} FROM l1_memories WHERE user_id = ? AND memory_id IN "
+_STANDING = (
+    f"SELECT {', '.join(_L1_NAMES)} FROM l1_memories WHERE user_id = ? AND generation = ? "
+    "AND status = 'active' AND type = 'instruction' AND priority < 0 ORDER BY id LIMIT ?"
+)
 
 
 def memories_by_id(conn: Connection, user_id: str, ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -358,16 +355,24 @@ def count_created_since(conn: Connection, user_id: str, generation: int, positio
     )
 
 
+_L2_NAMES = tuple(l2_scenes.c.keys())
+_SCENES = (
+    f"SELECT {', '.join(_L2_NAMES)} FROM l2_scenes WHERE user_id = ? AND generation = ? "
+    "ORDER BY heat DESC, name, scene_id"
+)
+_L3_NAMES = tuple(l3_persona.c.keys())
+# Quoted: "trigger" is a keyword to both engines.
+_PERSONA = (
+    "SELECT " + ", ".join('"' + n + '"' for n in _L3_NAMES) + " FROM l3_persona "
+    "WHERE user_id = ? AND generation = ?"
+)
+
+
 def scenes(conn: Connection, user_id: str, generation: int) -> list[dict[str, Any]]:
     """Scenes sorted by heat (hottest first), then name: the navigation order."""
-    q = (
-        select(l2_scenes)
-        .where(l2_scenes.c.user_id == user_id, l2_scenes.c.generation == generation)
-        .order_by(l2_scenes.c.heat.desc(), l2_scenes.c.name, l2_scenes.c.scene_id)
-    )
     out = []
-    for r in conn.execute(q):
-        d = dict(r._mapping)
+    for r in driver_rows(conn, driver_sql(conn, _SCENES), (user_id, generation)):
+        d = dict(zip(_L2_NAMES, r, strict=True))
         d["memory_ids"] = json.loads(d["memory_ids"])
         out.append(d)
     return out
@@ -406,12 +411,8 @@ def scene_state(conn: Connection, user_id: str, generation: int) -> dict[str, An
 
 
 def persona(conn: Connection, user_id: str, generation: int) -> dict[str, Any] | None:
-    r = conn.execute(
-        select(l3_persona).where(
-            l3_persona.c.user_id == user_id, l3_persona.c.generation == generation
-        )
-    ).first()
-    return dict(r._mapping) if r is not None else None
+    rows = driver_rows(conn, driver_sql(conn, _PERSONA), (user_id, generation))
+    return dict(zip(_L3_NAMES, rows[0], strict=True)) if rows else None
 
 
 def failures(

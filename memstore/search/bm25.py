@@ -23,6 +23,7 @@ terms (memstore.text.fts).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +32,6 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection
 
-from memstore.db.sqlfn import driver_rows
 from memstore.l0.projection import SLOT_SHIFT
 from memstore.search.filters import row_filters
 from memstore.search.postings import Copy, HotPostings
@@ -41,7 +41,6 @@ from memstore.text.terms import (
     CJK_COLUMN,
     STEM_COLUMN,
     TEXT_COLUMN,
-    column_tokens,
     fts_tokens,
     is_common,
     parse_repeats,
@@ -50,12 +49,20 @@ from memstore.text.terms import (
 K1 = 1.2
 B = 0.75
 _IDF_FLOOR = 1e-6
+_K1_PLUS_1 = K1 + 1.0
 _COLUMN_NAMES = {TEXT_COLUMN: "text", CJK_COLUMN: "cjk", STEM_COLUMN: "stem"}
 _STATS = "SELECT slot, docs, tokens FROM l0_user_slots WHERE user_id = :u"
-_OTHERS = "SELECT 1 FROM l0_user_slots WHERE slot != :slot LIMIT 1"
+# The user's statistics and whether anyone else has a slot, in one statement
+# (a keyword search ran both lookups on every query).
+_STATS_AND_OTHERS = (
+    "SELECT s.slot, s.docs, s.tokens, "
+    "EXISTS (SELECT 1 FROM l0_user_slots o WHERE o.slot != s.slot) "
+    "FROM l0_user_slots s WHERE s.user_id = :u"
+)
 # Phrase bits per SQL integer: two of them hold the at most 64 phrases of a
 # query (MAX_TERMS terms plus as many roots).
 _WORD = 32
+_SHIFTS = np.arange(_WORD, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,17 @@ def _phrase(column: int, term: str) -> Phrase:
 def query_phrases(query: str) -> list[Phrase]:
     """The phrases of ``build_match(query)``, one per quoted term (a term
     given twice in different spellings counts twice, as in FTS5)."""
+    return list(_phrases_of(query))
+
+
+@functools.lru_cache(maxsize=256)
+def _phrases_of(query: str) -> tuple[Phrase, ...]:
+    # Cached: recall searches memories and messages with the same query, and
+    # parsing it (terms, roots, quoting) cost ~0.1 ms a search.
+    return tuple(_parse_phrases(query))
+
+
+def _parse_phrases(query: str) -> list[Phrase]:
     latin, cjk = query_terms(query)
     out = [_phrase(TEXT_COLUMN, w) for w in latin]
     out += [_phrase(STEM_COLUMN, r) for r in word_roots(latin)] if latin else []
@@ -97,9 +115,17 @@ def _count(phrase: Phrase, tokens: list[str]) -> int:
     """Occurrences of ``phrase`` in one column's ``tokens``."""
     want = phrase.tokens
     n = len(want)
+    if n == 1:
+        # One token (every phrase but a few CJK ones): a scan in C, not a
+        # Python loop over the column (a message matching a function word
+        # was counted token by token).
+        if not phrase.prefix:
+            return tokens.count(want[0])
+        return sum(1 for t in tokens if t.startswith(want[0]))
+    head = list(want[:-1])
     hits = 0
     for i in range(len(tokens) - n + 1):
-        if tokens[i : i + n - 1] != list(want[:-1]):
+        if tokens[i : i + n - 1] != head:
             continue
         last = tokens[i + n - 1]
         if last == want[-1] or (phrase.prefix and last.startswith(want[-1])):
@@ -107,10 +133,18 @@ def _count(phrase: Phrase, tokens: list[str]) -> int:
     return hits
 
 
-def _text_counts(phrases: list[Phrase], text: str) -> list[int]:
+def _text_counts(phrases: list[Phrase], text: str, which: Sequence[int]) -> list[int]:
+    """Occurrences of ``phrases[i]`` for each ``i`` in ``which`` in ``text``,
+    tokenising only the columns those phrases search (stemming, the costly
+    part, only for root phrases)."""
     latin, cjk = document_columns(text)
-    columns = column_tokens(latin, cjk, stem_text(latin))
-    return [_count(p, columns[p.column]) for p in phrases]
+    columns: dict[int, list[str]] = {}
+    for i in which:
+        column = phrases[i].column
+        if column not in columns:
+            source = latin if column == TEXT_COLUMN else cjk if column == CJK_COLUMN else None
+            columns[column] = fts_tokens(stem_text(latin) if source is None else source)
+    return [_count(phrases[i], columns[phrases[i].column]) for i in which]
 
 
 def _doc_length(size: bytes) -> int:
@@ -152,13 +186,14 @@ def keyword_messages(
     phrases = query_phrases(query)
     if not phrases:
         return []
-    # Driver-level SQL (named parameters, all rows at once): compiling a
-    # text() clause per query cost more than these statements; the two
-    # lookups skip SQLAlchemy altogether (the MATCH stays visible to its
-    # statement events, which the query-plan tests read).
+    # Every statement on the DB-API connection (named parameters, all rows at
+    # once): compiling a text() clause per query cost more than these
+    # statements, and SQLAlchemy's result set-up alone cost ~0.1 ms per
+    # statement, a twentieth of the search (BENCHMARKS.md, "Keyword search
+    # per user", session 7). The query-plan tests trace the driver connection.
     raw = conn.connection.driver_connection
     assert raw is not None
-    stats = raw.execute(_STATS, {"u": user_id}).fetchone()
+    stats = raw.execute(_STATS_AND_OTHERS, {"u": user_id}).fetchone()
     if stats is None:
         return []
     lo = int(stats[0]) << SLOT_SHIFT
@@ -168,11 +203,11 @@ def keyword_messages(
         if copy is not None:
             return rank_copy(copy, phrases, k, session_id)
     params: dict[str, Any] = {"lo": lo, "hi": lo + (1 << SLOT_SHIFT) - 1, "u": user_id}
-    if sole_user_shortcut and raw.execute(_OTHERS, {"slot": int(stats[0])}).fetchone() is None:
+    if sole_user_shortcut and not stats[3]:
         # The only user: the table's statistics are the user's, and FTS5's
         # bm25() computes the same ranking in C, faster than the per-term
         # statements below when most messages match (tested to agree).
-        return _sole_user(conn, query, params, k, session_id)
+        return _sole_user(raw, query, params, k, session_id)
     # One MATCH per phrase, each tagged with the phrase's bit (two 32-bit
     # words), summed per message by SQLite: one row per matched message, and
     # the docsize and repeats lookups once per message, not per (phrase,
@@ -201,16 +236,14 @@ def keyword_messages(
         f"{'m.text' if need_text else 'NULL'} FROM g JOIN l0_fts_docsize d ON d.id = g.r "
         f"LEFT JOIN l0_term_repeats x ON x.key = g.r {join}"
     )
-    # Through SQLAlchemy (its statement events see the MATCH: the query-plan
-    # tests read them), rows straight from the DB-API cursor.
-    rows = driver_rows(conn, sql, params)
+    rows = raw.execute(sql, params).fetchall()
     if not rows:
         return []
     return _rank(phrases, rows, int(stats[1]), int(stats[2]), k)
 
 
 def _sole_user(
-    conn: Connection, query: str, params: dict[str, Any], k: int, session_id: str | None
+    raw: Any, query: str, params: dict[str, Any], k: int, session_id: str | None
 ) -> list[tuple[int, float]]:
     match = build_match(query)
     if match is None:
@@ -223,7 +256,7 @@ def _sole_user(
         f"{join if filters else ''}WHERE l0_fts MATCH :q AND f.rowid BETWEEN :lo AND :hi "
         "ORDER BY s, f.rowid LIMIT :k"
     )
-    return [(int(i), float(s)) for i, s in conn.exec_driver_sql(sql, params)]
+    return [(int(i), float(s)) for i, s in raw.execute(sql, params).fetchall()]
 
 
 def _lengths(sizes: Sequence[bytes]) -> Any:
@@ -243,48 +276,58 @@ def _rank(
     32-63, docsize, repeats, kept, text)``, one per matched message."""
     mids_, low, high, sizes, repeats, kept_, bodies = zip(*rows, strict=True)
     n = len(rows)
-    shifts = np.arange(_WORD, dtype=np.int64)
-    has = (np.array(low, dtype=np.int64)[:, None] >> shifts) & 1
-    if len(phrases) > _WORD:
-        more = (np.array(high, dtype=np.int64)[:, None] >> shifts) & 1
+    n_phrases = len(phrases)
+    has = (np.array(low, dtype=np.int64)[:, None] >> _SHIFTS[: min(n_phrases, _WORD)]) & 1
+    if n_phrases > _WORD:
+        more = (np.array(high, dtype=np.int64)[:, None] >> _SHIFTS[: n_phrases - _WORD]) & 1
         has = np.concatenate([has, more], axis=1)
-    has = has[:, : len(phrases)]
     # Term frequency is 1 unless the message's stored repeats say more, or
     # (terms without stored repeats) its text does.
     tf = has.astype(np.float64)
-    counted = [i for i, p in enumerate(phrases) if p.counted]
+    counted: list[int] = []
     keys: dict[tuple[int, str], list[int]] = {}
     for i, p in enumerate(phrases):
-        if not p.counted:
+        if p.counted:
+            counted.append(i)
+        else:
             keys.setdefault((p.column, p.tokens[0]), []).append(i)
     if keys:
-        for d in [d for d, r in enumerate(repeats) if r is not None]:
-            for key, count in parse_repeats(repeats[d]).items():
+        for d, r in enumerate(repeats):
+            if r is None:
+                continue
+            for key, count in parse_repeats(r).items():
                 for i in keys.get(key, ()):
                     if has[d, i]:
                         tf[d, i] = count
     if counted:
-        for d in [d for d, t in enumerate(bodies) if t is not None]:
-            found = _text_counts(phrases, bodies[d])
-            for i in counted:
-                if has[d, i]:
-                    tf[d, i] = max(found[i], 1)
+        # Only the counted phrases a message holds, only in the columns they
+        # search: a function word matches most messages, and tokenising each
+        # whole message cost ~40 us (36 ms for "the" at 1k messages).
+        flags = has[:, counted].tolist()
+        for d, body in enumerate(bodies):
+            if body is None:
+                continue
+            which = [i for i, f in zip(counted, flags[d], strict=True) if f]
+            if which:
+                for i, c in zip(which, _text_counts(phrases, body, which), strict=True):
+                    tf[d, i] = max(c, 1)
     n_docs = max(user_docs, n)
     avgdl = (user_tokens / n_docs) or 1.0
-    weights = [idf(n_docs, int(c)) for c in has.sum(axis=0)]
+    weights = [idf(n_docs, c) for c in has.sum(axis=0).tolist()]
     length = _lengths(sizes)
     norm = K1 * (1 - B + B * length / avgdl)
     # Each message's terms summed in phrase order, the order FTS5 adds them
     # (so a one-user store gets bm25()'s figures to the last bit); a phrase
-    # a message lacks adds exactly 0.
+    # a message lacks adds exactly 0. Column by column of a transposed
+    # copy: contiguous rows, one temporary per step.
     scores = np.zeros(n)
-    for i, w in enumerate(weights):
-        f = tf[:, i]
-        scores = scores + w * ((f * (K1 + 1.0)) / (f + norm))
-    mids = np.array(mids_, dtype=np.int64)
-    kept = np.flatnonzero(kept_)
-    best = kept[np.lexsort((mids[kept], -scores[kept]))][:k]
-    return [(int(mids[i]), -float(scores[i])) for i in best]
+    for w, f in zip(weights, tf.T.copy(), strict=True):
+        scores += w * ((f * _K1_PLUS_1) / (f + norm))
+    order = np.lexsort((np.array(mids_, dtype=np.int64), -scores))
+    if not all(kept_):
+        order = order[np.array(kept_, dtype=bool)[order]]
+    best = order[:k].tolist()
+    return [(int(mids_[i]), -float(scores[i])) for i in best]
 
 
 def rank_copy(

@@ -237,3 +237,30 @@ def test_timers_leave_nothing_in_the_working_directory(
         s.capture_turn("alice", "s1", "I keep bees on my roof", "Nice")
         s.run_pipeline("alice", wait=True)
     assert os.listdir(work) == []
+
+
+def test_recall_reads_persona_instructions_and_scenes_alike(store: Store) -> None:
+    """The stable part's readers are driver-level SQL (memstore.derive.queries):
+    the same persona, standing instructions and navigation on both engines."""
+    said = (
+        "Please always answer me in British English.",
+        "I adopted a golden retriever puppy named Biscuit last spring.",
+        "My sister Jana is getting married in Prague in September.",
+    )
+    for i, line in enumerate(said):
+        store.capture("carol", "c1", [{"role": "user", "content": line, "id": f"c{i}"}])
+    store.end_session("carol", "c1")
+    store.run_pipeline("carol")
+    store.write_memory("carol", "add", "Carol plays the cello", type="persona")
+    r = store.recall("How is Biscuit doing?", user_id="carol")
+    assert "British English" in r.stable
+    assert [m.standing for m in r.memories if "British" in m.content] == [True]
+    persona = store.get_persona("carol")
+    assert persona and "Jana" in persona
+    assert persona.splitlines()[0] in r.stable
+    # Navigation lists the scenes in list_scenes' order (hottest, then by name).
+    names = [s["name"] for s in store.list_scenes("carol")]
+    assert len(names) >= 2
+    nav = r.stable.split("<scene-navigation>")[1]
+    assert [nav.index(f"- {n} (") for n in names] == sorted(nav.index(f"- {n} (") for n in names)
+    assert store.recall("How is Biscuit doing?", user_id="nobody").stable == ""
