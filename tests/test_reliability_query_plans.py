@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from sqlalchemy import event
 
 from memstore.store import Store
@@ -149,15 +150,20 @@ def test_the_classifier_tells_scans_from_lookups() -> None:
     assert full_scans("SCAN vector_spaces") is None  # not a guarded table (a row per space)
 
 
-def test_keyword_search_reads_only_the_users_fts_range(store: Store) -> None:
+@pytest.mark.parametrize("kind", ["l0", "l1"])
+def test_keyword_search_reads_only_the_users_fts_range(store: Store, kind: str) -> None:
     # Issue 14, finding 3: every MATCH must carry the user's rowid bounds, so
     # FTS5 reads one user's postings, not every user's (one MATCH per term:
-    # memstore.search.bm25).
+    # memstore.search.bm25, and bm25_memories for memories).
     _write_paths(store, 1)
+    for user in ("alice", "bob"):
+        store.write_memory(user, "add", f"{user} drinks green tea in Lisbon")
+    search = store.search_conversations if kind == "l0" else store.search_memories
     with _traced(store) as seen:
-        store.search_conversations("Lisbon green tea", user_id="alice", strategy="keyword")
-        store.search_conversations("Lisbon green tea", user_id="bob", strategy="hybrid")
-    plans = {sql: plan for sql, plan in _plans(store, seen).items() if "l0_fts MATCH" in sql}
+        search("Lisbon green tea", user_id="alice", strategy="keyword")
+        search("Lisbon green tea", user_id="bob", strategy="hybrid")
+    table = f"{kind}_fts"
+    plans = {sql: plan for sql, plan in _plans(store, seen).items() if f"{table} MATCH" in sql}
     # One ranking statement per search (traced with the values bound, so the
     # two users' statements differ in their rowid bounds).
     assert len(plans) == 2
@@ -165,7 +171,7 @@ def test_keyword_search_reads_only_the_users_fts_range(store: Store) -> None:
         step
         for plan in plans.values()
         for step in plan
-        if step.startswith(("SCAN l0_fts", "SEARCH l0_fts"))
+        if step.startswith((f"SCAN {table}", f"SEARCH {table}"))
     ]
     assert len(steps) == 12  # lisbon, green, tea: words and roots, in each search
     for step in steps:

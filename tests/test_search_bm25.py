@@ -18,8 +18,7 @@ from memstore.db import migrate
 from memstore.l0.projection import user_fts_range
 from memstore.search import bm25
 from memstore.store import Store, default_projections
-from memstore.text import build_match
-from memstore.text import document_columns, stem_text
+from memstore.text import build_match, document_columns, stem_text
 from memstore.text.terms import column_tokens, document_stats, fts_tokens, parse_repeats
 
 _TEXTS = (

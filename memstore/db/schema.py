@@ -233,6 +233,34 @@ l1_memories = Table(
     Index("ix_l1_memories_user_id_generation_status", "user_id", "generation", "status"),
 )
 
+# L1's counterpart of l0_user_slots, filled by the L1 projection in order of
+# each user's first memory (a user may have memories and no messages): l1_fts
+# rows are keyed ``slot << 40 | l1_memories.id``
+# (memstore.derive.memories.fts_index), so a keyword match reads one user's
+# range. ``docs`` / ``tokens``: the user's l1_fts rows (every generation, as
+# FTS5 counts them) and their token total, for BM25 with the user's own
+# statistics (memstore.search.bm25_memories).
+l1_user_slots = Table(
+    "l1_user_slots",
+    metadata,
+    Column("user_id", Text, primary_key=True),
+    Column("slot", Integer, nullable=False),
+    Column("docs", Integer, nullable=False, server_default="0"),
+    Column("tokens", Integer, nullable=False, server_default="0"),
+    UniqueConstraint("slot"),
+)
+
+# The terms a memory's FTS row holds more than once (memstore.text.terms),
+# keyed like that l1_fts row; only rows that have any get one.
+l1_term_repeats = Table(
+    "l1_term_repeats",
+    metadata,
+    Column(
+        "key", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=False
+    ),
+    Column("repeats", Text, nullable=False),
+)
+
 # Which derivation generation each user's L1/L2/L3 projections show.
 active_generations = Table(
     "active_generations",

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, func, select, text
+from sqlalchemy import Connection, func, select
 
 from memstore.db.schema import (
     active_generations,
@@ -22,7 +22,6 @@ from memstore.db.schema import (
 )
 from memstore.db.sqlfn import driver_rows, driver_sql, json_text
 from memstore.l0.events import UserErased
-from memstore.text import build_match
 
 DEFAULT_GENERATION = 0  # a user nobody re-derived shows generation 0 (as search assumes)
 
@@ -248,32 +247,27 @@ def fts_memories(
 ) -> list[tuple[str, str]]:
     """``(memory_id, content)`` of the live memories of one generation that
     match ``query`` by keyword (FTS5 or PostgreSQL full text), best first."""
-    if conn.dialect.name == "postgresql":
-        from memstore.search import keyword_pg
+    # Ranked as search ranks memories, with the user's own statistics on
+    # SQLite (imported here: search sits above derive's read helpers).
+    from memstore.search import bm25_memories, keyword_pg
 
-        gen = f"m.generation = {int(generation)} AND m.status = 'active'"
-        ids = [i for i, _ in keyword_pg.keyword(conn, "l1", query, user_id, limit, l1_filter=gen)]
-        by_id = {
-            int(r[0]): (str(r[1]), str(r[2]))
-            for r in conn.execute(
-                select(l1_memories.c.id, l1_memories.c.memory_id, l1_memories.c.content).where(
-                    l1_memories.c.id.in_(ids)
-                )
-            )
-        }
-        return [by_id[i] for i in ids if i in by_id]
-    match = build_match(query)
-    if match is None:
+    live = f"m.generation = {int(generation)} AND m.status = 'active'"
+    if conn.dialect.name == "postgresql":
+        found = keyword_pg.keyword(conn, "l1", query, user_id, limit, l1_filter=live)
+    else:
+        found = bm25_memories.keyword_memories(conn, query, user_id, limit, live=live)
+    ids = [i for i, _ in found]
+    if not ids:
         return []
-    rows = conn.execute(
-        text(
-            "SELECT m.memory_id, m.content FROM l1_fts JOIN l1_memories m ON m.id = l1_fts.rowid "
-            "WHERE l1_fts MATCH :q AND m.user_id = :u AND m.generation = :g "
-            "AND m.status = 'active' ORDER BY bm25(l1_fts), m.id LIMIT :n"
-        ),
-        {"q": match, "u": user_id, "g": generation, "n": limit},
-    ).all()
-    return [(str(r[0]), str(r[1])) for r in rows]
+    by_id = {
+        int(r[0]): (str(r[1]), str(r[2]))
+        for r in conn.execute(
+            select(l1_memories.c.id, l1_memories.c.memory_id, l1_memories.c.content).where(
+                l1_memories.c.id.in_(ids)
+            )
+        )
+    }
+    return [by_id[i] for i in ids if i in by_id]
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,12 @@ from memstore.db.sqlfn import driver_rows, driver_sql
 from memstore.embeddings import Embedder, from_blob
 from memstore.errors import InvalidInputError, MemstoreError
 from memstore.l0.capture import check_id
-from memstore.search import bm25, keyword_pg, rescore
-from memstore.search.filters import RowFilter, row_filters
+from memstore.search import bm25, bm25_memories, keyword_pg, rescore
+from memstore.search.filters import RowFilter
 from memstore.search.hits import Hit, Rows, materialise, read_rows
 from memstore.search.postings import HotPostings
 from memstore.search.query_vectors import QueryVectors
-from memstore.text import build_match, is_low_information
+from memstore.text import is_low_information
 from memstore.vectors import pg as vector_pg
 from memstore.vectors import spaces
 from memstore.vectors.hot import HotPartitions
@@ -53,13 +53,13 @@ _L1_ACTIVE = (
 )
 
 
-# bm25() weights of the FTS columns (text, cjk, stem). Both views of a word
-# count the same; a word matched exactly also matches its root, so exact
+# Column weights of the FTS columns (text, cjk, stem) in both layers' BM25
+# (memstore.search.bm25, bm25_memories): all 1. Both views of a word count
+# the same; a word matched exactly also matches its root, so exact
 # matches outrank matches by root alone. (LoCoMo dev, keyword recall@10 with
 # no root column / root weight 0.5 / 1 / 2: 0.572 / 0.606 / 0.616 / 0.624,
 # hybrid flat; 1 is kept as the neutral choice: more would let the English
 # roots of non-English words weigh more than the words themselves.)
-_BM25_WEIGHTS = "1.0, 1.0, 1.0"
 # Extra candidates fetched per list for conversation search, so that
 # content-free messages pushed to the end do not leave the list short.
 _L0_OVERFETCH = 2
@@ -283,18 +283,11 @@ class SearchEngine:
             return bm25.keyword_messages(
                 conn, q.query, q.user_id, q.k, session_id=q.session_id, hot=self.hot_postings
             )
-        match = build_match(q.query)
-        if match is None:
-            return []
-        params: dict[str, Any] = {"q": match, "u": q.user_id, "k": q.k}
-        sql = (
-            f"SELECT m.id, bm25(l1_fts, {_BM25_WEIGHTS}) AS s FROM l1_fts "
-            "JOIN l1_memories m ON m.id = l1_fts.rowid "
-            f"WHERE l1_fts MATCH :q AND m.user_id = :u AND {_L1_ACTIVE}"
+        # Memories likewise: the user's rowid range of l1_fts, the user's
+        # statistics (memstore.search.bm25_memories).
+        return bm25_memories.keyword_memories(
+            conn, q.query, q.user_id, q.k, live=_L1_ACTIVE, type_=q.type_, scene=q.scene
         )
-        sql += row_filters(q.kind, params, **q.where)
-        sql += " ORDER BY s LIMIT :k"
-        return [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
 
     def _vector(self, conn: Connection, q: Ask, sp: spaces.Space | None) -> list[tuple[int, float]]:
         if sp is None or not q.query.strip():

@@ -75,30 +75,34 @@ def keyword(
     q = tsquery_sql(query, params)
     if q is None:
         return []
-    table, source = ("l0_fts", "l0_messages") if kind == "l0" else ("l1_fts", "l1_memories")
-    # l0_fts rowids carry the user's slot above the message id
-    # (memstore.l0.projection.fts_key); the low bits are the message id.
-    key = f"f.rowid % {1 << SLOT_SHIFT}" if kind == "l0" else "f.rowid"
+    table, source, slots = (
+        ("l0_fts", "l0_messages", "l0_user_slots")
+        if kind == "l0"
+        else ("l1_fts", "l1_memories", "l1_user_slots")
+    )
+    # Both tables' rowids carry the user's slot above the row id
+    # (memstore.l0.projection.fts_key, memstore.derive.memories.fts_index);
+    # the low bits are the message or memory id.
     sql = (
         f"SELECT m.id, -ts_rank_cd(f.tsv, q.q) AS s FROM (SELECT {q} AS q) q "
-        f"JOIN {table} f ON f.tsv @@ q.q JOIN {source} m ON m.id = {key} WHERE m.user_id = :u"
+        f"JOIN {table} f ON f.tsv @@ q.q JOIN {source} m ON m.id = f.rowid % {1 << SLOT_SHIFT} "
+        "WHERE m.user_id = :u"
     )
-    if kind == "l0":
-        # The user's rows fill one rowid range (their slot above the row id).
-        # With the range the planner reads only that user's entries of the
-        # primary key when the user is small, instead of every user's GIN
-        # matches: same rows, same ranking; measured on 100 users x 1k
-        # messages (quiet): p50 / p95 47 / 107 -> 12 / 21 ms, 100/100 lists
-        # identical. A large user still gets the GIN index.
-        slot = conn.execute(
-            text("SELECT slot FROM l0_user_slots WHERE user_id = :u"), {"u": user_id}
-        ).scalar_one_or_none()
-        if slot is None:
-            return []  # no messages
-        params["lo"] = int(slot) << SLOT_SHIFT
-        params["hi"] = (int(slot) + 1) << SLOT_SHIFT
-        sql += " AND f.rowid >= :lo AND f.rowid < :hi"
-    else:
+    # The user's rows fill one rowid range (their slot above the row id).
+    # With the range the planner reads only that user's entries of the
+    # primary key when the user is small, instead of every user's GIN
+    # matches: same rows, same ranking; measured on 100 users x 1k messages
+    # (quiet): p50 / p95 47 / 107 -> 12 / 21 ms, 100/100 lists identical.
+    # A large user still gets the GIN index.
+    slot = conn.execute(
+        text(f"SELECT slot FROM {slots} WHERE user_id = :u"), {"u": user_id}
+    ).scalar_one_or_none()
+    if slot is None:
+        return []  # nothing indexed for the user
+    params["lo"] = int(slot) << SLOT_SHIFT
+    params["hi"] = (int(slot) + 1) << SLOT_SHIFT
+    sql += " AND f.rowid >= :lo AND f.rowid < :hi"
+    if kind != "l0":
         sql += f" AND {l1_filter}"
     sql += row_filters(kind, params, session_id=session_id, type_=type_, scene=scene)
     sql += " ORDER BY s, m.id LIMIT :k"
