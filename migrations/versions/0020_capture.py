@@ -9,7 +9,7 @@ items answers it from its first entry, on SQLite and PostgreSQL alike. No
 data changes; downgrade drops the index.
 
 Revision ID: 0020_capture
-Revises: 0019_storage
+Revises: 0020_l1kw
 Create Date: 2026-12-01
 """
 
@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0020_capture"
-down_revision: str | None = "0019_storage"
+down_revision: str | None = "0020_l1kw"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
