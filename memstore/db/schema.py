@@ -416,7 +416,7 @@ pipeline_queue = Table(
         postgresql_where=text("claimed_by IS NULL"),
     ),
     # The earliest due unclaimed item (queue.next_run_after), from the first
-    # index entry instead of a sort of every queued item (0020_capture).
+    # index entry instead of a sort of every queued item (0021_capture).
     Index(
         "ix_pipeline_queue_next",
         "run_after",

@@ -324,7 +324,7 @@ def drop(conn: Connection, user_id: str, stage: str, session_id: str = "") -> in
 
 def next_run_after(conn: Connection) -> str | None:
     """When the earliest unclaimed item becomes ready (ISO text), if any."""
-    # ix_pipeline_queue_next (migration 0020_capture) answers this from the
+    # ix_pipeline_queue_next (migration 0021_capture) answers this from the
     # first entry of a partial index instead of sorting every unclaimed item;
     # the timer thread asks it after captures that open a session.
     got = rawexec.scalar(

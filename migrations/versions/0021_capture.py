@@ -8,7 +8,7 @@ that opened a session. A partial index on ``run_after`` of the unclaimed
 items answers it from its first entry, on SQLite and PostgreSQL alike. No
 data changes; downgrade drops the index.
 
-Revision ID: 0020_capture
+Revision ID: 0021_capture
 Revises: 0020_l1kw
 Create Date: 2026-12-01
 """
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0020_capture"
+revision: str = "0021_capture"
 down_revision: str | None = "0020_l1kw"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
