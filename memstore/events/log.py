@@ -26,6 +26,7 @@ from typing import Any
 
 from sqlalchemy import Connection, exc, select
 
+from memstore.db import rawexec
 from memstore.db.schema import events as events_t
 from memstore.db.sqlfn import driver_rows, driver_sql
 from memstore.errors import ConcurrencyError, InvalidInputError
@@ -221,8 +222,9 @@ class EventLog:
         if rows_out:
             try:
                 # A plain DB-API executemany of tuples: Core's per-row parameter
-                # processing cost about half of a batched append.
-                conn.exec_driver_sql(driver_sql(conn, _INSERT), rows_out)
+                # processing cost about half of a batched append, and its
+                # per-statement overhead most of a one-event append.
+                rawexec.run_many(conn, _INSERT, rows_out)
             except UnicodeEncodeError as e:  # a lone surrogate in a payload or a name
                 raise InvalidInputError(f"event text is not valid Unicode: {e}") from e
             except exc.IntegrityError as e:
@@ -276,8 +278,7 @@ class EventLog:
             # select cost several times the statement to build.
             marks = ",".join("?" for _ in chunk)
             sql = f"SELECT stream, max(seq) FROM events WHERE stream IN ({marks}) GROUP BY stream"
-            rows = conn.exec_driver_sql(driver_sql(conn, sql), tuple(chunk))
-            out.update({str(s): int(m) for s, m in rows})
+            out.update({str(s): int(m) for s, m in rawexec.rows(conn, sql, chunk)})
         return out
 
     # -- reading ---------------------------------------------------------
@@ -349,8 +350,8 @@ class EventLog:
 
     @staticmethod
     def last_position(conn: Connection) -> int:
-        q = "SELECT coalesce(max(position), 0) FROM events"
-        return int(conn.exec_driver_sql(q).scalar_one())
+        # On the driver: every append asks this first (rawexec explains why).
+        return int(rawexec.scalar(conn, "SELECT coalesce(max(position), 0) FROM events"))
 
     def _decode(self, r: Any) -> StoredEvent:
         """A row of ``_COLUMNS`` (in that order) as a StoredEvent."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from memstore.db.sqlfn import driver_sql
+from memstore.db import rawexec
 from memstore.errors import InvalidInputError
 from memstore.events.log import NewEvent
 from memstore.kernel import Kernel
@@ -145,17 +145,11 @@ def known_message_ids(
     for i in range(0, len(ids), 500):
         chunk = list(ids[i : i + 500])
         marks = ",".join("?" for _ in chunk)
-        known |= {
-            r[0]
-            for r in conn.exec_driver_sql(
-                driver_sql(
-                    conn,
-                    "SELECT message_id FROM l0_messages WHERE user_id = ? AND session_id = ? "
-                    f"AND message_id IN ({marks})",
-                ),
-                (user_id, session_id, *chunk),
-            )
-        }
+        sql = (
+            "SELECT message_id FROM l0_messages WHERE user_id = ? AND session_id = ? "
+            f"AND message_id IN ({marks})"
+        )
+        known |= {r[0] for r in rawexec.rows(conn, sql, (user_id, session_id, *chunk))}
     return known
 
 
@@ -237,5 +231,6 @@ def capture_event(
             session_id=session_id, messages=[m.as_payload() for m in fresh], agent_id=agent_id
         ),
         user_id=user_id,
-        occurred_at=max(from_iso(m.occurred_at) for m in fresh),
+        # Fixed-width UTC text (timeutil) sorts as time does: one parse, not one per message.
+        occurred_at=from_iso(max(m.occurred_at for m in fresh)),
     )

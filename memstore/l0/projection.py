@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from sqlalchemy import Connection, delete, func, select, text
 from sqlalchemy.exc import IntegrityError
 
+from memstore.db import rawexec
 from memstore.db.schema import l0_messages, l0_term_repeats, l0_user_slots
 from memstore.db.sqlfn import driver_sql
 from memstore.events.log import StoredEvent
@@ -94,8 +95,7 @@ def _slots(conn: Connection, users: Sequence[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     if len(wanted) == 1:
         # A capture: a plain statement is cheaper than an IN list to compile.
-        sql = driver_sql(conn, "SELECT slot FROM l0_user_slots WHERE user_id = ?")
-        slot = conn.exec_driver_sql(sql, (wanted[0],)).scalar()
+        slot = rawexec.scalar(conn, "SELECT slot FROM l0_user_slots WHERE user_id = ?", wanted[:1])
         if slot is not None:
             out[wanted[0]] = int(slot)
     else:
@@ -183,18 +183,16 @@ def _rows(
 
 
 def _insert(conn: Connection, batch: _Batch) -> None:
-    # Bare executemany: SQLAlchemy's per-row parameter processing cost more
-    # than the inserts on replay.
-    conn.exec_driver_sql(driver_sql(conn, _INSERT), batch.rows)
+    # Bare executemany on the driver (memstore.db.rawexec): SQLAlchemy's
+    # per-row parameter processing cost more than the inserts on replay, and
+    # its per-statement overhead more than the statements on a capture.
+    rawexec.run_many(conn, _INSERT, batch.rows)
     # In rowid order: FTS5 writes out its pending terms whenever a rowid is
     # not above the last one, and users' keys interleave in log order.
     batch.fts.sort(key=_first)
-    conn.exec_driver_sql(driver_sql(conn, _FTS_INSERT), batch.fts)
-    if batch.repeated:
-        conn.exec_driver_sql(driver_sql(conn, _REPEATS), batch.repeated)
-    conn.exec_driver_sql(
-        driver_sql(conn, _COUNT), [(d, t, u) for u, (d, t) in batch.counts.items() if d]
-    )
+    rawexec.run_many(conn, _FTS_INSERT, batch.fts)
+    rawexec.run_many(conn, _REPEATS, batch.repeated)
+    rawexec.run_many(conn, _COUNT, [(d, t, u) for u, (d, t) in batch.counts.items() if d])
 
 
 def _first(row: tuple[Any, ...]) -> Any:
@@ -215,7 +213,7 @@ class L0Projection(Projection):
     def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
         # Driver-level: once per capture, and the Core select cost ~5x the
         # statement to build (0.17 against 0.03 ms CPU).
-        next_id = int(conn.exec_driver_sql(_MAX_ID).scalar_one())
+        next_id = int(rawexec.scalar(conn, _MAX_ID))
         slots = _slots(conn, [ev.user_id for ev in events])
         # Capture never appends a known id, but a log can hold one anyway (an
         # event appended directly, an older version): skip it rather than let
@@ -228,17 +226,17 @@ class L0Projection(Projection):
         # A savepoint in plain SQL: SQLAlchemy's begin_nested() cost about
         # 0.25 ms CPU per capture to open and release, several times the
         # statements it guards.
-        conn.exec_driver_sql("SAVEPOINT l0_rows")
+        rawexec.run(conn, "SAVEPOINT l0_rows")
         try:
             _insert(conn, batch)
         except IntegrityError:
-            conn.exec_driver_sql("ROLLBACK TO SAVEPOINT l0_rows")
-            conn.exec_driver_sql("RELEASE SAVEPOINT l0_rows")
+            rawexec.run(conn, "ROLLBACK TO SAVEPOINT l0_rows")
+            rawexec.run(conn, "RELEASE SAVEPOINT l0_rows")
             batch = _rows(events, _known(conn, events), slots, next_id)
             if batch.rows:
                 _insert(conn, batch)
         else:
-            conn.exec_driver_sql("RELEASE SAVEPOINT l0_rows")
+            rawexec.run(conn, "RELEASE SAVEPOINT l0_rows")
 
     def clear(self, conn: Connection) -> None:
         # A contentless FTS5 table cannot DELETE rows it has no content for;

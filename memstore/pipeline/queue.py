@@ -45,9 +45,9 @@ from urllib.parse import quote
 from sqlalchemy import Connection, delete, false, or_, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from memstore.db import rawexec
 from memstore.db.engine import Database
 from memstore.db.schema import pipeline_locks, pipeline_queue
-from memstore.db.sqlfn import driver_sql
 from memstore.errors import InvalidInputError, LockedError
 from memstore.pipeline import owners
 from memstore.timeutil import timedelta, to_iso
@@ -123,16 +123,14 @@ def enqueue(
     # "Capture and search"). FOR UPDATE is PostgreSQL's (SQLite's write
     # transaction already excludes other writers).
     lock = " FOR UPDATE" if conn.dialect.name == "postgresql" else ""
-    existing = conn.exec_driver_sql(
-        driver_sql(conn, _UNCLAIMED + lock), (user_id, session_id, stage)
-    ).first()
+    existing = rawexec.first(conn, _UNCLAIMED + lock, (user_id, session_id, stage))
     if existing is not None:
         item, after = int(existing[0]), existing[1]
         if due < after:
             conn.execute(update(pipeline_queue).where(c.id == item).values(run_after=due))
         return item
     row = (user_id, session_id, stage, STAGE_PRIORITY[stage], to_iso(now), due)
-    return int(conn.exec_driver_sql(driver_sql(conn, _NEW_ITEM), row).scalar_one())
+    return int(rawexec.scalar(conn, _NEW_ITEM, row))
 
 
 def pending(conn: Connection, user_id: str | None = None) -> list[WorkItem]:
@@ -326,10 +324,13 @@ def drop(conn: Connection, user_id: str, stage: str, session_id: str = "") -> in
 
 def next_run_after(conn: Connection) -> str | None:
     """When the earliest unclaimed item becomes ready (ISO text), if any."""
-    c = pipeline_queue.c
-    got = conn.execute(
-        select(c.run_after).where(c.claimed_by.is_(None)).order_by(c.run_after).limit(1)
-    ).scalar_one_or_none()
+    # ix_pipeline_queue_next (migration 0021_capture) answers this from the
+    # first entry of a partial index instead of sorting every unclaimed item;
+    # the timer thread asks it after captures that open a session.
+    got = rawexec.scalar(
+        conn,
+        "SELECT run_after FROM pipeline_queue WHERE claimed_by IS NULL ORDER BY run_after LIMIT 1",
+    )
     return str(got) if got is not None else None
 
 

@@ -69,6 +69,7 @@ from memstore.pipeline.state import (
     get_user,
     list_sessions,
     list_users,
+    pending_reached,
 )
 from memstore.pipeline.status import build_status
 from memstore.pipeline.threads import DaemonPool
@@ -256,13 +257,13 @@ class PipelineService:
             if ev.duplicate or not isinstance(ev.payload, MessagesCaptured):
                 continue
             session = ev.payload.session_id
-            st = get_session(conn, ev.user_id, session)
-            if st is None or st.last_capture_position < ev.position:
+            got = pending_reached(conn, ev.user_id, session, self.settings)
+            if got is None or got[0] < ev.position:
                 raise PipelineError(
                     "pipeline state is behind the capture: apply the inline "
                     "projections (PipelineStateProjection) before on_captured"
                 )
-            if st.rounds_pending >= st.threshold(self.settings):
+            if got[1]:
                 item = queue.enqueue(conn, ev.user_id, "l1", session_id=session, now=now)
                 with self._captured_lock:
                     self._items[(ev.user_id, session)] = item

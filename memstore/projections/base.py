@@ -30,9 +30,9 @@ from typing import ClassVar
 
 from sqlalchemy import Connection, Table, delete, func, select
 
+from memstore.db import rawexec
 from memstore.db.schema import events as ev_t
 from memstore.db.schema import projection_checkpoints as cp_t
-from memstore.db.sqlfn import driver_sql
 from memstore.errors import NotFoundError, ProjectionError
 from memstore.events.log import EventLog, StoredEvent
 
@@ -267,7 +267,7 @@ class Projections:
         0.3 ms CPU each (statement construction and cache key), most of the
         projections' share of an idle capture (BENCHMARKS.md, "Capture and search")."""
         if rows:
-            conn.exec_driver_sql(driver_sql(conn, _UPSERT_CHECKPOINT), list(rows))
+            rawexec.run_many(conn, _UPSERT_CHECKPOINT, rows)
 
     # -- applying ------------------------------------------------------------
 

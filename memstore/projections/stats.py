@@ -8,8 +8,8 @@ from typing import ClassVar
 
 from sqlalchemy import Connection
 
+from memstore.db import rawexec
 from memstore.db.schema import event_counts
-from memstore.db.sqlfn import driver_sql
 from memstore.events.log import StoredEvent
 from memstore.projections.base import Projection
 
@@ -26,12 +26,11 @@ class StatsProjection(Projection):
             key = (e.type, e.user_id)
             counts[key] += 1
             last[key] = e.position
-        conn.exec_driver_sql(
-            driver_sql(
-                conn,
-                "INSERT INTO event_counts (type, user_id, n, last_position) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (type, user_id) DO UPDATE SET n = event_counts.n + excluded.n, "
-                "last_position = excluded.last_position",
-            ),
+        # On the driver (memstore.db.rawexec): once per append.
+        rawexec.run_many(
+            conn,
+            "INSERT INTO event_counts (type, user_id, n, last_position) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (type, user_id) DO UPDATE SET n = event_counts.n + excluded.n, "
+            "last_position = excluded.last_position",
             [(t, u, n, last[(t, u)]) for (t, u), n in counts.items()],
         )
