@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -241,6 +240,9 @@ class HotPartitions:
         self.background = background
         self._queue: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._loader: threading.Thread | None = None
+        # Set when the store closes: no load starts after it (a read would
+        # open the file again while it is being released).
+        self._closing = threading.Event()
         self.min_rows = MIN_ROWS if min_rows is None else min_rows
         self.kinds = kinds
         self.max_bytes = MAX_BYTES if max_bytes is None else max_bytes
@@ -263,6 +265,15 @@ class HotPartitions:
     def cached_users(self) -> list[tuple[str, str]]:
         with self._lock:
             return list(self._parts)
+
+    def close(self) -> None:
+        """No more loads: the queue is dropped and a running load finishes."""
+        self._closing.set()
+        with self._lock:
+            self._queue.clear()
+            loader = self._loader
+        if loader is not None:
+            loader.join()
 
     def wait(self) -> None:
         """Until the copies queued for the loader thread are loaded."""
@@ -361,6 +372,8 @@ class HotPartitions:
                     return part
                 return self._keep(key, self._extend(conn, sp, user_id, part))
         if self.background is not None:
+            if self._closing.is_set():
+                return None
             self._queue[key] = sp.model_id
             if self._loader is None:
                 self._loader = threading.Thread(
@@ -388,10 +401,10 @@ class HotPartitions:
         # After the search (or recall) that asked: loading alongside it would
         # take CPU and the GIL from it (2 cores; reading the chunks holds the
         # GIL while it copies them).
-        time.sleep(LOAD_DELAY_S)
+        self._closing.wait(LOAD_DELAY_S)
         while True:
             with self._lock:
-                if not self._queue:
+                if not self._queue or self._closing.is_set():
                     self._loader = None
                     return
                 (name, user_id), model_id = self._queue.popitem(last=False)
