@@ -72,6 +72,10 @@ class Database:
     """
 
     dialect = "sqlite"
+    # Errors of statements run on the DB-API connection itself (the hot read
+    # and capture paths skip SQLAlchemy's statement layer): translated like
+    # SQLAlchemy's wrappers, so callers still see only memstore errors.
+    _driver_errors: tuple[type[Exception], ...] = ()
 
     def __init__(
         self, path: str | Path, *, busy_timeout_ms: int = 5000, durability: str = "normal"
@@ -102,6 +106,7 @@ class Database:
             raise StorageError(f"cannot create directory for {self.path}: {e}") from e
         self.busy_timeout_ms = busy_timeout_ms
         self.module = sqlite_module()
+        self._driver_errors = (self.module.Error,)
         self._write_lock = threading.RLock()
         self.engine: Engine = create_engine(
             f"sqlite:///{self.path}",
@@ -165,6 +170,8 @@ class Database:
                 raise
             except exc.DBAPIError as e:
                 raise self._translate(e) from e
+            except self._driver_errors as e:
+                raise self._translate(e) from e
 
     @contextmanager
     def queue_write(self) -> Iterator[Connection]:
@@ -182,6 +189,8 @@ class Database:
             with self._read_transaction() as conn:
                 yield conn
         except exc.DBAPIError as e:
+            raise self._translate(e) from e
+        except self._driver_errors as e:
             raise self._translate(e) from e
 
     @contextmanager
