@@ -89,6 +89,8 @@ class Parts:
         """Once background work has stopped: refuse appends, finish a pending
         compaction, and release the database."""
         self.kernel.close()
+        # Vector copies still queued would open the file again (vectors.hot).
+        self.search_engine.hot.close()
         try:
             self.kernel.compactor.on_close()
         finally:

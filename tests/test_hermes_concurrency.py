@@ -42,8 +42,10 @@ def _fds(under: Path | None = None) -> int:
 
 
 def _join_linger_timers() -> None:
+    # Also the vector-copy loader (memstore.vectors.hot): a transient thread
+    # that ends when its queue is empty, not one per instance.
     for t in threading.enumerate():
-        if t.name == "memstore-store-linger":
+        if t.name in ("memstore-store-linger", "memstore-hot-vectors"):
             t.join(10)
 
 

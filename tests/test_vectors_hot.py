@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+
+import numpy as np
 import pytest
 
 from memstore.store import Store
@@ -120,3 +123,39 @@ def test_a_late_vector_below_the_cursor_reloads_the_copy(store: Store) -> None:
     _indexer(store, flaky, clock).run_until_idle()  # written below the cursor
     hits = _vector(store, "lighthouse keeper logbook", "big")
     assert hits[0][0] == "REJECT the lighthouse keeper's logbook"
+
+
+def test_a_copy_newer_than_the_callers_snapshot_is_not_used(two_users: Store) -> None:
+    s = two_users
+    engine = s.search_engine
+    engine.hot = HotPartitions()  # loads in the search itself
+    _vector(s, "cat", "big")
+    assert engine.embedder is not None
+    query = np.frombuffer(engine._query_blob("parrot"), dtype="<f4")
+    with s.db.read() as old:
+        sp_old = engine._space(old, "l0")  # the snapshot starts here
+        assert sp_old is not None
+        s.capture_turn("big", "s9", "Our parrot Kiwi whistles the national anthem", "ok")
+        s.reindex()
+        _vector(s, "parrot", "big")  # the copy now holds the parrot
+        assert engine.hot.search(old, sp_old, "big", query, 5) is None  # vec0 answers
+    with s.db.read() as now:
+        sp_now = engine._space(now, "l0")
+        assert sp_now is not None
+        got = engine.hot.search(now, sp_now, "big", query, 5)
+        assert got is not None and len(got) == 5
+
+
+def test_the_loader_thread_runs_after_the_search_and_stops_with_the_store(
+    two_users: Store,
+) -> None:
+    s = two_users
+    hot = s.search_engine.hot
+    assert hot.background is not None  # the engine's own: loads in a thread
+    on_vec0 = _vector(s, "cat kitten", "big")  # cold: vec0 answers, a load is queued
+    hot.wait()
+    assert ("big" in [u for _, u in hot.cached_users()]) and _vector(s, "cat kitten", "big")
+    assert [t for t, _ in _vector(s, "cat kitten", "big")] == [t for t, _ in on_vec0]
+    _vector(s, "cat", "small")  # queued again, then the store closes at once
+    s.close()
+    assert not [t for t in threading.enumerate() if t.name == "memstore-hot-vectors"]

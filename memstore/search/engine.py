@@ -26,6 +26,7 @@ from memstore.errors import InvalidInputError, MemstoreError
 from memstore.l0.capture import check_id
 from memstore.search import bm25, bm25_memories, keyword_pg, rescore
 from memstore.search.filters import RowFilter
+from memstore.search.hits import _L1_COLS as L1_COLUMNS
 from memstore.search.hits import Hit, Rows, materialise, read_rows
 from memstore.search.postings import HotPostings
 from memstore.search.query_vectors import QueryVectors
@@ -108,8 +109,9 @@ class SearchEngine:
         self.queries = QueryVectors(embedder)
         # The same objects under the names benches and tests clear and inspect.
         self._qcache, self._qpending = self.queries.cache, self.queries.pending
-        # Large conversation partitions are searched in memory (vectors.hot).
-        self.hot = HotPartitions()
+        # Every user's partitions are searched in memory, loaded in a
+        # background thread while vec0 answers (memstore.vectors.hot).
+        self.hot = HotPartitions(background=db.read)
         # And their keyword postings (search.postings).
         self.hot_postings = HotPostings(background=db.read)
 
@@ -201,9 +203,9 @@ class SearchEngine:
         """The vector half of a search (waits for the query's vector), fusion,
         rescoring and the rows."""
         kind, query, kw = b.ask.kind, b.ask.query, b.kw
-        vec = self._vector(conn, b.ask, b.space) if b.use_vec else []
-        filler: set[int] = set()
         rows: Rows = {}
+        vec = self._vector(conn, b.ask, b.space, rows) if b.use_vec else []
+        filler: set[int] = set()
         # A query with content is never answered by a content-free
         # message; one without ("thanks") may look for them, ranked last.
         keep_filler = is_low_information(query)
@@ -289,25 +291,34 @@ class SearchEngine:
             conn, q.query, q.user_id, q.k, live=_L1_ACTIVE, type_=q.type_, scene=q.scene
         )
 
-    def _vector(self, conn: Connection, q: Ask, sp: spaces.Space | None) -> list[tuple[int, float]]:
+    def _vector(
+        self, conn: Connection, q: Ask, sp: spaces.Space | None, rows: Rows | None = None
+    ) -> list[tuple[int, float]]:
+        """The vector list (id, cosine distance); ``rows``: filled with the
+        rows of the memories it returns (read anyway to drop retired ones)."""
         if sp is None or not q.query.strip():
             return []
         try:
             blob = self._query_blob(q.query)
         except MemstoreError:
             return []  # an unreachable remote embedder degrades search to keyword
-        if q.kind == "l0":
-            got = self.hot.search(conn, sp, q.user_id, from_blob(blob, sp.dims), q.k, q.session_id)
-            if got is not None:
-                return got
+        # L1 asks for more, as retired memories and other generations keep
+        # their vectors and are dropped afterwards (_live_memories).
         want = min(q.k * (3 if q.kind == "l1" else 1), 4096)
+        # In memory (memstore.vectors.hot), unless a filter only vec0 can serve.
+        if q.kind == "l0" or not (q.type_ or q.scene):
+            got = self.hot.search(conn, sp, q.user_id, from_blob(blob, sp.dims), want, q.session_id)
+            if got is not None:
+                return (
+                    self._live_memories(conn, q.user_id, got, q.k, rows) if q.kind == "l1" else got
+                )
         if conn.dialect.name == "postgresql":
             filters = (
                 {"session_id": q.session_id}
                 if q.kind == "l0"
                 else {"mtype": q.type_, "scene": q.scene}
             )
-            rows = vector_pg.knn(
+            found = vector_pg.knn(
                 conn,
                 sp.table_name,
                 q.kind,
@@ -316,7 +327,9 @@ class SearchEngine:
                 want,
                 {c: v for c, v in filters.items() if v},
             )
-            return self._live_memories(conn, q.user_id, rows, q.k) if q.kind == "l1" else rows
+            return (
+                self._live_memories(conn, q.user_id, found, q.k, rows) if q.kind == "l1" else found
+            )
         params: dict[str, Any] = {"v": blob, "u": q.user_id, "k": want}
         sql = (
             f'SELECT rowid, distance FROM "{sp.table_name}" '
@@ -332,21 +345,30 @@ class SearchEngine:
             if q.scene:
                 sql += " AND scene = :sc"
                 params["sc"] = q.scene
-        rows = [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
-        return self._live_memories(conn, q.user_id, rows, q.k) if q.kind == "l1" else rows
+        found = [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
+        return self._live_memories(conn, q.user_id, found, q.k, rows) if q.kind == "l1" else found
 
     @staticmethod
     def _live_memories(
-        conn: Connection, user_id: str, rows: list[tuple[int, float]], k: int
+        conn: Connection,
+        user_id: str,
+        found: list[tuple[int, float]],
+        k: int,
+        rows: Rows | None = None,
     ) -> list[tuple[int, float]]:
-        if rows:
-            # Retired memories and other generations keep their vectors; drop them here.
-            ids = ",".join(str(i) for i, _ in rows)
+        """``found`` without retired memories and other generations (they keep
+        their vectors), cut to ``k``; their rows go to ``rows`` for the hits."""
+        if found:
+            ids = ",".join(str(i) for i, _ in found)
             # Driver-level: the inlined ids make a new statement each time,
-            # and compiling it cost more than the read.
-            sql = f"SELECT m.id FROM l1_memories m WHERE m.id IN ({ids}) AND m.user_id = ? AND "
+            # and compiling it cost more than the read. The hits' columns come
+            # with it, so the hits need no second read of the same rows.
+            sql = f"SELECT {L1_COLUMNS} FROM l1_memories m WHERE m.id IN ({ids}) AND m.user_id = ? "
             live = {
-                int(r[0]) for r in driver_rows(conn, driver_sql(conn, sql + _L1_ACTIVE), (user_id,))
+                int(r[0]): r
+                for r in driver_rows(conn, driver_sql(conn, f"{sql}AND {_L1_ACTIVE}"), (user_id,))
             }
-            rows = [r for r in rows if r[0] in live][:k]
-        return rows
+            found = [r for r in found if r[0] in live][:k]
+            if rows is not None:
+                rows.update((i, live[i]) for i, _ in found)
+        return found

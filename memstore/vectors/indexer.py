@@ -295,8 +295,9 @@ class Indexer:
                             embedding_cache.c.content_hash.in_(used[i : i + 500]),
                         )
                     )
-            if written and cursor is None and kind == "l0":
-                # Written below the cursor: in-memory partition copies reload.
+            if written and cursor is None:
+                # Written below the cursor (L1 has none: every write): in-memory
+                # partition copies reload (memstore.vectors.hot).
                 conn.execute(
                     update(vector_spaces)
                     .where(vector_spaces.c.name == sp.name)
