@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
+from memstore.db import rawexec
 from memstore.search.hits import LOW_INFO, Rows
 
 _WORD = re.compile(r"\w+")
@@ -122,12 +123,13 @@ def conversation_context(
         return ranked
     scores = dict(ranked)
     ids = ",".join(str(i) for i in scores)
-    rows = conn.execute(
-        text(
-            f"SELECT m.id, m.speaker, {_ADJACENT.format(op='<', agg='max')}, "
-            f"{_ADJACENT.format(op='>', agg='min')} FROM l0_messages m WHERE m.id IN ({ids})"
-        )
-    ).all()
+    # Driver-level, as every statement of a search with inlined ids: compiling
+    # a new text() clause per query cost about as much as running it.
+    rows = rawexec.rows(
+        conn,
+        f"SELECT m.id, m.speaker, {_ADJACENT.format(op='<', agg='max')}, "
+        f"{_ADJACENT.format(op='>', agg='min')} FROM l0_messages m WHERE m.id IN ({ids})",
+    )
     out = dict(scores)
     if neighbour_weight:
         for cid, _, prev_id, next_id in rows:
@@ -141,14 +143,8 @@ def conversation_context(
         extra = [i for i in out if i not in speakers]
         if extra:
             marks = ",".join(str(i) for i in extra)
-            speakers.update(
-                {
-                    int(r[0]): r[1]
-                    for r in conn.execute(
-                        text(f"SELECT id, speaker FROM l0_messages WHERE id IN ({marks})")
-                    )
-                }
-            )
+            sql = f"SELECT id, speaker FROM l0_messages WHERE id IN ({marks})"
+            speakers.update({int(r[0]): r[1] for r in rawexec.rows(conn, sql)})
         words = {w.casefold() for w in _WORD.findall(query)}
         named = {s for s in speakers.values() if s and s.casefold() in words}
         if len(named) == 1:
