@@ -27,75 +27,51 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, exc
+from sqlalchemy import Connection
 
-from memstore.db.sqlfn import driver_rows, driver_sql
-
-
-def _driver(conn: Connection) -> Any:
-    """The DB-API connection to run on directly, or None to go through SQLAlchemy."""
-    if conn.dialect.paramstyle != "qmark":
-        return None
-    # The engine's listeners (where memstore and its tests register them):
-    # the connection's own dispatch, joined with the engine's, took 2.8 µs
-    # to ask, the engine's 1.1.
-    dispatch = conn.engine.dispatch
-    if dispatch.before_cursor_execute or dispatch.after_cursor_execute:
-        return None
-    return conn.connection.driver_connection
-
-
-def _wrap(conn: Connection, sql: str, params: Any, error: Exception, many: bool) -> BaseException:
-    return exc.DBAPIError.instance(
-        sql,
-        params,
-        error,
-        conn.dialect.loaded_dbapi.Error,
-        dialect=conn.dialect,
-        ismulti=many,
-    )
+from memstore.db.sqlfn import direct_connection, driver_error, driver_rows, driver_sql
 
 
 def run(conn: Connection, sql: str, params: Sequence[Any] = ()) -> None:
     """Execute one statement (written with "?" placeholders), no rows wanted."""
-    raw = _driver(conn)
+    raw = direct_connection(conn)
     if raw is None:
         conn.exec_driver_sql(driver_sql(conn, sql), tuple(params) if params else None)
         return
     try:
         raw.execute(sql, params)
     except conn.dialect.loaded_dbapi.Error as e:
-        raise _wrap(conn, sql, params, e, False) from e
+        raise driver_error(conn, sql, params, e) from e
 
 
 def run_many(conn: Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
     """``executemany`` of one statement over ``rows`` (none: nothing runs)."""
     if not rows:
         return
-    raw = _driver(conn)
+    raw = direct_connection(conn)
     if raw is None:
         conn.exec_driver_sql(driver_sql(conn, sql), list(rows))
         return
     try:
         raw.executemany(sql, rows)
     except conn.dialect.loaded_dbapi.Error as e:
-        raise _wrap(conn, sql, rows, e, True) from e
+        raise driver_error(conn, sql, list(rows), e) from e
 
 
 def rows(conn: Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
     """Every row of the statement, as the driver's tuples."""
-    raw = _driver(conn)
+    raw = direct_connection(conn)
     if raw is None:
         return driver_rows(conn, driver_sql(conn, sql), tuple(params) if params else None)
     try:
         return list(raw.execute(sql, params).fetchall())
     except conn.dialect.loaded_dbapi.Error as e:
-        raise _wrap(conn, sql, params, e, False) from e
+        raise driver_error(conn, sql, params, e) from e
 
 
 def first(conn: Connection, sql: str, params: Sequence[Any] = ()) -> Any:
     """The statement's first row (a tuple), or None."""
-    raw = _driver(conn)
+    raw = direct_connection(conn)
     if raw is None:
         got = driver_rows(conn, driver_sql(conn, sql), tuple(params) if params else None)
         return got[0] if got else None
@@ -105,7 +81,7 @@ def first(conn: Connection, sql: str, params: Sequence[Any] = ()) -> Any:
         cur.close()
         return row
     except conn.dialect.loaded_dbapi.Error as e:
-        raise _wrap(conn, sql, params, e, False) from e
+        raise driver_error(conn, sql, params, e) from e
 
 
 def scalar(conn: Connection, sql: str, params: Sequence[Any] = ()) -> Any:
