@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from memstore.store import Store
-from memstore.vectors.hot import HotPartitions
+from memstore.vectors.hot import HotPartitions, _load
 
 TEXTS = [
     "My cat is called Mochi and she loves tuna",
@@ -159,3 +159,48 @@ def test_the_loader_thread_runs_after_the_search_and_stops_with_the_store(
     _vector(s, "cat", "small")  # queued again, then the store closes at once
     s.close()
     assert not [t for t in threading.enumerate() if t.name == "memstore-hot-vectors"]
+
+
+def test_stored_vectors_from_a_copy_are_vec0s_bytes(two_users: Store) -> None:
+    """Recall's gate reads its candidates' vectors from the copy its search
+    used: the very rows vec0 returns, only for a copy as of the caller's
+    snapshot, never a deleted slot's."""
+    from memstore.recall.rank import _stored_vectors
+
+    s = two_users
+    engine = s.search_engine
+    engine.hot = HotPartitions()  # loads in the search itself
+    _vector(s, "cat", "big")
+    with s.db.read() as conn:
+        sp = engine._space(conn, "l0")
+        assert sp is not None
+        ids = [
+            int(r[0])
+            for r in conn.exec_driver_sql(
+                "SELECT id FROM l0_messages WHERE user_id = 'big' ORDER BY id"
+            )
+        ]
+        want = [*ids[::2], ids[0] + 10_000]  # one id nobody has
+        got = engine.hot.stored(sp, "big", want)
+        ref = _stored_vectors(conn, sp, want)
+        assert set(got) == set(ref) == set(ids[::2])
+        for i in got:
+            assert got[i].dtype == ref[i].dtype and got[i].tobytes() == ref[i].tobytes()
+        assert engine.hot.stored(sp, "small", ids) == {}  # another user's copy: none
+    # A copy not as of the caller's snapshot gives nothing (the caller reads vec0).
+    with s.db.read() as old:
+        sp_old = engine._space(old, "l0")
+        assert sp_old is not None
+        s.capture_turn("big", "s9", "Our parrot Kiwi whistles the national anthem", "ok")
+        s.reindex()
+        _vector(s, "parrot", "big")
+        assert engine.hot.stored(sp_old, "big", ids) == {}
+    # A deleted row's slot stays in vec0's chunk, dead: never returned.
+    with s.db.write() as conn:
+        conn.exec_driver_sql(f'DELETE FROM "{sp.table_name}" WHERE rowid = {ids[0]}')
+    with s.db.read() as conn:
+        sp_now = engine._space(conn, "l0")
+        assert sp_now is not None
+        reloaded = _load(conn, sp_now, "big")
+    assert reloaded.dead is not None and reloaded.dead.any()
+    assert set(reloaded.stored(np.asarray(ids[:2], dtype=np.int64))) == {ids[1]}

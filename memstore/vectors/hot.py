@@ -112,6 +112,22 @@ class _Part:
         arrays += [a for a in (self.dead, self.sessions) if a is not None]
         self.nbytes = int(sum(a.nbytes for a in arrays))
 
+    def stored(self, want: Array) -> dict[int, Array]:
+        """The stored vectors of the ids in ``want`` this copy holds (live
+        slots only), as vec0 returns them (not normalised)."""
+        live = self.ids if self.dead is None else np.where(self.dead, -1, self.ids)
+        order = np.argsort(live, kind="stable")
+        at = np.searchsorted(live, want, sorter=order)
+        at = np.minimum(at, len(order) - 1)
+        rows = order[at]
+        found = live[rows] == want
+        ends = np.cumsum([len(b) for b in self.blocks])
+        out: dict[int, Array] = {}
+        for i, r in zip(want[found].tolist(), rows[found].tolist(), strict=True):
+            b = int(np.searchsorted(ends, r, side="right"))
+            out[i] = np.array(self.blocks[b][r - (int(ends[b - 1]) if b else 0)])
+        return out
+
     def similarities(self, q: Array) -> Array:
         """Cosine similarity of every row to the unit vector ``q`` (-inf: no row)."""
         if len(self.blocks) == 1:
@@ -344,6 +360,19 @@ class HotPartitions:
         ids = part.ids[top]
         order = np.lexsort((ids, dist))  # by distance, ties by id
         return list(zip(ids[order].tolist(), dist[order].tolist(), strict=True))
+
+    def stored(self, sp: Space, user_id: str, ids: list[int]) -> dict[int, Array]:
+        """Stored vectors of ``ids`` from the user's copy, when the copy is
+        exactly as of ``sp`` (the caller's snapshot: recall's gate reads its
+        candidates' vectors in the transaction its searches used); ids the
+        copy does not hold are left out, for the caller to read from the store."""
+        with self._lock:
+            part = self._parts.get((sp.name, user_id))
+        if not ids or part is None or not len(part.ids):
+            return {}
+        if (part.epoch, part.rewrites, part.cursor) != (sp.epoch, sp.rewrites, sp.cursor):
+            return {}
+        return part.stored(np.asarray(ids, dtype=np.int64))
 
     def _sweep(self, sp: Space) -> None:
         """A new epoch (erasure, a reset): copies of that space, erased users'
