@@ -445,7 +445,16 @@ class HotPartitions:
                         continue
                     part = _load(conn, sp, user_id, merge=True)
             except Exception:  # a closed store, a dropped table: vec0 still answers
-                log.debug("loading the vectors of %s in %s failed", user_id, name, exc_info=True)
+                # Quiet while the store closes (its file is being released);
+                # otherwise the copy is missing for a reason worth seeing.
+                level = logging.DEBUG if self._closing.is_set() else logging.WARNING
+                log.log(
+                    level,
+                    "loading the vectors of %s in %s failed; vec0 answers",
+                    user_id,
+                    name,
+                    exc_info=True,
+                )
                 continue
             with self._lock:
                 old = self._parts.get((name, user_id))
