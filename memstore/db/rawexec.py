@@ -59,29 +59,15 @@ def run_many(conn: Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
 
 
 def rows(conn: Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-    """Every row of the statement, as the driver's tuples."""
-    raw = direct_connection(conn)
-    if raw is None:
-        return driver_rows(conn, driver_sql(conn, sql), tuple(params) if params else None)
-    try:
-        return list(raw.execute(sql, params).fetchall())
-    except conn.dialect.loaded_dbapi.Error as e:
-        raise driver_error(conn, sql, params, e) from e
+    """Every row of the statement, as the driver's tuples (``driver_rows``,
+    which takes the driver's connection when it may)."""
+    return driver_rows(conn, driver_sql(conn, sql), tuple(params) if params else None)
 
 
 def first(conn: Connection, sql: str, params: Sequence[Any] = ()) -> Any:
     """The statement's first row (a tuple), or None."""
-    raw = direct_connection(conn)
-    if raw is None:
-        got = driver_rows(conn, driver_sql(conn, sql), tuple(params) if params else None)
-        return got[0] if got else None
-    try:
-        cur = raw.execute(sql, params)
-        row = cur.fetchone()
-        cur.close()
-        return row
-    except conn.dialect.loaded_dbapi.Error as e:
-        raise driver_error(conn, sql, params, e) from e
+    got = rows(conn, sql, params)
+    return got[0] if got else None
 
 
 def scalar(conn: Connection, sql: str, params: Sequence[Any] = ()) -> Any:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection
 
+from memstore.db.sqlfn import driver_rows
 from memstore.l0.projection import SLOT_SHIFT
 from memstore.search.filters import row_filters
 from memstore.search.postings import Copy, HotPostings
@@ -186,19 +187,19 @@ def keyword_messages(
     phrases = query_phrases(query)
     if not phrases:
         return []
-    # Every statement on the DB-API connection (named parameters, all rows at
-    # once): compiling a text() clause per query cost more than these
+    # Plain SQL with named parameters through driver_rows (the DB-API
+    # connection): compiling a text() clause per query cost more than these
     # statements, and SQLAlchemy's result set-up alone cost ~0.1 ms per
     # statement, a twentieth of the search (BENCHMARKS.md, "Keyword search
-    # per user", session 7). The query-plan tests trace the driver connection.
-    raw = conn.connection.driver_connection
-    assert raw is not None
-    stats = raw.execute(_STATS_AND_OTHERS, {"u": user_id}).fetchone()
-    if stats is None:
+    # per user", session 7).
+    got = driver_rows(conn, _STATS_AND_OTHERS, {"u": user_id})
+    if not got:
         return []
+    stats = got[0]
     lo = int(stats[0]) << SLOT_SHIFT
     if hot is not None and all(len(p.tokens) == 1 for p in phrases):
         # Phrases of several tokens need positions, which the copy lacks.
+        raw = conn.connection.driver_connection
         copy = hot.current(raw, user_id, int(stats[0]), int(stats[1]), int(stats[2]))
         if copy is not None:
             return rank_copy(copy, phrases, k, session_id)
@@ -207,19 +208,7 @@ def keyword_messages(
         # The only user: the table's statistics are the user's, and FTS5's
         # bm25() computes the same ranking in C, faster than the per-term
         # statements below when most messages match (tested to agree).
-        return _sole_user(raw, query, params, k, session_id)
-    # One MATCH per phrase, each tagged with the phrase's bit (two 32-bit
-    # words), summed per message by SQLite: one row per matched message, and
-    # the docsize and repeats lookups once per message, not per (phrase,
-    # message) pair.
-    hits = []
-    for i, phrase in enumerate(phrases):
-        params[f"e{i}"] = phrase.expr
-        lo_bit, hi_bit = (1 << i, 0) if i < _WORD else (0, 1 << (i - _WORD))
-        hits.append(
-            f"SELECT {lo_bit} AS a, {hi_bit} AS b, rowid AS r FROM l0_fts "
-            f"WHERE l0_fts MATCH :e{i} AND rowid BETWEEN :lo AND :hi"
-        )
+        return _sole_user(conn, query, params, k, session_id)
     # Lengths are FTS5's own (its docsize rows, one contiguous range per user
     # like the index); the message rows are read only when a filter or a
     # term counted from the text needs them. Statistics come from all the
@@ -230,20 +219,40 @@ def keyword_messages(
         "JOIN l0_messages m ON m.id = g.r - :lo AND m.user_id = :u " if filters or need_text else ""
     )
     sql = (
-        f"WITH h(a, b, r) AS ({' UNION ALL '.join(hits)}), "
-        "g(r, a, b) AS (SELECT r, sum(a), sum(b) FROM h GROUP BY r) "
+        f"{tagged_matches('l0_fts', phrases, params)} "
         f"SELECT g.r - :lo, g.a, g.b, d.sz, x.repeats, {'(1' + filters + ')' if filters else '1'}, "
         f"{'m.text' if need_text else 'NULL'} FROM g JOIN l0_fts_docsize d ON d.id = g.r "
         f"LEFT JOIN l0_term_repeats x ON x.key = g.r {join}"
     )
-    rows = raw.execute(sql, params).fetchall()
+    rows = driver_rows(conn, sql, params)
     if not rows:
         return []
     return _rank(phrases, rows, int(stats[1]), int(stats[2]), k)
 
 
+def tagged_matches(table: str, phrases: Sequence[Phrase], params: dict[str, Any]) -> str:
+    """The ``WITH`` clause of a per-user ranking: ``g(r, a, b)``, one row per
+    FTS row ``r`` in ``params``' rowid range (``:lo``..``:hi``) that matches a
+    phrase, with the phrases it matches as bits of ``a`` and ``b`` (two
+    32-bit words, the layout ``_rank`` reads). One MATCH per phrase, summed
+    per row by SQLite, so the docsize and repeats look-ups run once per row,
+    not per (phrase, row) pair. Adds the phrases to ``params``."""
+    hits = []
+    for i, phrase in enumerate(phrases):
+        params[f"e{i}"] = phrase.expr
+        lo_bit, hi_bit = (1 << i, 0) if i < _WORD else (0, 1 << (i - _WORD))
+        hits.append(
+            f"SELECT {lo_bit} AS a, {hi_bit} AS b, rowid AS r FROM {table} "
+            f"WHERE {table} MATCH :e{i} AND rowid BETWEEN :lo AND :hi"
+        )
+    return (
+        f"WITH h(a, b, r) AS ({' UNION ALL '.join(hits)}), "
+        "g(r, a, b) AS (SELECT r, sum(a), sum(b) FROM h GROUP BY r)"
+    )
+
+
 def _sole_user(
-    raw: Any, query: str, params: dict[str, Any], k: int, session_id: str | None
+    conn: Connection, query: str, params: dict[str, Any], k: int, session_id: str | None
 ) -> list[tuple[int, float]]:
     match = build_match(query)
     if match is None:
@@ -256,7 +265,7 @@ def _sole_user(
         f"{join if filters else ''}WHERE l0_fts MATCH :q AND f.rowid BETWEEN :lo AND :hi "
         "ORDER BY s, f.rowid LIMIT :k"
     )
-    return [(int(i), float(s)) for i, s in raw.execute(sql, params).fetchall()]
+    return [(int(i), float(s)) for i, s in driver_rows(conn, sql, params)]
 
 
 def _lengths(sizes: Sequence[bytes]) -> Any:

@@ -27,6 +27,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from memstore.db.sqlfn import driver_rows
 from memstore.l0.projection import SLOT_SHIFT
 from memstore.search import bm25
 from memstore.search.filters import row_filters
@@ -60,50 +61,36 @@ def keyword_memories(
     phrases = bm25.query_phrases(query)
     if not phrases:
         return []
-    # Every statement on the DB-API connection, as in bm25.keyword_messages:
-    # compiling a text() clause, or SQLAlchemy's result set-up, cost more
-    # than these statements. The query-plan tests trace the driver connection.
-    raw = conn.connection.driver_connection
-    assert raw is not None
-    stats = raw.execute(_STATS_AND_OTHERS, {"u": user_id}).fetchone()
-    if stats is None:
+    # Plain SQL through driver_rows, as in bm25.keyword_messages: compiling a
+    # text() clause, or SQLAlchemy's result set-up, cost more than these
+    # statements.
+    got = driver_rows(conn, _STATS_AND_OTHERS, {"u": user_id})
+    if not got:
         return []  # no memory was ever indexed for the user
-    slot, docs, tokens, others = (int(v) for v in stats)
+    slot, docs, tokens, others = (int(v) for v in got[0])
     lo = slot << SLOT_SHIFT
     params: dict[str, Any] = {"lo": lo, "hi": lo + (1 << SLOT_SHIFT) - 1, "u": user_id}
     kept = f"m.user_id = :u AND {live}" + row_filters("l1", params, type_=type_, scene=scene)
     if sole_user_shortcut and not others:
         # The only user: the table's statistics are the user's, and bm25()
         # computes the same ranking in C.
-        return _sole_user(raw, query, params, kept, k)
-    # One MATCH per phrase tagged with its bit, summed per memory by SQLite
-    # (bm25.keyword_messages has the layout _rank reads).
-    hits = []
-    for i, phrase in enumerate(phrases):
-        params[f"e{i}"] = phrase.expr
-        bit = 1 << (i % bm25._WORD)
-        lo_bit, hi_bit = (bit, 0) if i < bm25._WORD else (0, bit)
-        hits.append(
-            f"SELECT {lo_bit} AS a, {hi_bit} AS b, rowid AS r FROM l1_fts "
-            f"WHERE l1_fts MATCH :e{i} AND rowid BETWEEN :lo AND :hi"
-        )
+        return _sole_user(conn, query, params, kept, k)
     need_text = any(p.counted for p in phrases)
     sql = (
-        f"WITH h(a, b, r) AS ({' UNION ALL '.join(hits)}), "
-        "g(r, a, b) AS (SELECT r, sum(a), sum(b) FROM h GROUP BY r) "
+        f"{bm25.tagged_matches('l1_fts', phrases, params)} "
         f"SELECT g.r - :lo, g.a, g.b, d.sz, x.repeats, ({kept}), "
         f"{'m.content' if need_text else 'NULL'} FROM g "
         "JOIN l1_fts_docsize d ON d.id = g.r LEFT JOIN l1_term_repeats x ON x.key = g.r "
         "JOIN l1_memories m ON m.id = g.r - :lo"
     )
-    rows = raw.execute(sql, params).fetchall()
+    rows = driver_rows(conn, sql, params)
     if not rows:
         return []
     return bm25._rank(phrases, rows, docs, tokens, k)
 
 
 def _sole_user(
-    raw: Any, query: str, params: dict[str, Any], kept: str, k: int
+    conn: Connection, query: str, params: dict[str, Any], kept: str, k: int
 ) -> list[tuple[int, float]]:
     match = build_match(query)
     if match is None:
@@ -115,4 +102,4 @@ def _sole_user(
         f"WHERE l1_fts MATCH :q AND f.rowid BETWEEN :lo AND :hi AND {kept} "
         "ORDER BY s, f.rowid LIMIT :k"
     )
-    return [(int(i), float(s)) for i, s in raw.execute(sql, params).fetchall()]
+    return [(int(i), float(s)) for i, s in driver_rows(conn, sql, params)]

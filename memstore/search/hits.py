@@ -62,15 +62,9 @@ def read_rows(conn: Connection, kind: str, user_id: str, ids: Iterable[int]) -> 
     # 0.02 ms for 10 rows of a 1k-message user, warm (BENCHMARKS.md, "Keyword
     # search per user"); 24 ms for a user with 100k messages. PostgreSQL
     # plans by statistics and has no unary plus for text.
-    if conn.dialect.name != "sqlite":
-        sql = f"SELECT {cols} FROM {table} m WHERE m.id IN ({marks}) AND m.user_id = ?"
-        return {int(r[0]): r for r in driver_rows(conn, driver_sql(conn, sql), (user_id,))}
-    sql = f"SELECT {cols} FROM {table} m WHERE m.id IN ({marks}) AND +m.user_id = ?"
-    # On the DB-API connection: SQLAlchemy's result set-up cost more than
-    # this read (as in memstore.search.bm25; the plan tests trace the driver).
-    raw = conn.connection.driver_connection
-    assert raw is not None
-    return {int(r[0]): r for r in raw.execute(sql, (user_id,)).fetchall()}
+    plus = "+" if conn.dialect.name == "sqlite" else ""
+    sql = f"SELECT {cols} FROM {table} m WHERE m.id IN ({marks}) AND {plus}m.user_id = ?"
+    return {int(r[0]): r for r in driver_rows(conn, driver_sql(conn, sql), (user_id,))}
 
 
 def materialise(
