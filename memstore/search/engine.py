@@ -26,8 +26,7 @@ from memstore.errors import InvalidInputError, MemstoreError
 from memstore.l0.capture import check_id
 from memstore.search import bm25, bm25_memories, keyword_pg, rescore
 from memstore.search.filters import RowFilter
-from memstore.search.hits import _L1_COLS as L1_COLUMNS
-from memstore.search.hits import Hit, Rows, materialise, read_rows
+from memstore.search.hits import L1_COLS, Hit, Rows, materialise, read_rows
 from memstore.search.postings import HotPostings
 from memstore.search.query_vectors import QueryVectors
 from memstore.text import is_low_information
@@ -363,7 +362,7 @@ class SearchEngine:
             # Driver-level: the inlined ids make a new statement each time,
             # and compiling it cost more than the read. The hits' columns come
             # with it, so the hits need no second read of the same rows.
-            sql = f"SELECT {L1_COLUMNS} FROM l1_memories m WHERE m.id IN ({ids}) AND m.user_id = ? "
+            sql = f"SELECT {L1_COLS} FROM l1_memories m WHERE m.id IN ({ids}) AND m.user_id = ? "
             live = {
                 int(r[0]): r
                 for r in driver_rows(conn, driver_sql(conn, f"{sql}AND {_L1_ACTIVE}"), (user_id,))

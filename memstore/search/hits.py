@@ -34,8 +34,8 @@ class Hit:
         return {k: v for k, v in asdict(self).items() if v is not None and v != {}}
 
 
-_L0_COLS = "m.id, m.message_id, m.text, m.user_id, m.occurred_at, m.session_id, m.role, m.low_info"
-_L1_COLS = (
+L0_COLS = "m.id, m.message_id, m.text, m.user_id, m.occurred_at, m.session_id, m.role, m.low_info"
+L1_COLS = (
     "m.id, m.memory_id, m.content, m.user_id, m.occurred_at, m.type, m.scene_name, m.priority, "
     "m.activity_start, m.activity_end, m.origin"
 )
@@ -55,7 +55,7 @@ def read_rows(conn: Connection, kind: str, user_id: str, ids: Iterable[int]) -> 
     marks = ",".join(str(int(i)) for i in ids)
     if not marks:
         return {}
-    cols, table = (_L0_COLS, "l0_messages") if kind == "l0" else (_L1_COLS, "l1_memories")
+    cols, table = (L0_COLS, "l0_messages") if kind == "l0" else (L1_COLS, "l1_memories")
     # SQLite: "+" keeps the user test off the (user_id, ...) indexes. With a
     # plain "m.user_id = ?" the planner walked the user's whole index range
     # instead of looking up the ~10-40 ids by primary key: 0.21 ms against
