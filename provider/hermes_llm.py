@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from memstore.config import Settings
-from memstore.db.engine import Database
+from memstore.db.engine import SqliteDatabase
 from memstore.derive.runs import describe_derivation, last_derivation
 from memstore.errors import LLMError, MemstoreError
 from memstore.hermes_home import read_config
@@ -169,7 +169,7 @@ def status(settings: Settings, home: Path, db: Path) -> dict[str, str]:
         shown["last derivation"] = "none yet"
         return shown
     try:
-        database = Database(db)
+        database = SqliteDatabase(db)
         try:
             with database.read() as conn:
                 last = last_derivation(conn)

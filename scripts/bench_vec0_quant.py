@@ -20,7 +20,7 @@ import numpy as np
 import sqlite_vec
 
 from memstore.db.driver import sqlite_module
-from memstore.db.engine import Database
+from memstore.db.engine import SqliteDatabase
 from memstore.vectors.hot import HotPartitions
 from memstore.vectors.spaces import Space
 
@@ -80,7 +80,7 @@ def main() -> None:
         ids = np.array(knn("vb", "vec_bit(?)", np.packbits(q > 0).tobytes(), K * OVER)) - 1
         return list(ids[np.argsort(-(x[ids] @ q))[:K]] + 1)
 
-    store_db = Database(path)
+    store_db = SqliteDatabase(path)
     space = Space("l0:bench", "l0", "bench", D, "vf", n, True, 0)
     hot = HotPartitions()
     with store_db.read() as conn:

@@ -209,12 +209,7 @@ def bulk_capture(
 
 
 def _size_bytes(store: Store, where: str) -> int:
-    if store.db.dialect == "postgresql":
-        with store.db.read() as conn:
-            return int(
-                conn.execute(text("SELECT pg_database_size(current_database())")).scalar_one()
-            )
-    return int(_checkpointed_mb(Path(where)) * 1e6)
+    return store.db.backend.size_bytes(store.db)
 
 
 def build(where: str, layout: Layout, embedder: str) -> dict[str, Any]:
@@ -404,7 +399,7 @@ def _search(store: Store, layout: Layout, n_queries: int) -> dict[str, Any]:
         mats = {u: partition_vectors(conn, sp, u)[1] for u in set(users)}
     qvecs = [store.embedder.embed_query(q) for q in qs]
     out["ref_numpy_cosine"] = time_numpy_topk([mats[u] for u in users], qvecs, 10)
-    if store.db.dialect == "sqlite":
+    if store.db.backend.keyword_index == "fts5":
         out["ref_fts5_alone"] = time_fts5(store, qs, users, 10)
     return out
 

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from memstore.store import Store
-from memstore.vectors import pg as vector_pg
+from memstore.db.backend import pgvector as vector_pg
 from memstore.vectors import spaces
 
 
