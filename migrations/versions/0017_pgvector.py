@@ -23,8 +23,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-
-from memstore.db import ddl
+from memstore._migrations.frozen import ddl
 
 revision: str = "0017_pgvector"
 down_revision: str | None = "0014_keyword_stats"
