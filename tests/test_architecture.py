@@ -116,3 +116,107 @@ def test_no_engine_branch_outside_the_backend_layer() -> None:
         )
     ]
     assert not found, "engine branches outside memstore/db (ask the backend):\n" + "\n".join(found)
+
+
+# -- private names -----------------------------------------------------------------
+#
+# A leading underscore means "this module's own". The rule, checked on
+# memstore/ and provider/:
+#
+# - ``from M import _x`` (or ``import`` of a ``_x`` submodule's member) where
+#   M is a module of memstore or the provider: another module's private name;
+# - ``expr._x`` where no code of the same module defines ``_x`` (as a
+#   function, class, variable, or ``self._x`` / ``cls._x`` attribute): an
+#   attribute private to some other module's class or module.
+#
+# Dunder names are not private. Some libraries document underscore names as
+# their public API (SQLAlchemy's ``Row._mapping``, namedtuple's ``_asdict``);
+# those are listed.
+PUBLIC_UNDERSCORE = {"_mapping", "_asdict", "_replace", "_fields", "_make"}
+# The scheduler's executor overrides APScheduler's private executor hooks;
+# tests/test_pipeline_apscheduler.py pins exactly which, against the
+# installed APScheduler.
+THIRD_PARTY_HOOKS = {"memstore/pipeline/scheduler.py": {"_run_job_success", "_do_submit_job"}}
+OUR_PACKAGES = ("memstore", "provider")
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _defined_here(tree: ast.AST) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+    return names
+
+
+def private_uses(source: str, filename: str) -> list[str]:
+    """Each use in ``source`` of another module's private name, "file:line: what"."""
+    tree = ast.parse(source, filename=filename)
+    own = _defined_here(tree) | THIRD_PARTY_HOOKS.get(filename, set())
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (
+            node.level > 0 or (node.module or "").split(".")[0] in OUR_PACKAGES
+        ):
+            found += [
+                (node.lineno, f"from {node.module or '.'} import {a.name}")
+                for a in node.names
+                if _private(a.name)
+            ]
+        elif (
+            isinstance(node, ast.Attribute)
+            and _private(node.attr)
+            and node.attr not in PUBLIC_UNDERSCORE
+            and not (isinstance(node.ctx, ast.Store))
+        ):
+            imported_from = [
+                n
+                for n in ast.walk(tree)
+                if isinstance(n, ast.ImportFrom | ast.Import)
+                and any((a.asname or a.name) == node.attr for a in n.names)
+            ]
+            if node.attr not in own or imported_from:
+                found.append((node.lineno, ast.unparse(node)))
+    return [f"{filename}:{line}: {what}" for line, what in sorted(found)]
+
+
+def test_the_private_name_rule_on_examples() -> None:
+    src = (
+        "from memstore.search.bm25 import _rank, rank\n"
+        "from .scenes import _fit\n"
+        "from os import _exit\n"
+        "class A:\n"
+        "    def __init__(self):\n        self._lock = 1\n"
+        "    def f(self, other):\n        return other._lock, self._x, other._y\n"
+        "engine._query_blob('q')\n"
+        "row._mapping\n"
+        "obj.__class__\n"
+    )
+    got = [g.split(": ", 1)[1] for g in private_uses(src, "p.py")]
+    assert got == [
+        "from memstore.search.bm25 import _rank",
+        "from scenes import _fit",
+        "other._y",
+        "self._x",
+        "engine._query_blob",
+    ], got
+
+
+def test_no_module_uses_another_modules_private_names() -> None:
+    found = [
+        hit
+        for p in sorted(f for top in ("memstore", "provider") for f in (ROOT / top).rglob("*.py"))
+        for hit in private_uses(p.read_text(encoding="utf-8"), p.relative_to(ROOT).as_posix())
+    ]
+    assert not found, "private names used across modules:\n" + "\n".join(found)

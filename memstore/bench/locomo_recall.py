@@ -264,7 +264,7 @@ def run_conversation(
     for question, cat, evidence in tqdm(
         asks, desc=f"recall {user}", disable=not progress, leave=False
     ):
-        store.search_engine._qcache.clear()  # time the query embedding too
+        store.search_engine.queries.cache.clear()  # time the query embedding too
         t0 = time.perf_counter()
         r = store.recall(question, user_id=user)
         main.ms.append((time.perf_counter() - t0) * 1000)

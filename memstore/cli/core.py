@@ -54,8 +54,8 @@ def doctor_report(db: Location) -> tuple[dict[str, Any], list[str]]:
         report["vector_quarantine"] = _quarantine_line(db)
     from memstore.cli import doctor_extra
 
-    for fn in doctor_extra.HOOKS:
-        fn(db, report, problems)
+    for check in doctor_extra.CHECKS:
+        check(db, report, problems)
     doctor_view.check_spaces(db, report, problems)
     return report, problems
 

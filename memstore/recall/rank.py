@@ -214,7 +214,7 @@ def query_vector(store: DeriveContext, query: str) -> np.ndarray[Any, Any] | Non
     if emb is None or emb.model_id.startswith(LEXICAL_EMBEDDERS):
         return None
     try:
-        blob = store.search_engine._query_blob(query)
+        blob = store.search_engine.query_blob(query)
     except MemstoreError:
         return None
     return from_blob(blob, emb.dimensions)

@@ -105,8 +105,6 @@ class SearchEngine:
         self.speaker_boost = settings.recall.speaker_boost
         self.context_vectors = settings.embedding.context_vectors
         self.queries = QueryVectors(embedder)
-        # The same objects under the names benches and tests clear and inspect.
-        self._qcache, self._qpending = self.queries.cache, self.queries.pending
         # Every user's partitions are searched in memory, loaded in a
         # background thread while vec0 answers (memstore.vectors.hot).
         self.hot = HotPartitions(background=db.read)
@@ -189,12 +187,12 @@ class SearchEngine:
         fetch = max(n, self.candidates)
         deep = fetch * (_L0_OVERFETCH if kind == "l0" else 1)
         # One look-up of the space serves both halves.
-        sp = self._space(conn, kind) if strategy != "keyword" else None
+        sp = self.space(conn, kind) if strategy != "keyword" else None
         use_vec = sp is not None and sp.ready
         ask = Ask(kind, query, user_id, deep, session_id, type_, scene)
         kw: list[tuple[int, float]] = []
         if strategy != "vector" or not use_vec:
-            kw = self._keyword(conn, ask)
+            kw = self.keyword_list(conn, ask)
         return _Begun(ask, strategy, n, fetch, use_vec, kw, sp)
 
     def _finish(self, conn: Connection, b: _Begun) -> list[Hit]:
@@ -253,7 +251,7 @@ class SearchEngine:
         """Start embedding ``query`` now (``QueryVectors.prefetch``)."""
         self.queries.prefetch(query)
 
-    def _query_blob(self, query: str) -> bytes:
+    def query_blob(self, query: str) -> bytes:
         return self.queries.blob(query)
 
     def vector_ready(self, kind: str) -> bool:
@@ -262,17 +260,17 @@ class SearchEngine:
 
     # -- pieces ------------------------------------------------------------------
 
-    def _space(self, conn: Connection, kind: str) -> spaces.Space | None:
+    def space(self, conn: Connection, kind: str) -> spaces.Space | None:
         if self.embedder is None:
             return None
         model = spaces.space_model_id(kind, self.embedder.model_id, self.context_vectors)
         return spaces.get_space(conn, kind, model)
 
     def _vector_ready(self, conn: Connection, kind: str) -> bool:
-        sp = self._space(conn, kind)
+        sp = self.space(conn, kind)
         return sp is not None and sp.ready
 
-    def _keyword(self, conn: Connection, q: Ask) -> list[tuple[int, float]]:
+    def keyword_list(self, conn: Connection, q: Ask) -> list[tuple[int, float]]:
         return keyword.search(
             conn,
             q.kind,
@@ -292,7 +290,7 @@ class SearchEngine:
         if sp is None or not q.query.strip():
             return []
         try:
-            blob = self._query_blob(q.query)
+            blob = self.query_blob(q.query)
         except MemstoreError:
             return []  # an unreachable remote embedder degrades search to keyword
         # L1 asks for more, as retired memories and other generations keep
