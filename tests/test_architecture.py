@@ -220,3 +220,24 @@ def test_no_module_uses_another_modules_private_names() -> None:
         for hit in private_uses(p.read_text(encoding="utf-8"), p.relative_to(ROOT).as_posix())
     ]
     assert not found, "private names used across modules:\n" + "\n".join(found)
+
+
+def test_the_package_never_imports_the_test_suite() -> None:
+    """Benchmarks and hosts run from an installed wheel, which has no tests/."""
+    found = []
+    for top in ("memstore", "provider"):
+        for p in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+                names = (
+                    [node.module or ""]
+                    if isinstance(node, ast.ImportFrom) and node.level == 0
+                    else [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else []
+                )
+                found += [
+                    f"{p.relative_to(ROOT)}:{node.lineno}: {n}"
+                    for n in names
+                    if n == "tests" or n.startswith("tests.")
+                ]
+    assert not found, "imports of the test suite:\n" + "\n".join(found)
