@@ -46,7 +46,7 @@ class Parts:
         register_all()  # what this store's log reads, whatever was imported before
         self.kernel = Kernel(db, settings, projections, clock=clock)
         # Vectors live in sqlite-vec tables on SQLite and in pgvector tables on
-        # PostgreSQL (memstore.vectors.pg); both go through the same spaces,
+        # PostgreSQL (memstore.db.backend); both go through the same spaces,
         # indexer and search code.
         self.embedder: Embedder | None = make_embedder(settings)
         self.search_engine = SearchEngine(db, self.embedder, settings)

@@ -10,7 +10,7 @@ Per layout and user kind, each plan answers the same queries with
 ``WHERE user_id = :u ORDER BY embedding <=> :q LIMIT 10``:
 
 - ``exact``: the user's rows first (a MATERIALIZED CTE over the btree), then
-  an exact sort — the plan memstore.vectors.pg uses;
+  an exact sort — the plan memstore.db.backend.pgvector uses;
 - ``hnsw``: the HNSW index with the filter applied after it (pgvector's
   default, ``hnsw.iterative_scan = off``), ef_search 40; forced with
   ``enable_sort = off`` (the planner, left alone, may pick the btree and

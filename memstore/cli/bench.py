@@ -805,8 +805,7 @@ def bench_chaos(
     """Try to break the store and count what was lost: SIGKILL during capture,
     rebuild, erasure and extraction; concurrent writers; LLM faults through the
     fake server; user isolation on every read path; a mixed load with the
-    pipeline (capture p99, longest write transaction). Runs from a source
-    checkout (it uses tests/fakeopenai.py). Figures: RELIABILITY.md.
+    pipeline (capture p99, longest write transaction). Figures: RELIABILITY.md.
 
     \b
     Example:

@@ -16,7 +16,7 @@ layout, by id).
 
 vec0 remains the one stored copy. A partition is loaded from vec0's own chunk
 tables (one sequential read, not a row-by-row scan; on PostgreSQL one indexed
-read of the pgvector table, memstore.vectors.pg) and kept consistent by
+read of the pgvector table, memstore.db.backend.pgvector) and kept consistent by
 what the write path records in ``vector_spaces``:
 
 - ``epoch`` changes when a space is emptied (erasure, a model change): every
