@@ -17,6 +17,7 @@ from memstore.db.engine import Database
 from memstore.derive import derive_projections
 from memstore.derive.context import DeriveContext
 from memstore.embeddings import Embedder, make_embedder
+from memstore.event_types import register_all
 from memstore.events.log import StoredEvent
 from memstore.kernel import Kernel
 from memstore.l0.projection import L0Projection
@@ -41,11 +42,11 @@ class Parts:
         projections: Sequence[Projection],
         *,
         clock: Clock,
-        owner: object,
     ) -> None:
+        register_all()  # what this store's log reads, whatever was imported before
         self.kernel = Kernel(db, settings, projections, clock=clock)
         # Vectors live in sqlite-vec tables on SQLite and in pgvector tables on
-        # PostgreSQL (memstore.vectors.pg); both go through the same spaces,
+        # PostgreSQL (memstore.db.backend); both go through the same spaces,
         # indexer and search code.
         self.embedder: Embedder | None = make_embedder(settings)
         self.search_engine = SearchEngine(db, self.embedder, settings)
@@ -58,8 +59,7 @@ class Parts:
             # Rebuild and erasure rewrite the vector tables: no indexing meanwhile.
             self.kernel.exclusive = lambda: indexer.lock
         self.background: BackgroundIndexer | None = None
-        # ``owner`` (the Store) is whom a host registers its chat backend for.
-        self.derivation = DeriveContext(self.kernel, self.search_engine, self.embedder, owner=owner)
+        self.derivation = DeriveContext(self.kernel, self.search_engine, self.embedder)
         # Cheap to build: no thread exists until the first timer write.
         self.pipeline: PipelineService | None = None
         if "pipeline_state" in self.kernel.projections.names:

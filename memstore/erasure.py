@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, select, text
 
+from memstore.db import backend
 from memstore.db.schema import embedding_cache, events, l1_memories
 from memstore.embeddings import content_hash
-from memstore.erasure_compaction import at, mark_pending
+from memstore.erasure_compaction import mark_pending
 from memstore.errors import NotFoundError
 from memstore.events.log import NewEvent
 from memstore.kernel import Batch, Hooks, Kernel
@@ -143,8 +144,7 @@ def erase_user(
                 or 0
             )
         for fts in ("l0_fts", "l1_fts"):
-            if conn.dialect.name == "sqlite":  # FTS5 merges its segments; PostgreSQL has none
-                conn.execute(text(f"INSERT INTO {fts}({fts}) VALUES ('optimize')"))
+            backend.of(conn).fts_optimize(conn, fts)
         tombstone = UserErased(erased_user_id=user_id, events_removed=int(removed), reason=reason)
         return Batch(
             [NewEvent("erasure", tombstone)],
@@ -156,7 +156,6 @@ def erase_user(
     # compaction below (a crash there must leave the marker, not half a job).
     only_txn = Hooks(in_transaction=kernel.hooks.in_transaction)
     stored = kernel.append_if(build, hooks=only_txn, exclusive=True)
-    at("committed")
     result = kernel.compactor.run(wait_s, full=vacuum_full)
     return ErasureReport(
         user_id, int(removed), gone, stored[0].position, result.done, result.detail

@@ -1,4 +1,5 @@
-"""Making an erasure physical: VACUUM, then truncate the WAL, durably.
+"""Making an erasure physical, durably (SQLite: VACUUM, then truncate the WAL;
+PostgreSQL: VACUUM; memstore.db.backend does each).
 
 Deleting rows does not remove their bytes: old pages stay in the ``.db``
 file and old frames in the ``-wal`` until the file is vacuumed and the WAL is
@@ -21,36 +22,18 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import Connection
 
+from memstore.db.backend import CompactionResult
 from memstore.db.engine import Database
 from memstore.db.schema import erasure_compaction
 from memstore.errors import StorageError
 from memstore.timeutil import system_clock, to_iso
 
-# Tests set this to stop (or kill) the process at a named point: "committed"
-# (erasure committed, nothing compacted) and "vacuumed" (VACUUM done and
-# recorded, WAL not yet checkpointed).
-TEST_HOOK: Callable[[str], None] | None = None
-
 # The next write of a store retries a pending compaction at most this often.
 RETRY_INTERVAL_S = 1.0
-
-
-@dataclass(frozen=True)
-class CompactionResult:
-    done: bool
-    detail: str = ""
-
-
-def at(stage: str) -> None:
-    if TEST_HOOK is not None:
-        TEST_HOOK(stage)
 
 
 def mark_pending(conn: Connection, tombstone_position: int) -> None:
@@ -70,55 +53,10 @@ def compact(db: Database, *, wait_s: float, full: bool = False) -> CompactionRes
     """Finish a pending compaction; ``done`` says whether the erased bytes are gone.
 
     Waits at most about ``wait_s`` seconds for readers of older snapshots.
-    ``full`` asks PostgreSQL for ``VACUUM FULL`` (``PostgresDatabase.vacuum``
-    says what each leaves behind); SQLite's VACUUM always rewrites the file."""
-    if db.dialect == "postgresql":
-        from memstore.db.postgres import PostgresDatabase
-
-        assert isinstance(db, PostgresDatabase)
-        try:
-            return CompactionResult(True, db.compact_after_erasure(full=full))
-        except StorageError as e:  # VACUUM FULL waited past lock_timeout for a reader
-            return CompactionResult(False, f"compaction did not finish: {e}")
-    deadline = time.monotonic() + max(wait_s, 0.0)
-    with db._write_lock, db.engine.connect() as sa_conn:
-        raw: Any = sa_conn.connection.dbapi_connection
-        try:
-            row = raw.execute("SELECT vacuumed FROM erasure_compaction WHERE id = 1").fetchone()
-            if row is None:
-                return CompactionResult(True)
-            if not row[0]:
-                raw.execute("VACUUM")
-                raw.execute("UPDATE erasure_compaction SET vacuumed = 1 WHERE id = 1")
-            at("vacuumed")
-            if not _truncate_wal(raw, deadline, db.busy_timeout_ms):
-                return CompactionResult(
-                    False,
-                    "another connection holds a read transaction on an older snapshot, so the "
-                    "write-ahead log could not be truncated; the erased bytes stay in the file "
-                    "until it ends (the next open, close or write of the store finishes the job)",
-                )
-            # No erased byte is left now; the marker's own deletion holds none.
-            raw.execute("DELETE FROM erasure_compaction WHERE id = 1")
-        except db.module.Error as e:  # locked past busy_timeout, I/O
-            return CompactionResult(False, f"compaction did not finish: {e}")
-    return CompactionResult(True)
-
-
-def _truncate_wal(raw: Any, deadline: float, busy_timeout_ms: int) -> bool:
-    # TRUNCATE waits in the busy handler for readers; keep each wait short so
-    # the bound is ours, and restore the connection's timeout afterwards.
-    raw.execute("PRAGMA busy_timeout = 50")
-    try:
-        while True:
-            busy = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-            if busy == 0:
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
-    finally:
-        raw.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    ``full`` asks PostgreSQL for ``VACUUM FULL`` (``memstore.db.backend.
+    postgres.vacuum`` says what each leaves behind); SQLite's VACUUM always
+    rewrites the file."""
+    return db.backend.compact_after_erasure(db, wait_s=wait_s, full=full)
 
 
 def is_pending(db: Database) -> bool:
@@ -173,10 +111,8 @@ class Compactor:
 
 
 __all__ = [
-    "TEST_HOOK",
     "CompactionResult",
     "Compactor",
-    "at",
     "compact",
     "is_pending",
     "is_pending_at",

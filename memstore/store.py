@@ -35,6 +35,7 @@ from memstore.erasure import ErasureReport, erase_user
 from memstore.errors import InvalidInputError, StorageError
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.l0.capture import CaptureResult, capture, turn_messages
+from memstore.llm.backend import ChatBackend
 from memstore.pipeline import Outcome, PipelineService
 from memstore.projections.base import Projection, ProjectionStatus
 from memstore.recall.compose import Recall
@@ -68,7 +69,6 @@ class Store:
             settings,
             projections if projections is not None else default_projections(),
             clock=clock,
-            owner=self,
         )
         p = self.parts
         self.kernel, self.derivation, self.pipeline = p.kernel, p.derivation, p.pipeline
@@ -279,6 +279,23 @@ class Store:
 
     def embedding_status(self) -> EmbeddingStatus:
         return embedding_status(self.db, self.embedder, self.indexer)
+
+    # -- the host's model ----------------------------------------------------------
+
+    def use_host_llm(self, backend: ChatBackend | None) -> None:
+        """Let derivation use a host's chat backend (e.g. Hermes' own model)
+        when memstore has no LLM endpoint of its own; None takes it back.
+        memstore's own ``llm_*`` settings still win over it."""
+        if backend is not None and not isinstance(backend, ChatBackend):
+            raise InvalidInputError(
+                f"backend must be a memstore.llm.ChatBackend, not {type(backend).__name__}"
+            )
+        self.derivation.host_llm = backend
+
+    @property
+    def host_llm(self) -> ChatBackend | None:
+        """The chat backend a host lent this store, if any."""
+        return self.derivation.host_llm
 
     # -- pipeline ------------------------------------------------------------------
 

@@ -35,11 +35,11 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    from memstore.db.engine import Database
+    from memstore.db.engine import SqliteDatabase
 
     url = config.get_main_option("sqlalchemy.url") or ""
     path = url.removeprefix("sqlite:///") or "memstore.db"
-    db = Database(path)
+    db = SqliteDatabase(path)
     try:
         with db.write() as conn:
             _configure(conn)

@@ -7,8 +7,8 @@ resolves the provider, model and credentials the way Hermes does for its own
 side tasks: ``auxiliary.memstore_derive`` in config.yaml when set, else the
 main ``model``. Every provider Hermes supports works, with no second key.
 
-Where it is registered: per store (``memstore.llm.use_host_backend``), not per
-provider instance. Derivation runs on the pipeline's threads and timers,
+Where it is lent: to the store (``Store.use_host_llm``), not per provider
+instance. Derivation runs on the pipeline's threads and timers,
 often after the instance that opened the store is gone (the api_server builds
 a provider per request), while the process-wide shared store lives on. Those
 threads do not see the per-turn runtime Hermes sets for its own agent loop
@@ -23,18 +23,21 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from memstore.config import Settings
-from memstore.db.engine import Database
+from memstore.db.engine import SqliteDatabase
 from memstore.derive.runs import describe_derivation, last_derivation
 from memstore.errors import LLMError, MemstoreError
 from memstore.hermes_home import read_config
-from memstore.llm import ChatAnswer, host_backend, use_host_backend
+from memstore.llm import ChatAnswer
 from memstore.llm.backend import text_of, usage_of
 from memstore.llm.openai_backend import one_line
+
+if TYPE_CHECKING:
+    from memstore.store import Store
 
 log = logging.getLogger("memstore.hermes")
 
@@ -169,7 +172,7 @@ def status(settings: Settings, home: Path, db: Path) -> dict[str, str]:
         shown["last derivation"] = "none yet"
         return shown
     try:
-        database = Database(db)
+        database = SqliteDatabase(db)
         try:
             with database.read() as conn:
                 last = last_derivation(conn)
@@ -182,19 +185,19 @@ def status(settings: Settings, home: Path, db: Path) -> dict[str, str]:
     return shown
 
 
-def attach(store: object, settings: Settings, home: Path) -> None:
+def attach(store: Store, settings: Settings, home: Path) -> None:
     """Let ``store`` derive with Hermes' model unless memstore has its own endpoint.
 
     Cheap after the first call for a store (providers call it on every initialize).
     """
-    if settings.llm.configured or host_backend(store) is not None:
+    if settings.llm.configured or store.host_llm is not None:
         return
     configured = _configured(home)
     if configured is None or not available():
         log.info("memstore: no Hermes model configured; deriving with the offline rules")
         return
     backend = HermesBackend(settings, configured)
-    use_host_backend(store, backend)
+    store.use_host_llm(backend)
     log.info("memstore: deriving with %s", backend.describe())
 
 

@@ -29,7 +29,7 @@ from sqlalchemy import text
 from memstore.assembly import default_projections
 from memstore.db import migrate
 from memstore.db.driver import load_vec
-from memstore.db.engine import Database
+from memstore.db.engine import Database, SqliteDatabase
 
 _real_ensure_current = migrate.ensure_current
 
@@ -59,7 +59,7 @@ def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
         yield None
         return
     path = tmp_path_factory.mktemp("template") / "migrated.db"
-    db = Database(path)
+    db = SqliteDatabase(path)
     try:
         _real_ensure_current(db, owners=migrate.projection_tables(default_projections()))
     finally:

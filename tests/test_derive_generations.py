@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from memstore import Settings
+from memstore.bench.fakeopenai import FakeOpenAI
 from memstore.derive import api
 from memstore.store import Store
 from tests.derive_support import ScriptedLLM, open_store, say, snapshot
-from tests.fakeopenai import FakeOpenAI
 
 
 def _contents(store: Store, **kw: object) -> list[str]:

@@ -9,12 +9,12 @@ import pytest
 
 from memstore import Settings
 from memstore import recall as recall_api
+from memstore.bench.fakeopenai import FakeOpenAI
 from memstore.derive import api
 from memstore.derive.events import L1Extracted, PersonaUpdated, RunFailed, ScenesUpdated
 from memstore.derive.queries import l1_cursor
 from memstore.store import Store
 from tests.derive_support import ScriptedLLM, open_store, say, snapshot
-from tests.fakeopenai import FakeOpenAI
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import numpy as np
 import openai
 import pytest
 
+from memstore.bench.fakeopenai import EMBED_PATH, FakeOpenAI, fake_embedding
 from memstore.config import Settings
 from memstore.embeddings import (
     EMBEDDER_NAMES,
@@ -32,7 +33,6 @@ from memstore.embeddings import (
     to_blob,
 )
 from memstore.errors import ConfigError, EmbeddingError
-from tests.fakeopenai import EMBED_PATH, FakeOpenAI, fake_embedding
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "sk-test-secret-4242"

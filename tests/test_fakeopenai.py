@@ -12,7 +12,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.fakeopenai import FakeOpenAI, fake_embedding
+from memstore.bench.fakeopenai import FakeOpenAI, fake_embedding
 
 
 @pytest.fixture

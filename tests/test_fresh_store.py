@@ -11,7 +11,7 @@ from sqlalchemy import text
 from memstore import Settings
 from memstore.assembly import default_projections
 from memstore.db import migrate
-from memstore.db.engine import Database
+from memstore.db.engine import Database, SqliteDatabase
 from memstore.errors import MigrationError
 from memstore.store import Store
 from tests import fresh_store
@@ -41,7 +41,10 @@ def test_a_copied_store_equals_a_migrated_one(
 ) -> None:
     # (With MEMSTORE_TESTS_FRESH_MIGRATIONS=1 both sides run Alembic.)
     owners = migrate.projection_tables(default_projections())
-    copied, migrated = Database(tmp_path / "copied.db"), Database(tmp_path / "migrated.db")
+    copied, migrated = (
+        SqliteDatabase(tmp_path / "copied.db"),
+        SqliteDatabase(tmp_path / "migrated.db"),
+    )
     try:
         migrate.ensure_current(copied, owners=owners)  # what Store.open calls: the copy
         fresh_store._real_ensure_current(migrated, owners=owners)  # Alembic

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from memstore import Settings, Store
-from tests.fakeopenai import FakeOpenAI
+from memstore.bench.fakeopenai import FakeOpenAI
 from tests.gateway_support import running_gateway
 
 

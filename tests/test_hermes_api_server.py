@@ -23,9 +23,9 @@ import pytest
 pytest.importorskip("gateway.platforms.api_server")
 pytest.importorskip("aiohttp")
 
+from memstore.bench.fakeopenai import FakeOpenAI
 from memstore.bench.hermes_server import ApiServer, Reply, prepare_home
-from tests.derive_support import KINDS, ScriptedLLM, _between, _json_lines
-from tests.fakeopenai import FakeOpenAI
+from tests.derive_support import KINDS, ScriptedLLM, between, json_lines
 from tests.hermes_support import installed
 
 pytestmark = [pytest.mark.hermes, pytest.mark.slow]
@@ -52,7 +52,7 @@ def _text(content: Any) -> str:
 def _extract_every_user_line(user: str) -> str:
     # Hermes' model also derives memstore's memories (no memstore LLM is set):
     # each user message becomes one memory, in the prompt's own JSON shape.
-    msgs = _json_lines(_between(user, "NEW MESSAGES", "Ids you may cite"))
+    msgs = json_lines(between(user, "NEW MESSAGES", "Ids you may cite"))
     found = [
         {"content": m["text"], "type": "persona", "priority": 50, "scene_name": "life",
          "source_message_ids": [m["id"]]}

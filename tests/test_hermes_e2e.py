@@ -18,9 +18,9 @@ import pytest
 
 pytest.importorskip("run_agent")
 
+from memstore.bench.fakeopenai import FakeOpenAI
 from memstore.hermes_home import edit_config, section
 from memstore.hermes_install import install
-from tests.fakeopenai import FakeOpenAI
 from tests.hermes_support import hermes_home_fixture, provider_module  # noqa: F401
 
 pytestmark = [pytest.mark.hermes, pytest.mark.slow]

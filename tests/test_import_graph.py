@@ -1,5 +1,10 @@
 """memstore's parts depend downward only: no import cycle, counting every import.
 
+The graph spans the three source trees that ship together: ``memstore/``,
+``migrations/`` (installed as ``memstore._migrations``) and ``provider/``
+(installed as ``memstore.hermes_provider``); an import of either installed
+name is an edge to the folder's module.
+
 The graph is read from the source with ``ast``, so it sees what a runtime
 check cannot: imports under ``if TYPE_CHECKING:`` and imports inside
 functions (both hide a cycle from Python, not from a reader). Two graphs are
@@ -18,18 +23,28 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent / "memstore"
+REPO = Path(__file__).resolve().parent.parent
+ROOT = REPO / "memstore"
+# Each tree by the package name it is installed as (pyproject.toml).
+TREES = {
+    "memstore": REPO / "memstore",
+    "memstore._migrations": REPO / "migrations",
+    "memstore.hermes_provider": REPO / "provider",
+}
 
 
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+    for package, folder in sorted(TREES.items(), key=lambda t: -len(t[0])):
+        if folder == path.parent or folder in path.parents:
+            parts = [*package.split("."), *path.relative_to(folder).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            return ".".join(parts)
+    raise ValueError(f"{path} is in none of the scanned trees")
 
 
 def all_modules() -> dict[str, Path]:
-    return {module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+    return {module_name(p): p for folder in TREES.values() for p in sorted(folder.rglob("*.py"))}
 
 
 def _resolve_from(module: str, is_pkg: bool, node: ast.ImportFrom) -> str:
@@ -179,6 +194,31 @@ def test_the_graph_sees_type_only_and_function_level_imports(tmp_path: Path) -> 
     assert got == {"memstore.b", "memstore.c", "memstore.d", "memstore.e"}
     assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_graph_spans_memstore_migrations_and_provider() -> None:
+    graph = module_graph()
+    assert "memstore._migrations.versions.0019_storage" in graph
+    assert "memstore.hermes_provider" in graph
+    # The installed names resolve to the folders' modules.
+    assert (
+        "memstore._migrations.frozen.packing" in graph["memstore._migrations.versions.0019_storage"]
+    )
+
+
+def test_migrations_import_only_frozen_code_and_errors() -> None:
+    """A migration does the same forever: it may use its frozen helpers
+    (memstore._migrations.frozen) and the error classes, nothing else of
+    memstore's that later versions change."""
+    graph = module_graph()
+    allowed = ("memstore._migrations.frozen", "memstore.errors")
+    bad = {
+        mod: sorted(d for d in deps if not d.startswith(allowed))
+        for mod, deps in graph.items()
+        if mod.startswith(("memstore._migrations.versions", "memstore._migrations.frozen"))
+    }
+    bad = {m: d for m, d in bad.items() if d}
+    assert not bad, f"migrations importing live code: {bad}"
 
 
 def test_no_import_cycle_between_modules() -> None:

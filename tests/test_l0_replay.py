@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection
 
+from memstore.bench.snapshot import snapshot
 from memstore.events.log import NewEvent
 from memstore.l0.capture import capture_event, prepare_messages
 from memstore.l0.events import MessagesCaptured, l0_stream
 from memstore.store import Store
-from tests.snapshot import snapshot
 
 _TEXTS = [
     "I am allergic to peanuts and my sister lives in Lyon.",

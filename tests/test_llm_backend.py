@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from memstore import Settings
+from memstore.bench.fakeopenai import FakeOpenAI
 from memstore.derive import api
 from memstore.derive.events import L1Extracted
 from memstore.derive.prompts import validate_extract
 from memstore.derive.runs import describe_derivation, last_derivation, llm_description
-from memstore.llm import ChatAnswer, ChatBackend, LLMClient, host_backend, use_host_backend
+from memstore.errors import InvalidInputError
+from memstore.llm import ChatAnswer, ChatBackend, LLMClient
 from tests.derive_support import ScriptedLLM, open_store, say
-from tests.fakeopenai import FakeOpenAI
 
 
 class ScriptedBackend:
@@ -47,7 +48,7 @@ def test_host_backend_derives_when_memstore_has_no_llm(tmp_path: Path, settings:
     backend = ScriptedBackend()
     with open_store(tmp_path / "m.db", settings) as store:
         assert llm_description(store.derivation).startswith("rules")
-        use_host_backend(store, backend)
+        store.use_host_llm(backend)
         assert llm_description(store.derivation) == "host-model: a scripted host model"
         say(store, "alice", "s1", "Hi, my name is Alice.")
         assert api.run_l1(store.derivation, "alice", "s1").ok
@@ -70,7 +71,7 @@ def test_memstore_endpoint_wins_over_a_host_backend(tmp_path: Path, settings: Se
     with FakeOpenAI(chat=script) as fake:
         s = settings.replace(llm_base_url=fake.base_url, llm_model="own-model", llm_max_retries=0)
         with open_store(tmp_path / "m.db", s) as store:
-            use_host_backend(store, backend)
+            store.use_host_llm(backend)
             say(store, "alice", "s1", "Hi, my name is Alice.")
             assert api.run_l1(store.derivation, "alice", "s1").ok
             [event] = store.read_events(types=[L1Extracted.TYPE])
@@ -80,17 +81,17 @@ def test_memstore_endpoint_wins_over_a_host_backend(tmp_path: Path, settings: Se
 
 def test_registration_is_per_store_and_dies_with_it(tmp_path: Path, settings: Settings) -> None:
     with open_store(tmp_path / "a.db", settings) as a, open_store(tmp_path / "b.db", settings) as b:
-        use_host_backend(a, ScriptedBackend())
-        assert host_backend(a) is not None and host_backend(b) is None
+        a.use_host_llm(ScriptedBackend())
+        assert a.host_llm is not None and b.host_llm is None
         say(b, "bob", "s1", "Hi, my name is Alice.")
         assert api.run_l1(b.derivation, "bob", "s1").ok
         [event] = b.read_events(types=[L1Extracted.TYPE])
         assert event.payload.deriver == "rules"  # type: ignore[attr-defined]
-        use_host_backend(a, None)
-        assert host_backend(a) is None
+        a.use_host_llm(None)
+        assert a.host_llm is None
     # The registration does not keep a closed store alive (no leak per store).
     store = open_store(tmp_path / "c.db", settings)
-    use_host_backend(store, ScriptedBackend())
+    store.use_host_llm(ScriptedBackend())
     store.close()
     ref = weakref.ref(store)
     del store
@@ -141,7 +142,7 @@ def test_doctor_names_the_configured_and_the_last_deriver(
     with open_store(db, settings) as store:
         report, _ = doctor_report(db)
         assert report["llm"].startswith("rules:") and report["last_derivation"] == "none yet"
-        use_host_backend(store, ScriptedBackend())
+        store.use_host_llm(ScriptedBackend())
         say(store, "alice", "s1", "Hi, my name is Alice.")
         assert api.run_l1(store.derivation, "alice", "s1").ok
     report, problems = doctor_report(db)
@@ -151,3 +152,12 @@ def test_doctor_names_the_configured_and_the_last_deriver(
     monkeypatch.setenv("MEMSTORE_LLM_MODEL", "own-model")
     report, _ = doctor_report(db)
     assert report["llm"] == "llm: http://127.0.0.1:9/v1 (model own-model)"
+
+
+def test_a_host_llm_that_is_not_a_chat_backend_is_refused(
+    tmp_path: Path, settings: Settings
+) -> None:
+    with open_store(tmp_path / "m.db", settings) as store:
+        with pytest.raises(InvalidInputError, match="ChatBackend"):
+            store.use_host_llm(object())  # type: ignore[arg-type]
+        assert store.host_llm is None

@@ -11,11 +11,11 @@ from typing import Any
 import openai
 import pytest
 
+from memstore.bench.fakeopenai import FakeOpenAI
 from memstore.config import Settings
 from memstore.errors import ConfigError, LLMError, LLMOutputError
 from memstore.llm import LLMClient, LLMResult
 from memstore.llm.jsonparse import parse_json_output
-from tests.fakeopenai import FakeOpenAI
 
 API_KEY = "sk-test-secret-4242"
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from memstore import Settings
+from memstore.bench.fakeopenai import FakeOpenAI
 from memstore.derive import api
 from memstore.derive.events import L1Extracted, PersonaUpdated, RunFailed, ScenesUpdated
 from memstore.derive.queries import l1_cursor
@@ -18,7 +19,6 @@ from memstore.errors import LLMError
 from memstore.llm import LLMClient
 from memstore.store import Store
 from tests.derive_support import ScriptedLLM, open_store, say
-from tests.fakeopenai import FakeOpenAI
 
 WRONG_FIELDS = '{"memories": [{"fact": "The user\'s name is Alice.", "kind": "persona"}]}'
 

@@ -22,6 +22,7 @@ import pytest
 pytest.importorskip("run_agent")
 
 from memstore import Settings
+from memstore.bench.fakeopenai import FakeOpenAI
 from memstore.derive.events import L1Extracted
 from memstore.derive.memories.extract import EXTRACT_PROMPT_VERSION
 from memstore.hermes_home import edit_config, section
@@ -29,7 +30,6 @@ from memstore.hermes_install import install
 from memstore.hosts import shared_stores
 from memstore.store import Store
 from tests.derive_support import KINDS, ScriptedLLM
-from tests.fakeopenai import FakeOpenAI
 from tests.hermes_support import hermes_home_fixture, provider_module  # noqa: F401
 from tests.test_hermes_e2e import fake_model, make_agent, no_outbound  # noqa: F401
 

@@ -16,13 +16,12 @@ import pytest
 pytest.importorskip("agent.auxiliary_client")
 
 from memstore import Settings
+from memstore.bench.fakeopenai import FakeOpenAI
 from memstore.derive.events import L1Extracted
 from memstore.errors import LLMError
 from memstore.hermes_home import edit_config, section
 from memstore.hosts import shared_stores
-from memstore.llm import host_backend
 from tests.derive_support import KINDS, ScriptedLLM
-from tests.fakeopenai import FakeOpenAI
 from tests.hermes_support import config, hermes_home_fixture, provider_module  # noqa: F401
 from tests.test_hermes_e2e import no_outbound  # noqa: F401
 
@@ -93,7 +92,7 @@ def test_per_request_instances_share_the_store_and_its_model(
     first.sync_turn("Hi, my name is Alice.", "Noted.", session_id="api-1")
     del first
     gc.collect()  # its lease went back; the store lingers
-    assert host_backend(store) is not None
+    assert store.host_llm is not None
 
     second = MemstoreProvider(config(store_linger_s=60))
     second.initialize("api-1", hermes_home=str(hermes_home), platform="api_server")

@@ -8,7 +8,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
 from memstore.db import migrate
-from memstore.db.engine import Database
+from memstore.db.engine import Database, SqliteDatabase
 from memstore.db.schema import include_name, metadata
 from memstore.errors import MigrationError
 from memstore.store import Store, default_projections
@@ -25,7 +25,7 @@ def _tables(db: Database) -> set[str]:
 
 
 def test_blank_to_head_creates_every_model_table(db_path: Path) -> None:
-    db = Database(db_path)
+    db = SqliteDatabase(db_path)
     try:
         assert migrate.current_revision(db) is None
         migrate.upgrade(db, owners=_owners())
@@ -36,7 +36,7 @@ def test_blank_to_head_creates_every_model_table(db_path: Path) -> None:
 
 
 def test_head_to_base_to_head_round_trip(db_path: Path) -> None:
-    db = Database(db_path)
+    db = SqliteDatabase(db_path)
     try:
         migrate.upgrade(db, owners=_owners())
         migrate.downgrade(db, "base", owners=_owners())
@@ -50,7 +50,7 @@ def test_head_to_base_to_head_round_trip(db_path: Path) -> None:
 
 
 def test_models_match_migrations(db_path: Path) -> None:
-    db = Database(db_path)
+    db = SqliteDatabase(db_path)
     try:
         migrate.upgrade(db, owners=_owners())
         with db.read() as conn:
@@ -70,7 +70,7 @@ def test_models_match_migrations(db_path: Path) -> None:
 
 
 def test_open_upgrades_unless_told_not_to(db_path: Path) -> None:
-    db = Database(db_path)
+    db = SqliteDatabase(db_path)
     db.close()
     with pytest.raises(MigrationError, match="memstore db upgrade"):
         Store.open(db_path, upgrade=False)
@@ -82,7 +82,7 @@ def test_open_upgrades_unless_told_not_to(db_path: Path) -> None:
 
 def test_unknown_newer_revision_is_refused(db_path: Path) -> None:
     Store.open(db_path).close()
-    db = Database(db_path)
+    db = SqliteDatabase(db_path)
     with db.write() as conn:
         conn.exec_driver_sql("update alembic_version set version_num='9999'")
     db.close()

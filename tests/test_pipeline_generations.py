@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from memstore import Settings
+from memstore.bench.snapshot import snapshot
 from memstore.derive import api, generations
 from memstore.derive.runs import RunOutcome
 from memstore.errors import PipelineError
 from memstore.pipeline.state import get_session
 from memstore.store import Store
 from tests.derive_support import open_store, say
-from tests.snapshot import snapshot
 
 
 @pytest.fixture

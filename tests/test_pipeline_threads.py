@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memstore.db.engine import Database
+from memstore.db.engine import Database, SqliteDatabase
 from memstore.pipeline import PipelineService
 from memstore.pipeline.scheduler import idle_job_id
 from memstore.store import Store
@@ -26,7 +26,7 @@ def _locked_store(tmp_path: Path) -> tuple[Store, PipelineService]:
 def _other_process(store: Store) -> Database:
     """A second handle on the file: its writes do not share the store's
     in-process write lock, exactly like another process's."""
-    return Database(store.path, busy_timeout_ms=50)
+    return SqliteDatabase(store.path, busy_timeout_ms=50)
 
 
 def _close(store: Store, svc: PipelineService) -> None:

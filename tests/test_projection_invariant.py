@@ -32,6 +32,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from memstore import Settings
+from memstore.bench.snapshot import snapshot
 from memstore.derive.events import (
     GenerationActivated,
     GenerationStarted,
@@ -49,7 +50,6 @@ from memstore.events.types import Event
 from memstore.l0.events import SessionEnded, UserErased, l0_stream
 from memstore.store import Store
 from tests.helpers_events import Noted
-from tests.snapshot import snapshot
 
 USERS = ["alice", "李"]  # few users: their events interleave and interact
 SESSIONS = ["s1", "s2"]

@@ -76,7 +76,7 @@ def _counting(store: Store) -> Counting:
     assert engine.embedder is not None
     counting = Counting(engine.embedder)
     engine.embedder = counting
-    engine._qcache.clear()
+    engine.queries.cache.clear()
     return counting
 
 
@@ -96,12 +96,12 @@ def test_both_keyword_searches_run_before_either_waits_for_the_vector(
     counting.gate = threading.Event()
     engine = store.search_engine
     order: list[str] = []
-    for name in ("_keyword", "_vector"):
+    for name, label in (("keyword_list", "keyword"), ("_vector", "vector")):
         real = getattr(engine, name)
 
-        def traced(conn: Any, ask: Any, *rest: Any, _real: Any = real, _name: str = name) -> Any:
-            order.append(f"{_name[1:]} {ask.kind}")
-            if _name == "_keyword" and order.count("keyword l0") and order.count("keyword l1"):
+        def traced(conn: Any, ask: Any, *rest: Any, _real: Any = real, _name: str = label) -> Any:
+            order.append(f"{_name} {ask.kind}")
+            if _name == "keyword" and order.count("keyword l0") and order.count("keyword l1"):
                 counting.gate.set()  # type: ignore[union-attr]  # both keyword lists are done
             return _real(conn, ask, *rest)
 
@@ -154,7 +154,7 @@ def test_a_failed_prefetch_degrades_to_keyword_and_the_next_call_retries(
     # Keyword search still finds the turn; the failure was handed to the
     # waiting search (no second embedding), and nothing is left pending.
     assert "Prague" in r.per_turn
-    assert store.search_engine._qpending == {}
+    assert store.search_engine.queries.pending == {}
     counting.fail = False
     before = counting.queries
     store.search_conversations("Where is Jana getting married?", user_id="u")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from memstore.bench import chaos_kill
-from tests.snapshot import snapshot
+from memstore.bench.snapshot import snapshot
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 

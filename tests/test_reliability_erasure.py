@@ -29,16 +29,23 @@ CHILD = textwrap.dedent(
     import pathlib, sys, time
     from memstore import Settings
     from memstore.store import Store
+    import memstore.db.backend.sqlite as sqlite_backend
     import memstore.erasure_compaction as ec
 
     path, stage, ready, secret = sys.argv[1:5]
 
-    def hook(at):
-        if at == stage:
-            pathlib.Path(ready).write_text(at)
-            time.sleep(600)  # killed here by the test
+    def stop_here():
+        pathlib.Path(ready).write_text(stage)
+        time.sleep(600)  # killed here by the test
 
-    ec.TEST_HOOK = hook
+    # The two points the test kills at, wrapped in this child process only:
+    # "committed" (the erasure committed, nothing compacted) is the first
+    # compaction run; "vacuumed" (VACUUM done and recorded, the WAL not yet
+    # checkpointed) is the WAL truncation after it.
+    if stage == "committed":
+        ec.Compactor.run = lambda self, *a, **k: stop_here()
+    else:
+        sqlite_backend.truncate_wal = lambda *a, **k: stop_here()
     settings = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
     with Store.open(path, settings=settings) as s:
         for i in range(60):

@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from memstore import Settings
 from memstore.db import migrate
-from memstore.db.engine import Database
+from memstore.db.engine import SqliteDatabase
 from memstore.derive.events import derive_stream
 from memstore.errors import InvalidIdError, InvalidInputError
 from memstore.l0.events import l0_stream
@@ -98,7 +98,7 @@ def test_migration_splits_streams_that_old_names_merged(db_path: Path, settings:
         store.capture_turn("50%", "x", "percent user", None)
         store.capture_turn("alice", "s1", "plain user", None)
         store.write_memory("a/b", "add", "The user is a/b.")
-    db = Database(db_path)
+    db = SqliteDatabase(db_path)
     try:
         migrate.downgrade(db, _revision_before_0010(), owners=_owners())
         # What the old code wrote: one stream for both users, seqs interleaved.

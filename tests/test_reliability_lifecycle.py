@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from memstore import Settings
-from memstore.db.engine import Database
+from memstore.db.engine import SqliteDatabase
 from memstore.derive.events import RunFailed
 from memstore.derive.runs import RunOutcome
 from memstore.pipeline import PipelineService, queue, scheduler
@@ -147,7 +147,7 @@ def test_a_fired_job_whose_delete_fails_does_not_stop_the_timers(
         assert svc is not None
         assert _wait(lambda: svc.timers.running)
         svc.arm_drain(store.clock() + timedelta(seconds=0.5))
-        other = Database(store.path, busy_timeout_ms=100)  # like another process
+        other = SqliteDatabase(store.path, busy_timeout_ms=100)  # like another process
         try:
             with other.write():  # holds the write lock while the timer fires
                 time.sleep(1.5)  # it fires; its delete (and the drain) time out

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from memstore import Settings
 from memstore.cli import cli, main
 from memstore.db import migrate
-from memstore.db.engine import Database
+from memstore.db.engine import SqliteDatabase
 from memstore.errors import MigrationError
 from memstore.store import Store, default_projections
 
@@ -36,7 +36,7 @@ def _fill(db_path: Path) -> int:
 
 
 def _events(db_path: Path) -> int:
-    db = Database(db_path)
+    db = SqliteDatabase(db_path)
     try:
         with db.read() as conn:
             return int(conn.exec_driver_sql("SELECT count(*) FROM events").scalar_one())
@@ -46,7 +46,7 @@ def _events(db_path: Path) -> int:
 
 def test_downgrade_to_base_refuses_to_drop_the_log(db_path: Path) -> None:
     n = _fill(db_path)
-    db = Database(db_path)
+    db = SqliteDatabase(db_path)
     try:
         with pytest.raises(MigrationError, match=r"events \(\d+ rows\).*--yes"):
             migrate.downgrade(db, "base", owners=_owners())
@@ -68,7 +68,7 @@ def test_cli_downgrade_needs_yes(db_path: Path, capsys: pytest.CaptureFixture[st
     res = CliRunner().invoke(cli, ["db", "downgrade", "base", "--yes", "--db", str(db_path)])
     assert res.exit_code == 0, res.output
     assert "at base" in res.output
-    db = Database(db_path)
+    db = SqliteDatabase(db_path)
     try:
         assert migrate.current_revision(db) is None
     finally:
@@ -83,7 +83,7 @@ def test_down_and_up_again_rebuilds_what_was_dropped(db_path: Path, revision: st
         before_mem = sorted(m["content"] for m in store.list_memories("alice"))
         before_status = store.pipeline_status("alice")
     assert before_msgs and before_mem
-    db = Database(db_path)
+    db = SqliteDatabase(db_path)
     try:
         migrate.downgrade(
             db, revision, owners=_owners()
@@ -110,7 +110,7 @@ def _without_timers(status: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def test_status_is_honest_between_migration_and_open(db_path: Path) -> None:
     _fill(db_path)
-    db = Database(db_path)
+    db = SqliteDatabase(db_path)
     try:
         migrate.downgrade(db, "0001", owners=_owners())
         migrate.upgrade(db, owners=_owners())

@@ -16,7 +16,7 @@ from sqlalchemy import text
 
 from memstore import Settings
 from memstore.db import migrate
-from memstore.db.engine import Database
+from memstore.db.engine import SqliteDatabase
 from memstore.search import Hit
 from memstore.store import Store, default_projections
 
@@ -199,7 +199,7 @@ def test_migration_backfills_roots_and_low_info(db_path: Path, settings: Setting
     with Store.open(db_path, settings=settings) as s:
         s.capture_turn("u", "s", "I am allergic to peanuts.", "Noted.")
         s.write_memory("u", "add", "Allergic to shellfish")
-    db = Database(db_path)
+    db = SqliteDatabase(db_path)
     try:
         migrate.downgrade(db, "0007", owners=_owners())
         with db.read() as conn:

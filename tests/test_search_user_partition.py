@@ -87,7 +87,7 @@ def _reference(store: Store, query: str, user: str, k: int) -> list[tuple[int, f
 
 def _keyword(store: Store, query: str, user: str, k: int) -> list[tuple[int, float]]:
     with store.db.read() as conn:
-        return store.search_engine._keyword(conn, Ask("l0", query, user, k, None, None, None))
+        return store.search_engine.keyword_list(conn, Ask("l0", query, user, k, None, None, None))
 
 
 def test_keyword_lists_match_bm25_over_the_users_own_messages(store: Store) -> None:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from memstore.text import document_columns, is_low_information, stem_text
 from memstore.text.cjk import CJK_CHAR_CLASS, cjk_bigrams, cjk_runs
-from memstore.text.info import _FILLER_WORDS, _LABEL_RE, _PHATIC_CJK, MAX_WORDS
+from memstore.text.info import _PHATIC_CJK, FILLER_WORDS, LABEL_RE, MAX_WORDS
 from memstore.text.stem import word_root
 
 _CJK_RUN = re.compile(f"[{CJK_CHAR_CLASS}]+")
@@ -34,12 +34,12 @@ def plain_stem_text(text: str) -> str:
 
 
 def plain_is_low_information(text: str) -> bool:
-    body = _LABEL_RE.sub("", text, count=1)
+    body = LABEL_RE.sub("", text, count=1)
     words = [w.casefold() for w in _INFO_WORD.findall(body)]
     runs = cjk_runs(body)
     if len(words) + len(runs) > MAX_WORDS:
         return False
-    if any(w not in _FILLER_WORDS for w in words):
+    if any(w not in FILLER_WORDS for w in words):
         return False
     return all(r in _PHATIC_CJK for r in runs)
 

@@ -131,16 +131,16 @@ def test_a_copy_newer_than_the_callers_snapshot_is_not_used(two_users: Store) ->
     engine.hot = HotPartitions()  # loads in the search itself
     _vector(s, "cat", "big")
     assert engine.embedder is not None
-    query = np.frombuffer(engine._query_blob("parrot"), dtype="<f4")
+    query = np.frombuffer(engine.query_blob("parrot"), dtype="<f4")
     with s.db.read() as old:
-        sp_old = engine._space(old, "l0")  # the snapshot starts here
+        sp_old = engine.space(old, "l0")  # the snapshot starts here
         assert sp_old is not None
         s.capture_turn("big", "s9", "Our parrot Kiwi whistles the national anthem", "ok")
         s.reindex()
         _vector(s, "parrot", "big")  # the copy now holds the parrot
         assert engine.hot.search(old, sp_old, "big", query, 5) is None  # vec0 answers
     with s.db.read() as now:
-        sp_now = engine._space(now, "l0")
+        sp_now = engine.space(now, "l0")
         assert sp_now is not None
         got = engine.hot.search(now, sp_now, "big", query, 5)
         assert got is not None and len(got) == 5
@@ -172,7 +172,7 @@ def test_stored_vectors_from_a_copy_are_vec0s_bytes(two_users: Store) -> None:
     engine.hot = HotPartitions()  # loads in the search itself
     _vector(s, "cat", "big")
     with s.db.read() as conn:
-        sp = engine._space(conn, "l0")
+        sp = engine.space(conn, "l0")
         assert sp is not None
         ids = [
             int(r[0])
@@ -189,7 +189,7 @@ def test_stored_vectors_from_a_copy_are_vec0s_bytes(two_users: Store) -> None:
         assert engine.hot.stored(sp, "small", ids) == {}  # another user's copy: none
     # A copy not as of the caller's snapshot gives nothing (the caller reads vec0).
     with s.db.read() as old:
-        sp_old = engine._space(old, "l0")
+        sp_old = engine.space(old, "l0")
         assert sp_old is not None
         s.capture_turn("big", "s9", "Our parrot Kiwi whistles the national anthem", "ok")
         s.reindex()
@@ -199,7 +199,7 @@ def test_stored_vectors_from_a_copy_are_vec0s_bytes(two_users: Store) -> None:
     with s.db.write() as conn:
         conn.exec_driver_sql(f'DELETE FROM "{sp.table_name}" WHERE rowid = {ids[0]}')
     with s.db.read() as conn:
-        sp_now = engine._space(conn, "l0")
+        sp_now = engine.space(conn, "l0")
         assert sp_now is not None
         reloaded = _load(conn, sp_now, "big")
     assert reloaded.dead is not None and reloaded.dead.any()

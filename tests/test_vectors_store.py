@@ -8,7 +8,7 @@ import numpy as np
 
 from memstore import Settings
 from memstore.db import migrate
-from memstore.db.engine import Database
+from memstore.db.engine import SqliteDatabase
 from memstore.store import Store, default_projections
 
 
@@ -26,7 +26,7 @@ def _counting(store: Store) -> list[int]:
 
 
 def _vec_ddl(db_path: Path) -> list[str]:
-    db = Database(db_path)
+    db = SqliteDatabase(db_path)
     try:
         with db.read() as conn:
             return [
@@ -51,7 +51,7 @@ def test_migration_0013_keeps_vectors_and_drops_the_second_copy(
             (h.text, h.similarity)
             for h in s.search_conversations("cat", user_id="alice", strategy="vector")
         ]
-    db = Database(db_path)
+    db = SqliteDatabase(db_path)
     try:
         migrate.downgrade(db, "0010", owners=migrate.projection_tables(default_projections()))
         # A file of that revision: 256-slot chunks and a cache holding vectors.
@@ -91,7 +91,7 @@ def test_an_index_behind_keeps_the_cache_and_uses_it_once(
         assert s.embedder is not None
         with s.db.read() as conn:
             ids = [r[0] for r in conn.exec_driver_sql("SELECT id FROM l0_messages")]
-    db = Database(db_path)
+    db = SqliteDatabase(db_path)
     try:
         migrate.downgrade(db, "0010", owners=migrate.projection_tables(default_projections()))
         with db.write() as conn:

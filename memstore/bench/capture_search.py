@@ -220,7 +220,7 @@ def _copy_cache(src: Path, dst: Store) -> None:
 def _vectors_by_user(store: Store, embedder: Embedder) -> dict[str, np.ndarray[Any, Any]]:
     """Every message's vector, read from vec0 (their one stored copy), by user."""
     with store.db.read() as conn:
-        sp = store.search_engine._space(conn, "l0")
+        sp = store.search_engine.space(conn, "l0")
         assert sp is not None
         users = [r[0] for r in conn.exec_driver_sql("SELECT DISTINCT user_id FROM l0_messages")]
         return {u: partition_vectors(conn, sp, u)[1] for u in users}
@@ -231,7 +231,7 @@ def _vectors_by_user(store: Store, embedder: Embedder) -> dict[str, np.ndarray[A
 MIN_SAMPLES = {50: 2, 95: 20, 99: 100}
 
 
-def _stats(ms: Sequence[float]) -> dict[str, float]:
+def stats(ms: Sequence[float]) -> dict[str, float]:
     """p50/p95/p99 and ``n``; a percentile with too few samples is NaN
     (printed as "-"), not a maximum presented as a tail."""
     out = {
@@ -253,7 +253,7 @@ def time_numpy_topk(mats: Sequence[Any], qvecs: Sequence[Any], top: int) -> dict
         idx = np.argpartition(-sims, k - 1)[:k]
         idx[np.argsort(-sims[idx])]
         ms.append((time.perf_counter() - t0) * 1000)
-    return _stats(ms)
+    return stats(ms)
 
 
 def time_fts5(store: Store, qs: Sequence[str], users: Sequence[str], top: int) -> dict[str, float]:
@@ -261,7 +261,7 @@ def time_fts5(store: Store, qs: Sequence[str], users: Sequence[str], top: int) -
     the same match expression and no join, over ``users[i]``'s rows for
     ``qs[i]`` (the same user the timed search asks for)."""
     with store.db.read() as conn:
-        return _stats([fts5_ms(conn, q, user, top) for q, user in zip(qs, users, strict=True)])
+        return stats([fts5_ms(conn, q, user, top) for q, user in zip(qs, users, strict=True)])
 
 
 def fts5_ms(conn: Connection, query: str, user: str, top: int) -> float:
@@ -292,7 +292,7 @@ def _capture_latency(store: Store, turns: int, users: int, tag: str) -> dict[str
             f"Noted, turn {i}.",
         )
         lat.append((time.perf_counter() - t0) * 1000)
-    return _stats(lat)
+    return stats(lat)
 
 
 def _search_block(
@@ -308,18 +308,18 @@ def _search_block(
     for strategy in ("keyword", "vector", "hybrid"):
         lat: list[float] = []
         for q, user in zip(qs, targets, strict=True):
-            store.search_engine._qcache.clear()  # time the query embedding every time
+            store.search_engine.queries.cache.clear()  # time the query embedding every time
             t0 = time.perf_counter()
             store.search_conversations(q, user_id=user, limit=top, strategy=strategy)
             lat.append((time.perf_counter() - t0) * 1000)
-        out[strategy] = _stats(lat)
+        out[strategy] = stats(lat)
     embed_ms: list[float] = []
     qvecs = []
     for q in qs:
         t0 = time.perf_counter()
         qvecs.append(embedder.embed_query(q))
         embed_ms.append((time.perf_counter() - t0) * 1000)
-    out["query_embedding"] = _stats(embed_ms)
+    out["query_embedding"] = stats(embed_ms)
     out["ref_numpy_cosine"] = time_numpy_topk([mats[u] for u in targets], qvecs, top)
     out["ref_fts5_alone"] = time_fts5(store, qs, targets, top)
     return out

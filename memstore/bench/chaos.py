@@ -39,8 +39,7 @@ class ChaosPlan:
 def run_chaos(
     plan: ChaosPlan, workdir: Path | None = None, log: Callable[[str], None] = lambda _m: None
 ) -> dict[str, Any]:
-    chaos_llm.repo_tests()
-    from tests.snapshot import snapshot
+    from memstore.bench.snapshot import snapshot
 
     rng = random.Random(plan.seed)
     res: dict[str, Any] = {"plan": asdict(plan)}

@@ -5,7 +5,6 @@ server and its scripted model), so they run from a source checkout."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,16 +35,6 @@ FAULTS = [
 MAX_ANSWER = 64 * 1024
 
 
-def repo_tests() -> Path:
-    """Make the repository's ``tests`` package importable; refuse outside a checkout."""
-    root = Path(__file__).resolve().parents[2]
-    if not (root / "tests" / "fakeopenai.py").exists():
-        raise MemstoreError("bench chaos needs a source checkout (tests/fakeopenai.py)")
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    return root
-
-
 def _inject(fake: Any, script: Any, kind: str) -> None:
     many = 50  # more than every retry of one run consumes; the rest is cleared after
     if kind == "500":
@@ -66,18 +55,14 @@ def _inject(fake: Any, script: Any, kind: str) -> None:
 
 def _clear(fake: Any, script: Any) -> None:
     script.override.clear()
-    with fake._lock:  # the fake has no reset; its queues are plain lists
-        fake._failures.clear()
-        fake._faults.clear()
-        fake._delays.clear()
+    fake.reset_faults()
 
 
 def llm_faults(work: Path, rounds: int = 3) -> dict[str, Any]:
     """Each fault kind, ``rounds`` times: a run under the fault, then one without."""
-    repo_tests()
+    from memstore.bench.fakeopenai import FakeOpenAI
+    from memstore.bench.scripted_llm import ScriptedLLM
     from memstore.derive import api
-    from tests.derive_support import ScriptedLLM
-    from tests.fakeopenai import FakeOpenAI
 
     script = ScriptedLLM()
     rows: dict[str, dict[str, int]] = {}

@@ -139,11 +139,8 @@ def _model(kind: str, latency_ms: float) -> Iterator[str]:
     if kind == "rules":
         yield ""
         return
-    from memstore.bench.chaos_llm import repo_tests
-
-    repo_tests()
-    from tests.derive_support import ScriptedLLM  # type: ignore[import-not-found,unused-ignore]
-    from tests.fakeopenai import FakeOpenAI  # type: ignore[import-not-found,unused-ignore]
+    from memstore.bench.fakeopenai import FakeOpenAI
+    from memstore.bench.scripted_llm import ScriptedLLM
 
     script = ScriptedLLM()
 

@@ -43,7 +43,6 @@ TARGET_APPEND_RATIO = 0.5
 TARGET_REBUILD_EPS = 20_000.0
 
 
-@registry.register
 @dataclass(frozen=True)
 class BenchNoted(Event):
     """A benchmark-only event: small payload, handled only by the stats projection."""
@@ -54,6 +53,9 @@ class BenchNoted(Event):
 
 
 def bench_settings() -> Settings:
+    """Every store of this benchmark opens with these: its event type is
+    registered here, before any of them reads its log."""
+    registry.register(BenchNoted)
     # No embedder work, no scheduler thread: only the log and inline projections run.
     return Settings().replace(embedder="none", background_indexer=False, scheduler=False)
 

@@ -33,8 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memstore.bench.capture_search import _stats, queries, text_pool
-from memstore.bench.scale import _messages
+from memstore.bench.capture_search import queries, stats, text_pool
+from memstore.bench.scale import capture_calls
 from memstore.config import Settings
 from memstore.l0.capture import capture_event, prepare_messages
 from memstore.l0.projection import user_fts_range
@@ -56,7 +56,7 @@ def build_store(path: Path, users: int, per_user: int, log: Callable[[str], None
     pool = text_pool(min(size, 20_000))
     t0 = time.perf_counter()
     with Store.open(path, settings=_settings()) as store:
-        calls = _messages(size, users, pool)
+        calls = capture_calls(size, users, pool)
         for i in range(0, len(calls), _PER_TRANSACTION):
             events = [
                 capture_event(
@@ -73,7 +73,7 @@ def build_store(path: Path, users: int, per_user: int, log: Callable[[str], None
     return time.perf_counter() - t0
 
 
-def _loadavg() -> str:
+def loadavg() -> str:
     try:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
     except OSError:  # not Linux
@@ -103,7 +103,7 @@ def run_keyword_bench(
     }
     identical = exact = 0
     overlap = 0.0
-    load_before = _loadavg()
+    load_before = loadavg()
     with Store.open(store_path, settings=_settings()) as store:
         # What the background indexer does after captures in a default store
         # (this bench's store has no embedder, so no indexer): merge the FTS5
@@ -151,8 +151,8 @@ def run_keyword_bench(
         "build_s": built,
         "fts_tidy_steps": tidy_steps,
         "loadavg_before": load_before,
-        "loadavg_after": _loadavg(),
-        **{name: _stats(ms) for name, ms in times.items()},
+        "loadavg_after": loadavg(),
+        **{name: stats(ms) for name, ms in times.items()},
         "same_top10_as_bm25": identical,
         "same_scores_as_bm25": exact,
         "mean_overlap_at_10": overlap / max(len(qs), 1),

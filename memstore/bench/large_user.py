@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from memstore.bench.capture_search import _stats, fts5_ms, queries
-from memstore.bench.keyword import _loadavg
+from memstore.bench.capture_search import fts5_ms, queries, stats
+from memstore.bench.keyword import loadavg
 from memstore.config import Settings
 from memstore.search import bm25
 from memstore.store import Store
@@ -63,7 +63,7 @@ def run_large_user(store_path: Path, embedder: str, n_queries: int) -> dict[str,
     qs = queries(n_queries)
     times: dict[str, list[float]] = {name: [] for name in _NAMES}
     same = 0
-    res: dict[str, Any] = {"embedder": embedder, "queries": len(qs), "load_before": _loadavg()}
+    res: dict[str, Any] = {"embedder": embedder, "queries": len(qs), "load_before": loadavg()}
     with Store.open(store_path, settings=settings) as store:
         engine, emb = store.search_engine, store.embedder
         assert emb is not None
@@ -71,7 +71,7 @@ def run_large_user(store_path: Path, embedder: str, n_queries: int) -> dict[str,
             user, docs = conn.exec_driver_sql(
                 "SELECT user_id, docs FROM l0_user_slots ORDER BY docs DESC LIMIT 1"
             ).one()
-            sp = engine._space(conn, "l0")
+            sp = engine.space(conn, "l0")
             assert sp is not None and sp.ready, "the store's vectors are not indexed"
             mat = partition_vectors(conn, sp, user)[1]
         res |= {"user": user, "messages": int(docs)}
@@ -83,7 +83,7 @@ def run_large_user(store_path: Path, embedder: str, n_queries: int) -> dict[str,
         engine.hot_postings.wait()
         res["postings_wait_ms"] = _ms(t0)
         for q in qs:
-            engine._qcache.clear()
+            engine.queries.cache.clear()
             t0, c0 = time.perf_counter(), time.process_time()
             store.search_conversations(q, user_id=user, limit=_TOP)
             times["hybrid"].append(_ms(t0))
@@ -91,7 +91,7 @@ def run_large_user(store_path: Path, embedder: str, n_queries: int) -> dict[str,
             t0 = time.perf_counter()
             store.search_conversations(q, user_id=user, limit=_TOP)
             times["hybrid_cached"].append(_ms(t0))
-            engine._qcache.clear()
+            engine.queries.cache.clear()
             t0 = time.perf_counter()
             engine.prefetch_query(q)
             store.search_conversations(q, user_id=user, limit=_TOP)
@@ -117,9 +117,9 @@ def run_large_user(store_path: Path, embedder: str, n_queries: int) -> dict[str,
             top[np.argsort(-sims[top])]
             times["ref_numpy"].append(_ms(t0))
         res["postings_users"] = engine.hot_postings.cached_users()
-    res |= {name: _stats(ms) for name, ms in times.items()}
+    res |= {name: stats(ms) for name, ms in times.items()}
     res["ranking_same_as_sql"] = same
-    res["load_after"] = _loadavg()
+    res["load_after"] = loadavg()
     return res
 
 

@@ -118,7 +118,7 @@ def run_locomo(
                     tqdm(qs, desc=f"search {conv.sample_id}", disable=not progress, leave=False)
                 ):
                     for s in strategies:
-                        store.search_engine._qcache.clear()  # time the query embedding too
+                        store.search_engine.queries.cache.clear()  # time the query embedding too
                         t0 = time.perf_counter()
                         hits = store.search_conversations(
                             q.question, user_id=conv.sample_id, limit=20, strategy=s

@@ -193,13 +193,13 @@ def seed_embedding_cache(store: Store, other: Path) -> int:
     win): the indexer takes a vector from the cache when the (model, content
     hash) matches, so texts both stores hold are not embedded again."""
     from sqlalchemy import text as sql
-    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-    from memstore.db.engine import Database
+    from memstore.db.backend import upsert
+    from memstore.db.engine import SqliteDatabase
     from memstore.db.schema import embedding_cache
 
     rows: list[dict[str, Any]] = []
-    src = Database(other)
+    src = SqliteDatabase(other)
     try:
         with src.read() as conn:
             spaces = conn.execute(
@@ -221,7 +221,7 @@ def seed_embedding_cache(store: Store, other: Path) -> int:
         src.close()
     if rows:
         with store.db.write() as conn:
-            conn.execute(sqlite_insert(embedding_cache).on_conflict_do_nothing(), rows)
+            conn.execute(upsert(embedding_cache).on_conflict_do_nothing(), rows)
     return len(rows)
 
 
@@ -264,7 +264,7 @@ def run_conversation(
     for question, cat, evidence in tqdm(
         asks, desc=f"recall {user}", disable=not progress, leave=False
     ):
-        store.search_engine._qcache.clear()  # time the query embedding too
+        store.search_engine.queries.cache.clear()  # time the query embedding too
         t0 = time.perf_counter()
         r = store.recall(question, user_id=user)
         main.ms.append((time.perf_counter() - t0) * 1000)

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from tqdm import tqdm
 
 from memstore.bench.locomo_data import Conversation
-from memstore.bench.peers_holographic import _CountWarnings
+from memstore.bench.peers_holographic import CountWarnings
 
 
 class Scores(Protocol):
@@ -49,7 +49,7 @@ def run_holographic_prefetch(
     except importlib.metadata.PackageNotFoundError:
         return {"error": 'hermes-agent is not installed (pip install "memstore[hermes]")'}
     # One "HRR storage near capacity" warning per add past ~250 facts: silenced.
-    quiet = _CountWarnings()
+    quiet = CountWarnings()
     hrr_log = logging.getLogger("plugins.memory.holographic.holographic")
     hrr_log.addFilter(quiet)
     old_home = os.environ.get("HERMES_HOME")

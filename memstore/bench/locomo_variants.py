@@ -1,7 +1,7 @@
 """What lifts hybrid above BM25 and dense on LoCoMo: fusion variants, measured.
 
 Each variant re-ranks the same two candidate lists the engine builds — the
-FTS5 keyword list from ``SearchEngine._keyword`` (fetched deep, then cut) and
+FTS5 keyword list from ``SearchEngine.keyword_list`` (fetched deep, then cut) and
 the exact cosine ranking over the store's own vectors (what the vec0 full
 scan inside the user's partition returns) — so a variant's gain is due to
 the fusion change alone and can be moved into ``memstore/search/engine.py``
@@ -95,7 +95,7 @@ def _keyword_lists(idx: ConvIndex, question: str, k: int) -> list[int]:
     """The engine's FTS5 list (turn indexes, best first), fetched ``k`` deep."""
     eng = idx.store.search_engine
     with idx.store.db.read() as conn:
-        rows = eng._keyword(conn, Ask("l0", question, idx.conv.sample_id, k, None, None, None))
+        rows = eng.keyword_list(conn, Ask("l0", question, idx.conv.sample_id, k, None, None, None))
     return [idx.rowid_to_idx[r] for r, _ in rows]
 
 

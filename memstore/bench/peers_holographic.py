@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from memstore.bench.locomo_index import ConvIndex, Scores
 
 
-class _CountWarnings(logging.Filter):
+class CountWarnings(logging.Filter):
     def __init__(self) -> None:
         super().__init__()
         self.count = 0
@@ -68,7 +68,7 @@ def run_holographic(
         "no embeddings (FTS5 + Jaccard + HRR)"
     )
     # One "HRR storage near capacity" warning per add past ~400 facts: counted, not printed.
-    capacity = _CountWarnings()
+    capacity = CountWarnings()
     hrr_log = logging.getLogger("plugins.memory.holographic.holographic")
     hrr_log.addFilter(capacity)
     old_home = os.environ.get("HERMES_HOME")

@@ -13,7 +13,7 @@ the same question is timed as:
 
 - ``recall``: ``Store.recall`` with the query-vector cache emptied first
   (what a host pays before a turn);
-- ``embedding``: the query embedding alone (the engine's ``_query_blob``,
+- ``embedding``: the query embedding alone (the engine's ``query_blob``,
   which also refills the cache for the steps below);
 - ``search``: both hybrid searches recall runs (memories, conversations),
   query vector cached;
@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from memstore.bench.capture_search import _stats, queries, text_pool
-from memstore.bench.scale import PER_USER, _fill_memories, _messages
+from memstore.bench.capture_search import queries, stats, text_pool
+from memstore.bench.scale import PER_USER, capture_calls, fill_memories
 from memstore.config import Settings
 from memstore.embeddings import Embedder, FloatArray
 from memstore.embeddings.e5 import E5Embedder
@@ -71,9 +71,9 @@ def build(
     settings = Settings().replace(embedder=embedder, background_indexer=False, scheduler=False)
     t0 = time.perf_counter()
     with Store.open(path, settings=settings) as store:
-        for user, session, msgs in _messages(messages, users, pool):
+        for user, session, msgs in capture_calls(messages, users, pool):
             store.capture(user, session, msgs)
-        _fill_memories(store, memories, users, mem_pool)
+        fill_memories(store, memories, users, mem_pool)
         assert store.indexer is not None
         memo = MemoEmbedder(store.indexer.embedder)
         store.indexer.embedder = memo
@@ -128,13 +128,13 @@ def _one(store: Store, q: str, u: str, ms: dict[str, list[float]]) -> None:
     engine = store.search_engine
     budget = store.settings.recall.budget_chars
     clock = time.perf_counter
-    engine._qcache.clear()
+    engine.queries.cache.clear()
     t0 = clock()
     store.recall(q, user_id=u)
     ms["recall"].append((clock() - t0) * 1000)
-    engine._qcache.clear()
+    engine.queries.cache.clear()
     t0 = clock()
-    engine._query_blob(q)
+    engine.query_blob(q)
     ms["embedding"].append((clock() - t0) * 1000)
     t0 = clock()
     store.search_memories(q, user_id=u, limit=rr.MEMORY_CANDIDATES)
@@ -152,7 +152,7 @@ def _one(store: Store, q: str, u: str, ms: dict[str, list[float]]) -> None:
     t0 = clock()
     emb.embed_query(q)
     ms["ref_embed_query"].append((clock() - t0) * 1000)
-    engine._qcache.clear()
+    engine.queries.cache.clear()
     t0 = clock()
     store.search_conversations(q, user_id=u, limit=10)
     ms["ref_hybrid_l0"].append((clock() - t0) * 1000)
@@ -167,7 +167,7 @@ def measure(store: Store, qs: list[str], users: int) -> dict[str, dict[str, floa
     _one(store, qs[0], targets[0], {k: [] for k in STEPS})
     for q, u in zip(qs, targets, strict=True):
         _one(store, q, u, ms)
-    return {k: _stats(v) for k, v in ms.items()}
+    return {k: stats(v) for k, v in ms.items()}
 
 
 def run_recall_scale(

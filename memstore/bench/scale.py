@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from memstore.bench.capture_search import _stats, queries, text_pool, time_fts5, time_numpy_topk
+from memstore.bench.capture_search import queries, stats, text_pool, time_fts5, time_numpy_topk
 from memstore.config import Settings
 from memstore.db.driver import sqlite_module
 from memstore.derive.events import MemoryWritten
@@ -93,7 +93,7 @@ class _Raw:
         self.conn.execute("COMMIT")
 
 
-def _messages(size: int, users: int, pool: Sequence[str]) -> list[tuple[str, str, list[Any]]]:
+def capture_calls(size: int, users: int, pool: Sequence[str]) -> list[tuple[str, str, list[Any]]]:
     """(user, session, messages) capture calls: users round-robin, 20 messages a call."""
     start = datetime(2024, 1, 1, tzinfo=UTC)
     calls: list[tuple[str, str, list[Any]]] = []
@@ -134,7 +134,7 @@ def seed_decision(
     }
 
 
-def _fill_memories(store: Store, size: int, users: int, pool: Sequence[str]) -> float:
+def fill_memories(store: Store, size: int, users: int, pool: Sequence[str]) -> float:
     t0 = time.perf_counter()
     per_user = max(size // users, 1)
     n = 0
@@ -153,7 +153,7 @@ def _fill_memories(store: Store, size: int, users: int, pool: Sequence[str]) -> 
 def _vectors(store: Store, user: str) -> np.ndarray[Any, Any]:
     """The user's vectors, read from vec0 (their one stored copy)."""
     with store.db.read() as conn:
-        sp = store.search_engine._space(conn, "l0")
+        sp = store.search_engine.space(conn, "l0")
         assert sp is not None
         return partition_vectors(conn, sp, user)[1]
 
@@ -179,11 +179,11 @@ def _search(store: Store, qs: Sequence[str], users: int) -> dict[str, Any]:
     for name, fn in cases.items():
         ms: list[float] = []
         for q, u in zip(qs, targets, strict=True):
-            store.search_engine._qcache.clear()  # time the query embedding every time
+            store.search_engine.queries.cache.clear()  # time the query embedding every time
             t0 = time.perf_counter()
             fn(q, u)
             ms.append((time.perf_counter() - t0) * 1000)
-        out[name] = _stats(ms)
+        out[name] = stats(ms)
     mats = {u: _vectors(store, u) for u in set(targets)}
     # Query embedding stays outside the timing: the reference is the scan.
     qvecs = [store.embedder.embed_query(q) for q in qs]
@@ -200,7 +200,7 @@ def _capture(store: Store, users: int, turns: int, session: str) -> dict[str, fl
             f"u{i % users:04d}", session, f"{session} turn {i}: the pottery class?", "ok"
         )
         lat.append((time.perf_counter() - t0) * 1000)
-    return _stats(lat)
+    return stats(lat)
 
 
 def _raw_replay(path: Path) -> tuple[int, float]:
@@ -215,7 +215,7 @@ def _raw_replay(path: Path) -> tuple[int, float]:
     return n, took
 
 
-def _checkpointed_mb(path: Path) -> float:
+def checkpointed_mb(path: Path) -> float:
     """File size after folding the WAL in (a checkpoint cannot run inside a transaction,
     so on its own bare connection)."""
     conn: Any = sqlite_module().connect(str(path), isolation_level=None)
@@ -239,7 +239,7 @@ def measure_size(
     n_texts = distinct if distinct is not None else (1500 if embedder == "e5" else size)
     pool = text_pool(n_texts, seed=7)
     mem_pool = [f"The user mentioned: {t}" for t in text_pool(n_texts, seed=21)]
-    calls = _messages(size, users, pool)
+    calls = capture_calls(size, users, pool)
     res: dict[str, Any] = {"size": size, "users": users, "distinct_texts": n_texts}
     settings = Settings().replace(embedder=embedder, scheduler=False)
     path = base / f"scale-{size}.db"
@@ -256,7 +256,7 @@ def measure_size(
                 [(user, session, m["role"], m["content"], str(m["timestamp"])) for m in msgs]
             )
         res["ref_raw_insert_per_s"] = size / (time.perf_counter() - t0)
-        res["fill_l1_per_s"] = size / _fill_memories(store, size, users, mem_pool)
+        res["fill_l1_per_s"] = size / fill_memories(store, size, users, mem_pool)
         if hasattr(store.embedder, "load"):
             store.embedder.load()  # model load is start-up, not throughput
         t0 = time.perf_counter()
@@ -267,7 +267,7 @@ def measure_size(
         t0 = time.perf_counter()
         store.embedder.embed_documents(sample)
         res["reindex"]["ref_embed_only_per_s"] = len(sample) / (time.perf_counter() - t0)
-        res["db_mb"] = _checkpointed_mb(path)
+        res["db_mb"] = checkpointed_mb(path)
         # Capture while the background indexer embeds each new turn (what a
         # user's store does), then with it stopped: the ratio is what the
         # indexer's transactions cost capture.
@@ -280,7 +280,7 @@ def measure_size(
             t0 = time.perf_counter()
             raw.insert([(f"u{i % users:04d}", "live", "user", f"live turn {i}", "")])
             ref.append((time.perf_counter() - t0) * 1000)
-        res["ref_raw_insert_one"] = _stats(ref)
+        res["ref_raw_insert_one"] = stats(ref)
         raw.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         raw.conn.close()
         res["ref_raw_db_mb"] = _file_mb(base / f"raw-{size}.db")

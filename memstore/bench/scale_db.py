@@ -60,9 +60,9 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from memstore.bench.capture_search import _stats, queries, text_pool, time_fts5, time_numpy_topk
+from memstore.bench.capture_search import queries, stats, text_pool, time_fts5, time_numpy_topk
 from memstore.bench.recall_scale import MemoEmbedder
-from memstore.bench.scale import _checkpointed_mb
+from memstore.bench.scale import checkpointed_mb
 from memstore.config import Settings
 from memstore.db.migrate import head_revision
 from memstore.db.target import parse, safe_url
@@ -209,12 +209,7 @@ def bulk_capture(
 
 
 def _size_bytes(store: Store, where: str) -> int:
-    if store.db.dialect == "postgresql":
-        with store.db.read() as conn:
-            return int(
-                conn.execute(text("SELECT pg_database_size(current_database())")).scalar_one()
-            )
-    return int(_checkpointed_mb(Path(where)) * 1e6)
+    return store.db.backend.size_bytes(store.db)
 
 
 def build(where: str, layout: Layout, embedder: str) -> dict[str, Any]:
@@ -284,7 +279,7 @@ def _built(
         path = os.path.join(tmp, f"built-{layout.label}.db")
         rec = build(path, layout, embedder)
         if kept is not None:
-            _checkpointed_mb(Path(path))
+            checkpointed_mb(Path(path))
             shutil.move(path, kept.root / f"scale-{key}.db")
             kept.record(key).write_text(json.dumps(rec))
             return rec, key
@@ -329,7 +324,7 @@ def _timed(fn: Callable[[], object], n: int) -> dict[str, float]:
         t0 = time.perf_counter()
         fn()
         ms.append((time.perf_counter() - t0) * 1000)
-    return _stats(ms)
+    return stats(ms)
 
 
 def measure(
@@ -384,7 +379,7 @@ def _search(store: Store, layout: Layout, n_queries: int) -> dict[str, Any]:
     keyword: list[float] = []
     embed: list[float] = []
     for q, u in zip(qs, users, strict=True):
-        store.search_engine._qcache.clear()  # time the query embedding every time
+        store.search_engine.queries.cache.clear()  # time the query embedding every time
         t0 = time.perf_counter()
         store.search_conversations(q, user_id=u, limit=10)
         t1 = time.perf_counter()
@@ -395,16 +390,16 @@ def _search(store: Store, layout: Layout, n_queries: int) -> dict[str, Any]:
         hybrid.append((t1 - t0) * 1000)
         keyword.append((t2 - t1) * 1000)
         embed.append((t3 - t2) * 1000)
-    out["hybrid"] = _stats(hybrid)
-    out["keyword"] = _stats(keyword)
-    out["ref_query_embedding"] = _stats(embed)
+    out["hybrid"] = stats(hybrid)
+    out["keyword"] = stats(keyword)
+    out["ref_query_embedding"] = stats(embed)
     with store.db.read() as conn:
-        sp = store.search_engine._space(conn, "l0")
+        sp = store.search_engine.space(conn, "l0")
         assert sp is not None
         mats = {u: partition_vectors(conn, sp, u)[1] for u in set(users)}
     qvecs = [store.embedder.embed_query(q) for q in qs]
     out["ref_numpy_cosine"] = time_numpy_topk([mats[u] for u in users], qvecs, 10)
-    if store.db.dialect == "sqlite":
+    if store.db.backend.keyword_index == "fts5":
         out["ref_fts5_alone"] = time_fts5(store, qs, users, 10)
     return out
 

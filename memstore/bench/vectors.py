@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from memstore.bench.capture_search import _stats, queries, text_pool
-from memstore.bench.scale import _messages
+from memstore.bench.capture_search import queries, stats, text_pool
+from memstore.bench.scale import capture_calls
 from memstore.config import Settings
 from memstore.store import Store
 from memstore.vectors import spaces
@@ -58,7 +58,7 @@ def _time(fn: Any, qs: list[str]) -> dict[str, float]:
         t0 = time.perf_counter()
         fn(q)
         ms.append((time.perf_counter() - t0) * 1000)
-    return _stats(ms)
+    return stats(ms)
 
 
 def run(size: int, users: int, path: Path, nq: int = 200) -> dict[str, Any]:
@@ -66,7 +66,7 @@ def run(size: int, users: int, path: Path, nq: int = 200) -> dict[str, Any]:
     settings = Settings().replace(embedder="hashing", background_indexer=False)
     pool = text_pool(min(size, 50_000))
     with Store.open(path, settings=settings) as store:
-        for user, session, msgs in _messages(size, users, pool):
+        for user, session, msgs in capture_calls(size, users, pool):
             store.capture(user, session, msgs)
         t0 = time.perf_counter()
         store.reindex()
@@ -78,7 +78,7 @@ def run(size: int, users: int, path: Path, nq: int = 200) -> dict[str, Any]:
         assert store.embedder is not None
         qv = {q: store.embedder.embed_query(q) for q in qs}
         for q in qs:  # warm: the in-memory copy loads once per process
-            eng._query_blob(q)
+            eng.query_blob(q)
         store.search_conversations(qs[0], user_id=user, limit=10)
         store.search_engine.hot_postings.wait()  # the keyword postings load in a thread
         res["hybrid_memory"] = _time(
@@ -98,7 +98,7 @@ def run(size: int, users: int, path: Path, nq: int = 200) -> dict[str, Any]:
             qs,
         )
         with store.db.read() as conn:
-            sp = eng._space(conn, "l0")
+            sp = eng.space(conn, "l0")
             assert sp is not None
             if HotPartitions is not None:
                 eng.hot = HotPartitions()

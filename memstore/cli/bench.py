@@ -26,7 +26,7 @@ def _command_line() -> str:
     return "memstore " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
 
-def _save(result: dict[str, Any], name: str, json_path: Path | None) -> None:
+def save(result: dict[str, Any], name: str, json_path: Path | None) -> None:
     from memstore.bench.report import with_meta, write_result
 
     target = json_path if json_path is not None else DEFAULT_RESULTS / f"{name}.json"
@@ -34,7 +34,7 @@ def _save(result: dict[str, Any], name: str, json_path: Path | None) -> None:
     click.echo(f"results written to {target}")
 
 
-def _json_opt(f: Any) -> Any:
+def json_opt(f: Any) -> Any:
     return click.option(
         "--json",
         "json_path",
@@ -44,7 +44,7 @@ def _json_opt(f: Any) -> Any:
     )(f)
 
 
-def _workdir_opt(f: Any) -> Any:
+def workdir_opt(f: Any) -> Any:
     return click.option(
         "--workdir",
         type=click.Path(file_okay=False, path_type=Path),
@@ -53,7 +53,7 @@ def _workdir_opt(f: Any) -> Any:
     )(f)
 
 
-def _log(msg: str) -> None:
+def log(msg: str) -> None:
     click.echo(msg, err=True)
 
 
@@ -90,8 +90,8 @@ def bench_group() -> None:
     help="Captured messages the rebuild replays (2 per event)  [default: 5 x --n]",
 )
 @click.option("--profile", is_flag=True, help="Also print a cProfile of batched appends.")
-@_json_opt
-@_workdir_opt
+@json_opt
+@workdir_opt
 def bench_eventlog(
     n: int, messages: int | None, profile: bool, json_path: Path | None, workdir: Path | None
 ) -> None:
@@ -111,12 +111,12 @@ def bench_eventlog(
 
     if n < 1000:
         raise click.BadParameter("--n must be at least 1000")
-    res = run_eventlog(n, workdir=workdir, messages=messages, profile=profile, log=_log)
+    res = run_eventlog(n, workdir=workdir, messages=messages, profile=profile, log=log)
     click.echo(format_eventlog(res))
     if "profile_append_1000" in res:
         click.echo("\nprofile of 5 appends of 1000 events (by own time):")
         click.echo(res["profile_append_1000"])
-    _save(res, "eventlog", json_path)
+    save(res, "eventlog", json_path)
 
 
 def _capture_search(
@@ -136,10 +136,10 @@ def _capture_search(
         distinct=distinct,
         n_queries=queries,
         workdir=workdir,
-        log=_log,
+        log=log,
     )
     click.echo(format_capture_search(res))
-    _save(res, name, json_path)
+    save(res, name, json_path)
 
 
 def _cs_options(f: Any) -> Any:
@@ -172,8 +172,8 @@ def _cs_options(f: Any) -> Any:
                 show_default=True,
                 help="Distinct timed queries per strategy.",
             ),
-            _json_opt,
-            _workdir_opt,
+            json_opt,
+            workdir_opt,
         )
     ):
         f = opt(f)
@@ -264,8 +264,8 @@ _cs_command(
     default=None,
     help="With --recall: keep the built stores here and reuse them on the next run.",
 )
-@_json_opt
-@_workdir_opt
+@json_opt
+@workdir_opt
 def bench_locomo(
     path: Path,
     strategies: str,
@@ -305,7 +305,7 @@ def bench_locomo(
         "limit_conversations": conversations,
         "peers": peer_names,
         "workdir": workdir,
-        "log": _log,
+        "log": log,
         "progress": sys.stderr.isatty(),
     }
     if recall_mode:
@@ -313,7 +313,7 @@ def bench_locomo(
 
         rres = run_recall_bench(path, chatlike=chatlike, cache=cache, **common)
         click.echo(format_recall_bench(rres))
-        _save(rres, "locomo_recall_chatlike" if chatlike else "locomo_recall", json_path)
+        save(rres, "locomo_recall_chatlike" if chatlike else "locomo_recall", json_path)
         return
     chosen = [s.strip() for s in strategies.split(",") if s.strip()]
     bad = [s for s in chosen if s not in STRATEGIES]
@@ -323,7 +323,7 @@ def bench_locomo(
         path, strategies=chosen, variants=variants, layers=layers, chatlike=chatlike, **common
     )
     click.echo(format_locomo(res))
-    _save(res, "locomo_chatlike" if chatlike else "locomo", json_path)
+    save(res, "locomo_chatlike" if chatlike else "locomo", json_path)
 
 
 _PER_SIZE = frozenset({"sizes", "million", "distinct"})
@@ -394,8 +394,8 @@ def _explicit(ctx: click.Context) -> set[str]:
     show_default=True,
     help="Per-layout run: sessions of 20 messages derived (rule-based) for the derivation rate.",
 )
-@_json_opt
-@_workdir_opt
+@json_opt
+@workdir_opt
 def bench_scale(
     sizes: str,
     million: bool,
@@ -447,10 +447,10 @@ def bench_scale(
 
         res = scale_backends(
             db_url, backends, layout, embedder=embedder, queries=queries, turns=turns,
-            sessions=sessions, keep=keep, workdir=workdir, log=_log,
-            done=lambda part: _save(part, "scale_backends", json_path),
+            sessions=sessions, keep=keep, workdir=workdir, log=log,
+            done=lambda part: save(part, "scale_backends", json_path),
         )  # fmt: skip
-        _save(res, "scale_backends", json_path)
+        save(res, "scale_backends", json_path)
         return
     from memstore.bench.scale import MILLION, format_scale, run_scale
 
@@ -464,10 +464,10 @@ def bench_scale(
         n_queries=queries,
         capture_turns=turns,
         workdir=workdir,
-        log=_log,
+        log=log,
     )
     click.echo(format_scale(res))
-    _save(res, "scale", json_path)
+    save(res, "scale", json_path)
 
 
 @bench_group.command("recall-scale")
@@ -488,8 +488,8 @@ def bench_scale(
     default=None,
     help="Build the store at this path and reuse it on the next run of the same shape.",
 )
-@_json_opt
-@_workdir_opt
+@json_opt
+@workdir_opt
 def bench_recall_scale(
     messages: int,
     memories: int,
@@ -522,10 +522,10 @@ def bench_recall_scale(
         distinct=distinct,
         keep=keep,
         workdir=workdir,
-        log=_log,
+        log=log,
     )
     click.echo(format_recall_scale(res))
-    _save(res, "recall_scale", json_path)
+    save(res, "recall_scale", json_path)
 
 
 _FILE = click.Path(dir_okay=False, path_type=Path)
@@ -540,7 +540,7 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
 @click.option(
     "--store", type=_FILE, required=True, help="Store file: built if missing, else reused."
 )
-@_json_opt
+@json_opt
 def bench_keyword(
     users: int, per_user: int, queries: int, store: Path, json_path: Path | None
 ) -> None:
@@ -557,10 +557,10 @@ def bench_keyword(
     if min(users, per_user, queries) < 1:
         raise click.BadParameter("--users, --per-user and --queries must be positive")
     res = run_keyword_bench(
-        users=users, per_user=per_user, n_queries=queries, store_path=store, log=_log
+        users=users, per_user=per_user, n_queries=queries, store_path=store, log=log
     )
     click.echo(format_keyword_bench(res))
-    _save(res, "keyword", json_path)
+    save(res, "keyword", json_path)
 
 
 @bench_group.command("large-user")
@@ -569,7 +569,7 @@ def bench_keyword(
 )
 @click.option("--embedder", default="hashing", show_default=True, help="Its embedder.")
 @click.option("--queries", type=int, default=200, show_default=True, help="Timed queries.")
-@_json_opt
+@json_opt
 def bench_large_user(store: Path, embedder: str, queries: int, json_path: Path | None) -> None:
     """One large user's hybrid search (issue 14: 1 user x 100k), next to FTS5 +
     bm25() over the same rows, numpy over the same vectors and the query
@@ -588,7 +588,7 @@ def bench_large_user(store: Path, embedder: str, queries: int, json_path: Path |
         raise click.BadParameter(f"{store} does not exist")
     res = run_large_user(store, embedder, queries)
     click.echo(format_large_user(res))
-    _save(res, "large_user", json_path)
+    save(res, "large_user", json_path)
 
 
 @bench_group.command("report")
@@ -678,8 +678,8 @@ def bench_report(results: Path, out: Path, images: Path) -> None:
     show_default=True,
     help="--api-server: requests in flight at once.",
 )
-@_json_opt
-@_workdir_opt
+@json_opt
+@workdir_opt
 def bench_hermes(
     sizes: str,
     embedder: str,
@@ -725,10 +725,10 @@ def bench_hermes(
             callers=callers,
             concurrency=concurrency,
             workdir=workdir,
-            log=_log,
+            log=log,
         )
         click.echo(format_api_server_bench(out))
-        _save(out, "hermes-api-server", json_path)
+        save(out, "hermes-api-server", json_path)
         return
     from memstore.bench.hermes import format_hermes_bench, run_hermes_bench
 
@@ -739,10 +739,10 @@ def bench_hermes(
     if not parsed or min(parsed) < 1 or turns < 1 or queries < 1:
         raise click.BadParameter("sizes, --turns and --queries must be positive")
     res = run_hermes_bench(
-        parsed, embedder=embedder, turns=turns, n_queries=queries, workdir=workdir, log=_log
+        parsed, embedder=embedder, turns=turns, n_queries=queries, workdir=workdir, log=log
     )
     click.echo(format_hermes_bench(res))
-    _save(res, "hermes", json_path)
+    save(res, "hermes", json_path)
 
 
 # -- end of memstore bench hermes ----------------------------------------------------
@@ -761,7 +761,7 @@ def _corpus_dir() -> Path:
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--heldout", is_flag=True, help="Also score the held-out corpus.")
 @click.option("--mistakes", is_flag=True, help="List every false positive and negative.")
-@_json_opt
+@json_opt
 def bench_rules(
     paths: tuple[Path, ...], heldout: bool, mistakes: bool, json_path: Path | None
 ) -> None:
@@ -787,7 +787,7 @@ def bench_rules(
             raise click.UsageError(f"no corpus at {path}: pass its path")
     res = run_rules_bench(chosen)
     click.echo(format_rules_bench(res, show_mistakes=mistakes))
-    _save(res, "rules", json_path)
+    save(res, "rules", json_path)
 
 
 # -- end of memstore bench rules -----------------------------------------------------
@@ -797,16 +797,15 @@ def bench_rules(
 @click.option("--trials", type=int, default=30, show_default=True, help="SIGKILLs per experiment.")
 @click.option("--mixed-seconds", type=float, default=90.0, show_default=True,
               help="Length of the mixed-load run.")  # fmt: skip
-@_json_opt
-@_workdir_opt
+@json_opt
+@workdir_opt
 def bench_chaos(
     trials: int, mixed_seconds: float, json_path: Path | None, workdir: Path | None
 ) -> None:
     """Try to break the store and count what was lost: SIGKILL during capture,
     rebuild, erasure and extraction; concurrent writers; LLM faults through the
     fake server; user isolation on every read path; a mixed load with the
-    pipeline (capture p99, longest write transaction). Runs from a source
-    checkout (it uses tests/fakeopenai.py). Figures: RELIABILITY.md.
+    pipeline (capture p99, longest write transaction). Figures: RELIABILITY.md.
 
     \b
     Example:
@@ -819,9 +818,9 @@ def bench_chaos(
         raise click.BadParameter("--trials and --mixed-seconds must be positive")
     plan = ChaosPlan(kill_trials=trials, erase_trials=max(1, trials * 2 // 3),
                      mixed_seconds=mixed_seconds)  # fmt: skip
-    res = run_chaos(plan, workdir=workdir, log=_log)
+    res = run_chaos(plan, workdir=workdir, log=log)
     click.echo(format_chaos(res))
-    _save(res, "chaos", json_path)
+    save(res, "chaos", json_path)
 
 
 if __name__ == "__main__":  # until memstore.cli imports this module: python -m memstore.cli.bench

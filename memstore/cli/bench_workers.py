@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from memstore.cli.bench import _json_opt, _log, _save, _workdir_opt, bench_group
+from memstore.cli.bench import bench_group, json_opt, log, save, workdir_opt
 from memstore.db.target import parse
 
 
@@ -31,8 +31,8 @@ def _counts(value: str) -> list[int]:
 @click.option("--users", type=click.IntRange(1, 1000), default=4, show_default=True)
 @click.option("--sessions", type=click.IntRange(1, 1000), default=6, show_default=True)
 @click.option("--rounds", type=click.IntRange(1, 1000), default=4, show_default=True)
-@_json_opt
-@_workdir_opt
+@json_opt
+@workdir_opt
 def bench_derive_workers(
     db_url: str | None,
     workers: str,
@@ -69,7 +69,7 @@ def bench_derive_workers(
         sessions=sessions,
         rounds=rounds,
         workdir=workdir,
-        log=_log,
+        log=log,
     )
     click.echo(format_derive_workers(res))
-    _save(res, "derive_workers", json_path)
+    save(res, "derive_workers", json_path)

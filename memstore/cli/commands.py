@@ -12,6 +12,7 @@ MODULES = (
     "memstore.cli.core",
     "memstore.cli.bench",
     "memstore.cli.bench_workers",
+    "memstore.cli.bench_probes",
     "memstore.cli.data",
     "memstore.cli.demo",
     "memstore.cli.derive",
@@ -24,14 +25,13 @@ MODULES = (
 
 # name -> (modules that define it or its subcommands, short help)
 COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
-    "bench": (("memstore.cli.bench", "memstore.cli.bench_workers"),
+    "bench": (("memstore.cli.bench", "memstore.cli.bench_workers", "memstore.cli.bench_probes"),
               "Benchmarks: event log, capture/search speed, LoCoMo retrieval quality, report."),
     "capture": (("memstore.cli.data",), "Capture one conversation turn into L0."),
     "db": (("memstore.cli.core",), "Schema migrations of the database file."),
     "demo": (("memstore.cli.demo",),
              "Run a scripted two-session conversation through L0 → L1 → L2 → L3 and a recall."),
-    # doctor's report has hooks in other modules (the embedder's in data): load all.
-    "doctor": (MODULES,
+    "doctor": (("memstore.cli.core",),
                "Check the installation: Python, SQLite, sqlite-vec, FTS5, schema, embedder, LLM."),
     "events": (("memstore.cli.core",), "Read the event log (the only source of truth)."),
     "export": (("memstore.cli.porting",),

@@ -54,8 +54,8 @@ def doctor_report(db: Location) -> tuple[dict[str, Any], list[str]]:
         report["vector_quarantine"] = _quarantine_line(db)
     from memstore.cli import doctor_extra
 
-    for fn in doctor_extra.HOOKS:
-        fn(db, report, problems)
+    for check in doctor_extra.CHECKS:
+        check(db, report, problems)
     doctor_view.check_spaces(db, report, problems)
     return report, problems
 
@@ -79,14 +79,7 @@ def _doctor_database(db: Location, report: dict[str, Any], problems: list[str]) 
         try:
             if isinstance(db, str):
                 report["database"] = shown(db)
-                with database.read() as conn:
-                    report["postgresql"] = conn.exec_driver_sql("SHOW server_version").scalar()
-                report["pgvector"] = database.vec_version()
-            else:
-                report["sqlite_vec"] = database.vec_version()
-                with database.read() as conn:
-                    conn.exec_driver_sql("CREATE VIRTUAL TABLE temp.doctor_fts USING fts5(x)")
-                report["fts5"] = True
+            report.update(database.backend.versions(database))
             report["schema_revision"] = migrate.current_revision(database)
             report["schema_head"] = migrate.head_revision()
         finally:

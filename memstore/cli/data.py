@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import Any
 
 import click
 from tqdm import tqdm
@@ -18,10 +16,9 @@ from memstore.cli.app import (
     open_store,
     resolve_db,
 )
-from memstore.cli.doctor_extra import HOOKS
 from memstore.cli.table import print_table
 from memstore.erasure_compaction import is_pending_at
-from memstore.errors import InvalidInputError, MemstoreError
+from memstore.errors import InvalidInputError
 from memstore.search import Hit
 
 
@@ -172,28 +169,6 @@ def reindex(db: Location | None) -> None:
         with tqdm(total=total, unit="row", desc="reindex", disable=None) as bar:
             n = store.reindex(progress=bar.update)
     click.echo(f"embedded {n} row(s) with {store.embedder.model_id if store.embedder else 'none'}")
-
-
-def _doctor_embedder(db: Path | str, report: dict[str, Any], problems: list[str]) -> None:
-    from memstore.config import Settings
-    from memstore.embeddings import describe_embedder, make_embedder
-
-    try:
-        settings = Settings.load()
-        emb = make_embedder(settings)
-        report["embedder"] = describe_embedder(emb)
-        if report.get("schema_revision") is not None and emb is not None:
-            from memstore.store import Store
-
-            with Store.open(
-                resolve_db(db), settings=settings.replace(background_indexer=False, scheduler=False)
-            ) as s:
-                report["embeddings"] = s.embedding_status()
-    except MemstoreError as e:
-        problems.append(f"embedder: {e}")
-
-
-HOOKS.append(_doctor_embedder)
 
 
 EXIT_NOT_COMPACTED = 3

@@ -1,6 +1,6 @@
 """Database access: a SQLite file or PostgreSQL (preview); transactions, schema, migrations."""
 
 from memstore.db.driver import sqlite_module
-from memstore.db.engine import Database
+from memstore.db.engine import Database, SqliteDatabase
 
-__all__ = ["Database", "sqlite_module"]
+__all__ = ["Database", "SqliteDatabase", "sqlite_module"]

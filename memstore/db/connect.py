@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from memstore.db.engine import Database
+from memstore.db.engine import Database, SqliteDatabase
 from memstore.db.target import Target, parse
 
 
@@ -31,4 +31,4 @@ def open_database(
 
         return PostgresDatabase(t.url, busy_timeout_ms=busy_timeout_ms, durability=durability)
     assert t.path is not None
-    return Database(t.path, busy_timeout_ms=busy_timeout_ms, durability=durability)
+    return SqliteDatabase(t.path, busy_timeout_ms=busy_timeout_ms, durability=durability)

@@ -1,4 +1,4 @@
-"""The one SQLite file: engine, pragmas, and the two kinds of transaction.
+"""A database and its two kinds of transaction; the one SQLite file: engine, pragmas.
 
 Every write runs in ``BEGIN IMMEDIATE``: with deferred BEGIN two processes that
 read then write deadlock into "database is locked" (measured: 2711 of 4000
@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import sys
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.pool import QueuePool
 
+from memstore.db.backend import SQLITE
+from memstore.db.backend.base import Backend
 from memstore.db.driver import load_vec, sqlite_module
 from memstore.db.target import looks_like_url, safe_url
 from memstore.errors import ConfigError, InvalidInputError, LockedError, StorageError
@@ -64,22 +67,106 @@ def translate(err: exc.DBAPIError | Exception, what: str = "database") -> Storag
     return StorageError(f"{what}: {text}")
 
 
-class Database:
-    """Owns the engine for one SQLite file; safe to share between threads.
+class Database(ABC):
+    """One database, safe to share between threads: its engine, the two kinds
+    of transaction, and the backend that holds its engine-specific SQL.
 
-    ``memstore.db.postgres.PostgresDatabase`` is the same interface on a
-    PostgreSQL server; ``dialect`` tells them apart where SQL differs.
+    ``SqliteDatabase`` (below) is a SQLite file; ``memstore.db.postgres.
+    PostgresDatabase`` a PostgreSQL server. Both serialise writers: one lock
+    per process, and the engine's own lock across processes.
     """
 
-    dialect = "sqlite"
+    backend: Backend
+    engine: Engine
+    path: Path
+    location: str
+    busy_timeout_ms: int
     # Errors of statements run on the DB-API connection itself (the hot read
     # and capture paths skip SQLAlchemy's statement layer): translated like
     # SQLAlchemy's wrappers, so callers still see only memstore errors.
-    _driver_errors: tuple[type[Exception], ...] = ()
+    driver_errors: tuple[type[Exception], ...] = ()
+
+    def __init__(self) -> None:
+        self._write_lock = threading.RLock()
+
+    @property
+    def dialect(self) -> str:
+        """The SQLAlchemy dialect name of the engine (the backend's name)."""
+        return self.backend.name
+
+    @abstractmethod
+    def translate_error(self, err: Exception, what: str = "database") -> StorageError:
+        """A driver error as a memstore error (callers ``raise ... from err``)."""
+
+    @abstractmethod
+    def _write_transaction(self) -> AbstractContextManager[Connection]: ...
+
+    @abstractmethod
+    def _read_transaction(self) -> AbstractContextManager[Connection]: ...
+
+    @abstractmethod
+    def vec_version(self) -> str:
+        """The vector extension and its version."""
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A serialised write transaction; commits on success, rolls back on error.
+
+        One lock per process queues this process's writers; the engine's
+        ``_write_transaction`` serialises processes. An integrity error passes
+        through untranslated (callers tell a duplicate from a storage fault)."""
+        with self._write_lock:
+            try:
+                with self._write_transaction() as conn:
+                    yield conn
+            except exc.IntegrityError:
+                raise
+            except exc.DBAPIError as e:
+                raise self.translate_error(e) from e
+            except self.driver_errors as e:
+                raise self.translate_error(e) from e
+
+    @contextmanager
+    def queue_write(self) -> Iterator[Connection]:
+        """A transaction that writes only the work queue and its locks, never
+        the event log. SQLite has one writer at a time, so it is the write
+        transaction; PostgreSQL runs it without the log's lock, so workers
+        claim work at once (``FOR UPDATE SKIP LOCKED``, memstore.pipeline.queue)."""
+        with self.write() as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A snapshot read transaction (see ``_read_transaction``)."""
+        try:
+            with self._read_transaction() as conn:
+                yield conn
+        except exc.DBAPIError as e:
+            raise self.translate_error(e) from e
+        except self.driver_errors as e:
+            raise self.translate_error(e) from e
+
+    @contextmanager
+    def exclusive_connection(self) -> Iterator[Connection]:
+        """A connection outside any transaction, while this process's other
+        writers wait (statements that cannot run in a transaction: VACUUM,
+        checkpoints)."""
+        with self._write_lock, self.engine.connect() as conn:
+            yield conn
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+class SqliteDatabase(Database):
+    """Owns the engine for one SQLite file."""
+
+    backend = SQLITE
 
     def __init__(
         self, path: str | Path, *, busy_timeout_ms: int = 5000, durability: str = "normal"
     ) -> None:
+        super().__init__()
         if durability not in SYNCHRONOUS:
             raise ConfigError(
                 f"durability must be one of {', '.join(SYNCHRONOUS)}, not {durability!r}"
@@ -106,8 +193,7 @@ class Database:
             raise StorageError(f"cannot create directory for {self.path}: {e}") from e
         self.busy_timeout_ms = busy_timeout_ms
         self.module = sqlite_module()
-        self._driver_errors = (self.module.Error,)
-        self._write_lock = threading.RLock()
+        self.driver_errors = (self.module.Error,)
         self.engine: Engine = create_engine(
             f"sqlite:///{self.path}",
             module=self.module,
@@ -143,6 +229,9 @@ class Database:
         cur.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
         cur.close()
 
+    def translate_error(self, err: Exception, what: str = "database") -> StorageError:
+        return translate(err, what)
+
     @staticmethod
     def _on_begin(conn: Connection) -> None:
         mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
@@ -151,47 +240,6 @@ class Database:
         raw = conn.connection.driver_connection
         assert raw is not None
         raw.execute(f"BEGIN {mode}")
-
-    # The driver's errors as memstore errors; the PostgreSQL subclass maps its own.
-    _translate = staticmethod(translate)
-
-    @contextmanager
-    def write(self) -> Iterator[Connection]:
-        """A serialised write transaction; commits on success, rolls back on error.
-
-        One lock per process queues this process's writers; the dialect's
-        ``_write_transaction`` serialises processes. An integrity error passes
-        through untranslated (callers tell a duplicate from a storage fault)."""
-        with self._write_lock:
-            try:
-                with self._write_transaction() as conn:
-                    yield conn
-            except exc.IntegrityError:
-                raise
-            except exc.DBAPIError as e:
-                raise self._translate(e) from e
-            except self._driver_errors as e:
-                raise self._translate(e) from e
-
-    @contextmanager
-    def queue_write(self) -> Iterator[Connection]:
-        """A transaction that writes only the work queue and its locks, never
-        the event log. SQLite has one writer at a time, so it is the write
-        transaction; PostgreSQL runs it without the log's lock, so workers
-        claim work at once (``FOR UPDATE SKIP LOCKED``, memstore.pipeline.queue)."""
-        with self.write() as conn:
-            yield conn
-
-    @contextmanager
-    def read(self) -> Iterator[Connection]:
-        """A snapshot read transaction (see ``_read_transaction``)."""
-        try:
-            with self._read_transaction() as conn:
-                yield conn
-        except exc.DBAPIError as e:
-            raise self._translate(e) from e
-        except self._driver_errors as e:
-            raise self._translate(e) from e
 
     @contextmanager
     def _write_transaction(self) -> Iterator[Connection]:
@@ -207,9 +255,6 @@ class Database:
         # A deferred BEGIN: the snapshot is taken at the first read.
         with self.engine.connect() as conn, conn.begin():
             yield conn
-
-    def close(self) -> None:
-        self.engine.dispose()
 
     def sqlite_version(self) -> str:
         with self.read() as conn:

@@ -13,6 +13,7 @@ checkpoint, so the next ``Store.open`` rebuilds them from the log.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import io
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -39,18 +40,18 @@ class TableOwner(Protocol):
 
 
 def migrations_dir() -> Path:
-    try:
-        import memstore._migrations as pkg  # type: ignore[import-not-found,unused-ignore]
-
-        return Path(pkg.__file__).parent
-    except ImportError:
-        here = Path(__file__).resolve().parents[2] / "migrations"
-        if (here / "env.py").is_file():
-            return here
-        raise MigrationError(
-            "memstore's migrations are missing from this installation "
-            "(expected package memstore._migrations)"
-        ) from None
+    # Located, not imported: the migrations import the schema from here, and
+    # their folder is all this needs.
+    spec = importlib.util.find_spec("memstore._migrations")
+    if spec is not None and spec.origin is not None:
+        return Path(spec.origin).parent
+    here = Path(__file__).resolve().parents[2] / "migrations"
+    if (here / "env.py").is_file():
+        return here
+    raise MigrationError(
+        "memstore's migrations are missing from this installation "
+        "(expected package memstore._migrations)"
+    )
 
 
 def _config() -> Config:

@@ -32,48 +32,19 @@ processes claim at once with ``FOR UPDATE SKIP LOCKED``
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, create_engine, event, exc, text
-from sqlalchemy.dialects.postgresql import dml as pg_dml
-from sqlalchemy.dialects.sqlite import dml as sqlite_dml
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.compiler import compiles
 
+from memstore.db.backend import POSTGRES
+from memstore.db.backend.postgres import vacuum
 from memstore.db.engine import Database
 from memstore.db.target import safe_url
 from memstore.errors import ConfigError, LockedError, StorageError
-
-
-# The parts build upserts with SQLite's ``insert().on_conflict_do_*``. SQLite
-# took its upsert syntax from PostgreSQL (``ON CONFLICT (cols) DO UPDATE SET
-# ... excluded.col`` / ``DO NOTHING``), so each becomes the equal PostgreSQL
-# clause here; without this SQLAlchemy's PostgreSQL compiler fails on the
-# SQLite construct. (A dialect-neutral insert helper at each call site is the
-# longer-term shape; the contract suite runs these upserts on both engines.)
-@compiles(sqlite_dml.OnConflictDoUpdate, "postgresql")
-def _upsert_update(element: Any, compiler: Any, **kw: Any) -> str:
-    clause = pg_dml.OnConflictDoUpdate(
-        index_elements=element.inferred_target_elements,
-        index_where=element.inferred_target_whereclause,
-        set_=dict(element.update_values_to_set),
-        where=element.update_whereclause,
-    )
-    return str(compiler.process(clause, **kw))
-
-
-@compiles(sqlite_dml.OnConflictDoNothing, "postgresql")
-def _upsert_nothing(element: Any, compiler: Any, **kw: Any) -> str:
-    clause = pg_dml.OnConflictDoNothing(
-        index_elements=element.inferred_target_elements,
-        index_where=element.inferred_target_whereclause,
-    )
-    return str(compiler.process(clause, **kw))
-
 
 # Key of the one advisory lock that serialises memstore's writers on a
 # database (advisory locks are per database, so two memstore databases on one
@@ -93,7 +64,7 @@ def translate(err: exc.DBAPIError | Exception, what: str = "database") -> Storag
 class PostgresDatabase(Database):
     """Owns the engine for one PostgreSQL database; safe to share between threads."""
 
-    dialect = "postgresql"
+    backend = POSTGRES
 
     def __init__(
         self, url: str, *, busy_timeout_ms: int = 5000, durability: str = "normal"
@@ -112,12 +83,12 @@ class PostgresDatabase(Database):
         # carry it to whichever process fires them). Absolute, so resolving it
         # does not depend on the working directory of the process.
         self.path = Path("/", self.location.replace("://", "/", 1))
+        super().__init__()
         self.busy_timeout_ms = busy_timeout_ms
         # "normal" on SQLite survives a process crash but maybe not a power
         # cut; PostgreSQL's commits are durable either way (synchronous_commit
         # stays at the server's setting, on by default).
         self.synchronous = "on"
-        self._write_lock = threading.RLock()
         try:
             parsed = make_url(url)
         except exc.ArgumentError as e:
@@ -149,7 +120,8 @@ class PostgresDatabase(Database):
             )
         dbapi_conn.commit()
 
-    _translate = staticmethod(translate)
+    def translate_error(self, err: Exception, what: str = "database") -> StorageError:
+        return translate(err, what)
 
     @contextmanager
     def _write_transaction(self) -> Iterator[Connection]:
@@ -183,76 +155,9 @@ class PostgresDatabase(Database):
             raise translate(e) from e
 
     def vacuum(self, tables: list[str] | None = None, *, full: bool = False) -> None:
-        """``VACUUM`` (or ``VACUUM FULL``) the given tables, or all of them.
-
-        After a DELETE the rows are dead tuples: invisible to every query, but
-        their bytes stay in the table's pages until VACUUM (or autovacuum, on
-        its own schedule: by default once about 20% of a table is dead) marks
-        the space reusable and later writes overwrite it — until then a
-        superuser reading the data files, or a file-level backup, still sees
-        them. ``VACUUM FULL`` rewrites each table (and its TOAST table and
-        indexes) into new files and drops the old ones, so no erased row is
-        left in a live data file — at the price of an ACCESS EXCLUSIVE lock on
-        each table while it runs (every reader and writer of the store waits)
-        and room for a second copy. Neither scrubs the write-ahead log
-        (recycled after checkpoints), archived WAL, replicas' own files or the
-        filesystem's freed blocks. A transaction that started before the
-        DELETE keeps the dead rows it may see until it ends (VACUUM leaves
-        them; VACUUM FULL waits for it, up to ``lock_timeout``). The replaced
-        statistics rows are dead tuples of the ``pg_statistic`` catalog until
-        autovacuum gets to it.
-        """
-        # ANALYZE as well: column statistics (pg_statistic's most common
-        # values) are samples of the rows, erased text included, until redone.
-        target = ", ".join(f'"{t}"' for t in tables) if tables else ""
-        # A plain VACUUM first, also before FULL: VACUUM FULL runs under a
-        # snapshot whose horizon any transaction on the *server* (any
-        # database) older than the erasure holds back, and it copies such
-        # "recently dead" rows into the new files (measured: 70 of 70 erased
-        # rows kept while another database ran a long INSERT). A plain
-        # VACUUM's horizon counts only this database's transactions, so it
-        # removes them, and FULL then rewrites the pages without them.
-        verbs = ["VACUUM (ANALYZE)"] + (["VACUUM (FULL)"] if full else [])
-        try:
-            with self.engine.connect() as raw:
-                conn = raw.execution_options(isolation_level="AUTOCOMMIT")
-                for verb in verbs:
-                    conn.exec_driver_sql(f"{verb} {target}".strip())
-        except exc.DBAPIError as e:
-            raise translate(e, "vacuum") from e
-
-    def compact_after_erasure(self, *, full: bool = False) -> str:
-        """Finish an erasure (memstore.erasure_compaction): vacuum the tables
-        that held the user's rows — every table but the two bookkeeping ones,
-        since erasure replays every projection — then clear the marker.
-        Returns a note saying what was done."""
-        with self.read() as conn:
-            pending = conn.exec_driver_sql("SELECT 1 FROM erasure_compaction").first()
-            names = [
-                str(r[0])
-                for r in conn.exec_driver_sql(
-                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
-                )
-            ]
-        if pending is None:
-            return ""
-        self.vacuum(
-            [n for n in names if n not in ("alembic_version", "erasure_compaction")], full=full
-        )
-        with self.write() as conn:
-            conn.exec_driver_sql("DELETE FROM erasure_compaction")
-        return (
-            "VACUUM FULL done: the tables were rewritten without the erased rows"
-            if full
-            else (
-                "VACUUM done: the erased rows are dead tuples whose space PostgreSQL reuses, but "
-                "their bytes stay in the data files until overwritten; vacuum_full=True (CLI: "
-                "--vacuum-full) rewrites the tables instead"
-            )
-        )
-
-    def sqlite_version(self) -> str:
-        raise StorageError(f"{self.location} is PostgreSQL, not SQLite")
+        """``VACUUM`` (or ``VACUUM FULL``) the given tables, or all of them
+        (``memstore.db.backend.postgres.vacuum`` says what each leaves behind)."""
+        vacuum(self, tables, full=full)
 
     def vec_version(self) -> str:
         with self.read() as conn:

@@ -1,16 +1,14 @@
-"""SQL that differs between SQLite and PostgreSQL, behind one call.
+"""Statements on the driver's own connection, whichever driver it is.
 
-The parts write portable SQLAlchemy Core where they can; these helpers cover
-the few places where the two engines spell the same thing differently.
+The hot read and capture paths run many small statements; these helpers run
+them on the DB-API connection when that is safe, in its placeholder style.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, exc, func
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy import Connection, exc
 
 
 def driver_sql(conn: Connection, sql: str) -> str:
@@ -71,10 +69,3 @@ def driver_rows(conn: Connection, sql: str, params: Any = ()) -> list[Any]:
         return [] if cursor is None else list(cursor.fetchall())
     finally:
         result.close()
-
-
-def json_text(conn: Connection, column: Any, key: str) -> ColumnElement[Any]:
-    """The text of top-level ``key`` in a JSON text column (events.payload)."""
-    if conn.dialect.name == "postgresql":
-        return column.cast(JSONB)[key].astext  # type: ignore[no-any-return]
-    return func.json_extract(column, f"$.{key}")

@@ -6,10 +6,10 @@ Beside them: ``events`` (the outcomes, as event types), ``queries`` (reads of
 the derived tables), ``runs`` (outcomes, the checked append), ``context``
 (what derivation is handed), ``generations`` (re-derive), ``api`` (the
 functions the Store, the pipeline and the CLI call). Recall, the read path,
-is ``memstore/recall/``. Importing this package registers the event types.
+is ``memstore/recall/``; ``memstore.event_types`` lists the event types.
 """
 
-from memstore.derive import events as events  # registers the event types
+from memstore.derive import events as events
 from memstore.derive.memories.projection import (
     CursorsProjection,
     FailuresProjection,

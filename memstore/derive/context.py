@@ -17,7 +17,7 @@ from sqlalchemy import Connection
 from memstore.embeddings import Embedder
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.kernel import Kernel
-from memstore.llm.backend import host_backend
+from memstore.llm.backend import ChatBackend
 from memstore.llm.client import LLMClient
 from memstore.search import Hit, SearchEngine
 from memstore.vectors.spaces import Space
@@ -34,7 +34,7 @@ class DeriveContext:
         search_engine: SearchEngine,
         embedder: Embedder | None,
         *,
-        owner: object | None = None,
+        host_llm: ChatBackend | None = None,
     ) -> None:
         self.kernel = kernel
         # The kernel's parts under their usual names: derivation reads them often.
@@ -45,9 +45,10 @@ class DeriveContext:
         self.path = kernel.path
         self.search_engine = search_engine
         self.embedder = embedder
-        # Whom a host registered its own chat backend for
-        # (``memstore.llm.use_host_backend``): the Store it was given.
-        self.owner: object = owner if owner is not None else self
+        # The chat backend a host lends this store (``Store.use_host_llm``):
+        # derivation runs on the pipeline's threads and timers, possibly long
+        # after the host object that lent it is gone, but never after the store.
+        self.host_llm: ChatBackend | None = host_llm
         self._llm: LLMClient | None = None
         self._llm_lock = threading.Lock()
         self.recall_slots = threading.BoundedSemaphore(RECALL_WORKER_SLOTS)
@@ -59,15 +60,15 @@ class DeriveContext:
         """The LLM that derives, or None for the offline rules.
 
         memstore's own endpoint (``llm_base_url``/``llm_model``) wins; else the
-        backend a host registered for this store (``memstore.llm.use_host_backend``,
-        e.g. Hermes' own model); else None.
+        backend a host lent this store (``Store.use_host_llm``, e.g. Hermes' own
+        model); else None.
         """
         if self.settings.llm.configured:
             with self._llm_lock:
                 if self._llm is None:
                     self._llm = LLMClient(self.settings)
                 return self._llm
-        backend = host_backend(self.owner)
+        backend = self.host_llm
         # Cheap to wrap: the backend holds the connections, the client only the retry policy.
         return None if backend is None else LLMClient(backend)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memstore.events.log import stream_name
-from memstore.events.types import Event, registry
+from memstore.events.types import Event
 
 DERIVERS = ("llm", "hermes", "rules", "host")
 
@@ -24,7 +24,6 @@ def derive_stream(user_id: str) -> str:
     return stream_name("derive", user_id)
 
 
-@registry.register
 @dataclass(frozen=True)
 class L1Extracted(Event):
     """One extraction batch of one session: the cursor it covered and every
@@ -56,7 +55,6 @@ class L1Extracted(Event):
     usage: dict[str, int] | None = None
 
 
-@registry.register
 @dataclass(frozen=True)
 class MemoryWritten(Event):
     """A host mirrored its own memory tool (add / replace / remove) or a user
@@ -68,7 +66,6 @@ class MemoryWritten(Event):
     decision: dict[str, Any]
 
 
-@registry.register
 @dataclass(frozen=True)
 class MemoryForgotten(Event):
     """Retire a memory on request; the history stays in the log."""
@@ -78,7 +75,6 @@ class MemoryForgotten(Event):
     reason: str = "user_request"
 
 
-@registry.register
 @dataclass(frozen=True)
 class ScenesUpdated(Event):
     """One L2 run: scene operations with their final text and ids.
@@ -102,7 +98,6 @@ class ScenesUpdated(Event):
     notes: list[str] = field(default_factory=list)
 
 
-@registry.register
 @dataclass(frozen=True)
 class PersonaUpdated(Event):
     """One L3 run: the whole new persona text (at most 2000 characters)."""
@@ -118,7 +113,6 @@ class PersonaUpdated(Event):
     scene_ids: list[str] = field(default_factory=list)
 
 
-@registry.register
 @dataclass(frozen=True)
 class RunFailed(Event):
     """A derivation run that failed: nothing was advanced, nothing is lost.
@@ -134,7 +128,6 @@ class RunFailed(Event):
     generation: int | None = None
 
 
-@registry.register
 @dataclass(frozen=True)
 class GenerationStarted(Event):
     """A re-derive began building ``generation`` for this user.
@@ -150,7 +143,6 @@ class GenerationStarted(Event):
     run_id: str
 
 
-@registry.register
 @dataclass(frozen=True)
 class GenerationActivated(Event):
     """Projections show ``generation`` for this user from now on."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
+from memstore.db import backend
 from memstore.db.schema import (
     active_generations,
     derive_failures,
@@ -20,7 +21,7 @@ from memstore.db.schema import (
     l2_state,
     l3_persona,
 )
-from memstore.db.sqlfn import driver_rows, driver_sql, json_text
+from memstore.db.sqlfn import driver_rows, driver_sql
 from memstore.l0.events import UserErased
 
 DEFAULT_GENERATION = 0  # a user nobody re-derived shows generation 0 (as search assumes)
@@ -247,15 +248,12 @@ def fts_memories(
 ) -> list[tuple[str, str]]:
     """``(memory_id, content)`` of the live memories of one generation that
     match ``query`` by keyword (FTS5 or PostgreSQL full text), best first."""
-    # Ranked as search ranks memories, with the user's own statistics on
-    # SQLite (imported here: search sits above derive's read helpers).
-    from memstore.search import bm25_memories, keyword_pg
+    # Ranked as search ranks memories (imported here: search sits above
+    # derive's read helpers).
+    from memstore.search import keyword
 
     live = f"m.generation = {int(generation)} AND m.status = 'active'"
-    if conn.dialect.name == "postgresql":
-        found = keyword_pg.keyword(conn, "l1", query, user_id, limit, l1_filter=live)
-    else:
-        found = bm25_memories.keyword_memories(conn, query, user_id, limit, live=live)
+    found = keyword.search(conn, "l1", query, user_id, limit, l1_filter=live)
     ids = [i for i, _ in found]
     if not ids:
         return []
@@ -300,7 +298,7 @@ def erased_since(conn: Connection, user_id: str, position: int) -> bool:
         .where(
             e.type == UserErased.TYPE,
             e.position > position,
-            json_text(conn, e.payload, "erased_user_id") == user_id,
+            backend.of(conn).json_text(e.payload, "erased_user_id") == user_id,
         )
         .limit(1)
     ).first()

@@ -226,27 +226,32 @@ class SharedStores:
             store.close()
 
 
-_SHARED = SharedStores()
-
-
-@atexit.register
-def _close_shared_at_exit() -> None:
-    _SHARED.close_all(timeout_s=EXIT_CLOSE_TIMEOUT_S)
+_shared: SharedStores | None = None
+_shared_lock = threading.Lock()
 
 
 def shared_stores() -> SharedStores:
-    """The process-wide registry used by ``acquire`` and the Hermes provider."""
-    return _SHARED
+    """The process-wide registry used by ``acquire`` and the Hermes provider.
+
+    Made on first use, which is also when its stores are set to close at
+    interpreter exit: importing this module starts nothing and registers
+    nothing."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = SharedStores()
+            atexit.register(_shared.close_all, timeout_s=EXIT_CLOSE_TIMEOUT_S)
+        return _shared
 
 
 def acquire(path: str | Path, settings: Settings) -> StoreLease:
     """A lease on the process-wide store for ``path``; see ``SharedStores``."""
-    return _SHARED.acquire(path, settings)
+    return shared_stores().acquire(path, settings)
 
 
 def acquire_store(path: str | Path, settings: Settings) -> Store:
     """Like ``acquire`` for callers that keep the ``Store``: pair with ``release_store``."""
-    lease = _SHARED.acquire(path, settings)
+    lease = shared_stores().acquire(path, settings)
     with _LEASES_LOCK:
         _LEASES.setdefault(id(lease.store), []).append(lease)
     return lease.store

@@ -19,7 +19,7 @@ from collections import Counter
 
 from memstore.text import document_columns, is_low_information, stem_text
 from memstore.text.fts import STOP_WORDS
-from memstore.text.info import _FILLER_WORDS, _LABEL_RE, MAX_WORDS
+from memstore.text.info import FILLER_WORDS, LABEL_RE, MAX_WORDS
 from memstore.text.stem import word_root
 from memstore.text.terms import document_stats
 
@@ -102,14 +102,14 @@ def message_columns(text: str) -> MessageColumns:
     roots = _ascii_roots([w for w in letters if len(w) > 2])
     if roots is None:
         return _general(text)
-    label = _LABEL_RE.match(text)
+    label = LABEL_RE.match(text)
     if label:
         # The label's own tokens are not words of the message.
         tokens_in_label = raw[: label.end()].translate(_TOKEN_BYTES).split()
         body = tokens[len(tokens_in_label) :]
     else:
         body = tokens
-    low_info = len(body) <= MAX_WORDS and _FILLER_WORDS.issuperset(body)
+    low_info = len(body) <= MAX_WORDS and FILLER_WORDS.issuperset(body)
     return (
         int(low_info),
         text,

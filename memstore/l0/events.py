@@ -7,7 +7,7 @@ from typing import Any
 
 from memstore.errors import EventError
 from memstore.events.log import stream_name
-from memstore.events.types import Event, registry
+from memstore.events.types import Event
 
 # A message's keys, in the order capture writes them (memstore.l0.capture):
 # only messages with exactly these, in this order, are packed, so unpacking
@@ -55,7 +55,6 @@ def _packed(m: dict[str, Any], at: str) -> list[Any] | None:
     return row
 
 
-@registry.register
 @dataclass(frozen=True)
 class MessagesCaptured(Event):
     """One capture call: the messages that were new, already sanitised.
@@ -135,7 +134,6 @@ def _unpacked(type_: str, version: int, data: list[Any]) -> tuple[Any, list[dict
     return session_id, messages, agent_id
 
 
-@registry.register
 @dataclass(frozen=True)
 class SessionEnded(Event):
     TYPE = "l0.session_ended"
@@ -143,7 +141,6 @@ class SessionEnded(Event):
     reason: str = "end"
 
 
-@registry.register
 @dataclass(frozen=True)
 class UserErased(Event):
     """Tombstone left after a user's events were physically removed.

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 from sqlalchemy import Connection, delete, func, select, text
 from sqlalchemy.exc import IntegrityError
 
-from memstore.db import rawexec
+from memstore.db import backend, rawexec
 from memstore.db.schema import l0_messages, l0_term_repeats, l0_user_slots
 from memstore.db.sqlfn import driver_sql
 from memstore.events.log import StoredEvent
@@ -239,12 +239,7 @@ class L0Projection(Projection):
             rawexec.run(conn, "RELEASE SAVEPOINT l0_rows")
 
     def clear(self, conn: Connection) -> None:
-        # A contentless FTS5 table cannot DELETE rows it has no content for;
-        # 'delete-all' empties its index.
-        if conn.dialect.name == "sqlite":
-            conn.execute(text("INSERT INTO l0_fts(l0_fts) VALUES ('delete-all')"))
-        else:
-            conn.execute(text("DELETE FROM l0_fts"))
+        backend.of(conn).fts_clear(conn, "l0_fts", contentless=True)
         conn.execute(delete(l0_messages))
         conn.execute(delete(l0_user_slots))
         conn.execute(delete(l0_term_repeats))

@@ -1,7 +1,7 @@
 """Language-model access for derivation: a backend seam, memstore's OpenAI-compatible
 backend, and the JSON-answer client with its parser."""
 
-from memstore.llm.backend import ChatAnswer, ChatBackend, host_backend, use_host_backend
+from memstore.llm.backend import ChatAnswer, ChatBackend
 from memstore.llm.client import LLMClient, LLMResult
 from memstore.llm.jsonparse import parse_json_output
 from memstore.llm.openai_backend import OpenAIBackend
@@ -12,7 +12,5 @@ __all__ = [
     "LLMClient",
     "LLMResult",
     "OpenAIBackend",
-    "host_backend",
     "parse_json_output",
-    "use_host_backend",
 ]

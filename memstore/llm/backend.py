@@ -5,9 +5,9 @@ text. :class:`ChatBackend` is that operation plus the names derivation records
 in its events (``deriver``, ``model``) and shows in ``doctor``/status
 (``describe``). memstore ships one backend, the OpenAI-compatible endpoint of
 its own settings (:mod:`memstore.llm.openai_backend`); a host that already has
-a model (Hermes) supplies its own and registers it for a store with
-:func:`use_host_backend`. Nothing in :mod:`memstore.derive` knows which one it
-talks to, and no host is imported here.
+a model (Hermes) lends its own to a store with ``Store.use_host_llm``. Nothing
+in :mod:`memstore.derive` knows which one it talks to, and no host is
+imported here.
 
 A backend raises :class:`~memstore.errors.LLMError` (never a dependency's
 exception) when no answer came back, after whatever transport retries it does
@@ -17,8 +17,6 @@ itself. What the answer *says* is checked a level up, in
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -86,41 +84,10 @@ def text_of(content: object) -> str:
     return ""
 
 
-# -- host backends, per store ----------------------------------------------------------
-#
-# Keyed by the store object (weakly): derivation runs on the pipeline's threads
-# and timers, possibly long after the host object that registered the backend
-# is gone (Hermes' api_server builds a provider per request), but never after
-# the store. A store opened outside the host in the same process gets none.
-
-_hosted: weakref.WeakKeyDictionary[object, ChatBackend] = weakref.WeakKeyDictionary()
-_hosted_lock = threading.Lock()
-
-
-def use_host_backend(owner: object, backend: ChatBackend | None) -> None:
-    """Let ``owner``'s derivation use ``backend`` when memstore has no LLM of its own.
-
-    ``None`` removes the registration. memstore's own ``llm_*`` settings still
-    win over a host backend.
-    """
-    with _hosted_lock:
-        if backend is None:
-            _hosted.pop(owner, None)
-        else:
-            _hosted[owner] = backend
-
-
-def host_backend(owner: object) -> ChatBackend | None:
-    with _hosted_lock:
-        return _hosted.get(owner)
-
-
 __all__ = [
     "USAGE_KEYS",
     "ChatAnswer",
     "ChatBackend",
-    "host_backend",
     "text_of",
     "usage_of",
-    "use_host_backend",
 ]

@@ -43,9 +43,9 @@ from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy import Connection, delete, false, or_, select, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from memstore.db import rawexec
+from memstore.db import backend, rawexec
+from memstore.db.backend import upsert
 from memstore.db.engine import Database
 from memstore.db.schema import pipeline_locks, pipeline_queue
 from memstore.errors import InvalidInputError, LockedError
@@ -120,9 +120,8 @@ def enqueue(
     c = pipeline_queue.c
     # Driver-level: every capture past the warm-up threshold asks this, and
     # building the Core select cost more than running it (BENCHMARKS.md,
-    # "Capture and search"). FOR UPDATE is PostgreSQL's (SQLite's write
-    # transaction already excludes other writers).
-    lock = " FOR UPDATE" if conn.dialect.name == "postgresql" else ""
+    # "Capture and search"). The backend's row lock keeps two claimers apart.
+    lock = backend.of(conn).claim_lock()
     existing = rawexec.first(conn, _UNCLAIMED + lock, (user_id, session_id, stage))
     if existing is not None:
         item, after = int(existing[0]), existing[1]
@@ -355,7 +354,7 @@ def acquire_lock(conn: Connection, key: str, owner: str, *, now: datetime, ttl_s
         and not owners.is_dead(row.owner)
     ):
         return False
-    stmt = sqlite_insert(pipeline_locks).values(
+    stmt = upsert(pipeline_locks).values(
         key=key, owner=owner, expires_at=until, acquired_at=now_s
     )
     taken = conn.execute(

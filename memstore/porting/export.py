@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from memstore.errors import EventError, InvalidInputError
+from memstore.event_types import register_all
 from memstore.events.log import NewEvent, StoredEvent
-from memstore.events.types import Event, registry
+from memstore.events.types import Event
 from memstore.porting.events_io import EXPORT_FORMAT, event_to_dict
 from memstore.porting.report import ImportReport, json_lines, when
 
@@ -75,7 +76,7 @@ def _decode(obj: dict[str, Any]) -> tuple[int, NewEvent]:
     if not isinstance(user, str):
         raise InvalidInputError('"user_id" must be a string')
     try:
-        payload = registry.decode(obj["type"], version, dict(obj["payload"]))
+        payload = register_all().decode(obj["type"], version, dict(obj["payload"]))
     except EventError as exc:
         raise InvalidInputError(str(exc)) from None
     key = obj.get("idempotency_key") or f"restore:{obj.get('event_id') or position}"

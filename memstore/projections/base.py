@@ -24,13 +24,13 @@ import gc
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import ClassVar
 
 from sqlalchemy import Connection, Table, delete, func, select
 
-from memstore.db import rawexec
+from memstore.db import backend, rawexec
 from memstore.db.schema import events as ev_t
 from memstore.db.schema import projection_checkpoints as cp_t
 from memstore.errors import NotFoundError, ProjectionError
@@ -46,12 +46,6 @@ Progress = Callable[[int], None]
 # Events per replay read: large enough that per-batch statements (one
 # executemany per table) amortise, small enough to bound memory.
 REPLAY_BATCH = 5000
-
-
-# Page cache while a rebuild replays (KiB; SQLite's default is 2 MB): the
-# projections' index pages stay in memory instead of being written out and
-# read back as the tables grow. An upper bound, allocated only as used.
-BULK_CACHE_KIB = 131_072
 
 
 _gc_lock = threading.Lock()
@@ -85,32 +79,12 @@ def paused_gc() -> Iterator[None]:
                 gc.enable()
 
 
-@contextmanager
-def bulk_load(conn: Connection, deferred_indexes: Sequence[str]) -> Iterator[None]:
-    """Around a replay on SQLite: a larger page cache, and ``deferred_indexes``
-    dropped, then created again at the end — all inside the caller's
-    transaction, so a rebuild that fails or is killed leaves them as they
-    were. The connection's cache size is restored either way. PostgreSQL:
-    nothing changes."""
-    if conn.dialect.name != "sqlite":
-        yield
-        return
-    cache = conn.exec_driver_sql("PRAGMA cache_size").scalar_one()
-    conn.exec_driver_sql(f"PRAGMA cache_size = -{BULK_CACHE_KIB}")
-    try:
-        ddl = []
-        for name in deferred_indexes:
-            sql = conn.exec_driver_sql(
-                "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?", (name,)
-            ).scalar()
-            if sql:
-                ddl.append(str(sql))
-                conn.exec_driver_sql(f'DROP INDEX "{name}"')
-        yield
-        for sql in ddl:
-            conn.exec_driver_sql(sql)
-    finally:
-        conn.exec_driver_sql(f"PRAGMA cache_size = {int(cache)}")
+def bulk_load(conn: Connection, deferred_indexes: Sequence[str]) -> AbstractContextManager[None]:
+    """Around a replay: whatever the backend does to load many rows cheaply
+    (SQLite: a larger page cache, and ``deferred_indexes`` dropped, then
+    created again at the end — all inside the caller's transaction, so a
+    rebuild that fails or is killed leaves them as they were)."""
+    return backend.of(conn).bulk_load(conn, deferred_indexes)
 
 
 class Projection(ABC):

@@ -28,7 +28,6 @@ procedure and the curve are in BENCHMARKS.md).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
@@ -38,8 +37,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy import Connection, select, text
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from memstore.db import backend
+from memstore.db.backend import upsert
 from memstore.db.schema import embedding_cache
 from memstore.db.sqlfn import driver_rows
 from memstore.derive.queries import memories_by_id
@@ -47,7 +47,6 @@ from memstore.embeddings import check_vectors, content_hash, from_blob, to_blob
 from memstore.errors import MemstoreError
 from memstore.recall.text import WORD_RE, term_matches
 from memstore.text import query_terms
-from memstore.vectors import pg as vector_pg
 from memstore.vectors import spaces
 
 log = logging.getLogger("memstore.recall")
@@ -180,7 +179,7 @@ def null_vectors(store: DeriveContext, embedder: Embedder) -> np.ndarray[Any, An
         try:
             with store.db.write() as conn:
                 conn.execute(
-                    sqlite_insert(embedding_cache).on_conflict_do_nothing(),
+                    upsert(embedding_cache).on_conflict_do_nothing(),
                     [
                         {
                             "model_id": model,
@@ -215,7 +214,7 @@ def query_vector(store: DeriveContext, query: str) -> np.ndarray[Any, Any] | Non
     if emb is None or emb.model_id.startswith(LEXICAL_EMBEDDERS):
         return None
     try:
-        blob = store.search_engine._query_blob(query)
+        blob = store.search_engine.query_blob(query)
     except MemstoreError:
         return None
     return from_blob(blob, emb.dimensions)
@@ -250,19 +249,8 @@ def _vectors(
 def _stored_vectors(
     conn: Connection, sp: spaces.Space, rowids: list[int]
 ) -> dict[int, np.ndarray[Any, Any]]:
-    if conn.dialect.name == "postgresql":
-        got = vector_pg.by_id(conn, sp.table_name, rowids)
-        return {i: from_blob(b, sp.dims) for i, b in got.items()}
-    # vec0 plans ``rowid IN (...)`` as a scan of the whole table (38 ms at
-    # 100k rows); joined from json_each, each id is a point lookup (~1 ms
-    # for 100 ids). Driver-level: compiling the statement cost more than it.
-    rows = driver_rows(
-        conn,
-        f'SELECT t.rowid, t.embedding FROM json_each(?) AS j JOIN "{sp.table_name}" AS t '
-        "ON t.rowid = j.value",
-        (json.dumps([int(i) for i in rowids]),),
-    )
-    return {int(r[0]): from_blob(r[1], sp.dims) for r in rows}
+    got = backend.of(conn).vectors_by_id(conn, sp.table_name, rowids)
+    return {i: from_blob(b, sp.dims) for i, b in got.items()}
 
 
 def score_candidates(

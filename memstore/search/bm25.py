@@ -227,14 +227,14 @@ def keyword_messages(
     rows = driver_rows(conn, sql, params)
     if not rows:
         return []
-    return _rank(phrases, rows, int(stats[1]), int(stats[2]), k)
+    return rank(phrases, rows, int(stats[1]), int(stats[2]), k)
 
 
 def tagged_matches(table: str, phrases: Sequence[Phrase], params: dict[str, Any]) -> str:
     """The ``WITH`` clause of a per-user ranking: ``g(r, a, b)``, one row per
     FTS row ``r`` in ``params``' rowid range (``:lo``..``:hi``) that matches a
     phrase, with the phrases it matches as bits of ``a`` and ``b`` (two
-    32-bit words, the layout ``_rank`` reads). One MATCH per phrase, summed
+    32-bit words, the layout ``rank`` reads). One MATCH per phrase, summed
     per row by SQLite, so the docsize and repeats look-ups run once per row,
     not per (phrase, row) pair. Adds the phrases to ``params``."""
     hits = []
@@ -278,7 +278,7 @@ def _lengths(sizes: Sequence[bytes]) -> Any:
     return np.array([_doc_length(s) for s in sizes], dtype=np.float64)
 
 
-def _rank(
+def rank(
     phrases: list[Phrase], rows: Sequence[Any], user_docs: int, user_tokens: int, k: int
 ) -> list[tuple[int, float]]:
     """BM25 over ``rows`` = ``(message id, phrase bits 0-31, phrase bits
@@ -342,10 +342,10 @@ def _rank(
 def rank_copy(
     copy: Copy, phrases: list[Phrase], k: int, session_id: str | None = None
 ) -> list[tuple[int, float]]:
-    """:func:`_rank`'s ranking over a user's in-memory postings: the user's
+    """:func:`rank`'s ranking over a user's in-memory postings: the user's
     statistics, every phrase's weight times its saturated frequency, summed
     per message in phrase order (adding nothing where a message lacks the
-    phrase, as _rank adds exactly 0), best ``k`` by score then id."""
+    phrase, as rank adds exactly 0), best ``k`` by score then id."""
     norm = copy.derived.get("norm")
     if norm is None:
         avgdl = (copy.tokens / copy.docs) or 1.0

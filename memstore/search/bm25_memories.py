@@ -11,7 +11,7 @@ user's few), and one user's memories changed another's ranking. Here:
 - lengths are FTS5's own (``l1_fts_docsize``), repeated terms come from
   ``l1_term_repeats`` (or the text, for terms whose repeats are not stored),
   the user's row and token counts from ``l1_user_slots``;
-- :func:`memstore.search.bm25._rank` ranks them: the same formula, summing
+- :func:`memstore.search.bm25.rank` ranks them: the same formula, summing
   order and tie-break as for messages.
 
 Statistics cover every row FTS5 holds for the user (all generations; retired
@@ -86,7 +86,7 @@ def keyword_memories(
     rows = driver_rows(conn, sql, params)
     if not rows:
         return []
-    return bm25._rank(phrases, rows, docs, tokens, k)
+    return bm25.rank(phrases, rows, docs, tokens, k)
 
 
 def _sole_user(

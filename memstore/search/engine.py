@@ -14,23 +14,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
 from memstore.config import Settings
+from memstore.db import backend
 from memstore.db.engine import Database
 from memstore.db.sqlfn import driver_rows, driver_sql
 from memstore.embeddings import Embedder, from_blob
 from memstore.errors import InvalidInputError, MemstoreError
 from memstore.l0.capture import check_id
-from memstore.search import bm25, bm25_memories, keyword_pg, rescore
+from memstore.search import keyword, rescore
 from memstore.search.filters import RowFilter
 from memstore.search.hits import L1_COLS, Hit, Rows, materialise, read_rows
 from memstore.search.postings import HotPostings
 from memstore.search.query_vectors import QueryVectors
 from memstore.text import is_low_information
-from memstore.vectors import pg as vector_pg
 from memstore.vectors import spaces
 from memstore.vectors.hot import HotPartitions
 
@@ -106,8 +105,6 @@ class SearchEngine:
         self.speaker_boost = settings.recall.speaker_boost
         self.context_vectors = settings.embedding.context_vectors
         self.queries = QueryVectors(embedder)
-        # The same objects under the names benches and tests clear and inspect.
-        self._qcache, self._qpending = self.queries.cache, self.queries.pending
         # Every user's partitions are searched in memory, loaded in a
         # background thread while vec0 answers (memstore.vectors.hot).
         self.hot = HotPartitions(background=db.read)
@@ -190,12 +187,12 @@ class SearchEngine:
         fetch = max(n, self.candidates)
         deep = fetch * (_L0_OVERFETCH if kind == "l0" else 1)
         # One look-up of the space serves both halves.
-        sp = self._space(conn, kind) if strategy != "keyword" else None
+        sp = self.space(conn, kind) if strategy != "keyword" else None
         use_vec = sp is not None and sp.ready
         ask = Ask(kind, query, user_id, deep, session_id, type_, scene)
         kw: list[tuple[int, float]] = []
         if strategy != "vector" or not use_vec:
-            kw = self._keyword(conn, ask)
+            kw = self.keyword_list(conn, ask)
         return _Begun(ask, strategy, n, fetch, use_vec, kw, sp)
 
     def _finish(self, conn: Connection, b: _Begun) -> list[Hit]:
@@ -254,7 +251,7 @@ class SearchEngine:
         """Start embedding ``query`` now (``QueryVectors.prefetch``)."""
         self.queries.prefetch(query)
 
-    def _query_blob(self, query: str) -> bytes:
+    def query_blob(self, query: str) -> bytes:
         return self.queries.blob(query)
 
     def vector_ready(self, kind: str) -> bool:
@@ -263,31 +260,26 @@ class SearchEngine:
 
     # -- pieces ------------------------------------------------------------------
 
-    def _space(self, conn: Connection, kind: str) -> spaces.Space | None:
+    def space(self, conn: Connection, kind: str) -> spaces.Space | None:
         if self.embedder is None:
             return None
         model = spaces.space_model_id(kind, self.embedder.model_id, self.context_vectors)
         return spaces.get_space(conn, kind, model)
 
     def _vector_ready(self, conn: Connection, kind: str) -> bool:
-        sp = self._space(conn, kind)
+        sp = self.space(conn, kind)
         return sp is not None and sp.ready
 
-    def _keyword(self, conn: Connection, q: Ask) -> list[tuple[int, float]]:
-        if conn.dialect.name == "postgresql":
-            return keyword_pg.keyword(
-                conn, q.kind, q.query, q.user_id, q.k, l1_filter=_L1_ACTIVE, **q.where
-            )
-        if q.kind == "l0":
-            # Ranked with the user's own statistics, reading only the user's
-            # postings (memstore.search.bm25).
-            return bm25.keyword_messages(
-                conn, q.query, q.user_id, q.k, session_id=q.session_id, hot=self.hot_postings
-            )
-        # Memories likewise: the user's rowid range of l1_fts, the user's
-        # statistics (memstore.search.bm25_memories).
-        return bm25_memories.keyword_memories(
-            conn, q.query, q.user_id, q.k, live=_L1_ACTIVE, type_=q.type_, scene=q.scene
+    def keyword_list(self, conn: Connection, q: Ask) -> list[tuple[int, float]]:
+        return keyword.search(
+            conn,
+            q.kind,
+            q.query,
+            q.user_id,
+            q.k,
+            l1_filter=_L1_ACTIVE,
+            hot=self.hot_postings,
+            **q.where,
         )
 
     def _vector(
@@ -298,7 +290,7 @@ class SearchEngine:
         if sp is None or not q.query.strip():
             return []
         try:
-            blob = self._query_blob(q.query)
+            blob = self.query_blob(q.query)
         except MemstoreError:
             return []  # an unreachable remote embedder degrades search to keyword
         # L1 asks for more, as retired memories and other generations keep
@@ -311,40 +303,18 @@ class SearchEngine:
                 return (
                     self._live_memories(conn, q.user_id, got, q.k, rows) if q.kind == "l1" else got
                 )
-        if conn.dialect.name == "postgresql":
-            filters = (
-                {"session_id": q.session_id}
-                if q.kind == "l0"
-                else {"mtype": q.type_, "scene": q.scene}
-            )
-            found = vector_pg.knn(
-                conn,
-                sp.table_name,
-                q.kind,
-                q.user_id,
-                blob,
-                want,
-                {c: v for c, v in filters.items() if v},
-            )
-            return (
-                self._live_memories(conn, q.user_id, found, q.k, rows) if q.kind == "l1" else found
-            )
-        params: dict[str, Any] = {"v": blob, "u": q.user_id, "k": want}
-        sql = (
-            f'SELECT rowid, distance FROM "{sp.table_name}" '
-            "WHERE embedding MATCH :v AND k = :k AND user_id = :u"
+        filters = (
+            {"session_id": q.session_id} if q.kind == "l0" else {"mtype": q.type_, "scene": q.scene}
         )
-        if q.kind == "l0" and q.session_id:
-            sql += " AND session_id = :s"
-            params["s"] = q.session_id
-        if q.kind == "l1":
-            if q.type_:
-                sql += " AND mtype = :t"
-                params["t"] = q.type_
-            if q.scene:
-                sql += " AND scene = :sc"
-                params["sc"] = q.scene
-        found = [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
+        found = backend.of(conn).vector_knn(
+            conn,
+            sp.table_name,
+            q.kind,
+            q.user_id,
+            blob,
+            want,
+            {c: v for c, v in filters.items() if v},
+        )
         return self._live_memories(conn, q.user_id, found, q.k, rows) if q.kind == "l1" else found
 
     @staticmethod

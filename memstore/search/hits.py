@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from memstore.db import backend
 from memstore.db.sqlfn import driver_rows, driver_sql
 
 
@@ -56,14 +57,10 @@ def read_rows(conn: Connection, kind: str, user_id: str, ids: Iterable[int]) -> 
     if not marks:
         return {}
     cols, table = (L0_COLS, "l0_messages") if kind == "l0" else (L1_COLS, "l1_memories")
-    # SQLite: "+" keeps the user test off the (user_id, ...) indexes. With a
-    # plain "m.user_id = ?" the planner walked the user's whole index range
-    # instead of looking up the ~10-40 ids by primary key: 0.21 ms against
-    # 0.02 ms for 10 rows of a 1k-message user, warm (BENCHMARKS.md, "Keyword
-    # search per user"); 24 ms for a user with 100k messages. PostgreSQL
-    # plans by statistics and has no unary plus for text.
-    plus = "+" if conn.dialect.name == "sqlite" else ""
-    sql = f"SELECT {cols} FROM {table} m WHERE m.id IN ({marks}) AND {plus}m.user_id = ?"
+    # The ~10-40 ids by primary key, the user test kept off the (user_id, ...)
+    # indexes (the backend says how).
+    user = backend.of(conn).by_primary_key("m.user_id")
+    sql = f"SELECT {cols} FROM {table} m WHERE m.id IN ({marks}) AND {user} = ?"
     return {int(r[0]): r for r in driver_rows(conn, driver_sql(conn, sql), (user_id,))}
 
 

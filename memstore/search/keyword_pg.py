@@ -1,7 +1,7 @@
 """Keyword search on PostgreSQL: the FTS5 query of the SQLite side, in tsquery.
 
-The full-text tables have the same columns on both engines (memstore.db.ddl):
-``text`` (words, CJK runs blanked), ``cjk`` (overlapping CJK bigrams) and
+The full-text tables have the same columns on both engines (created by
+the migrations): ``text`` (words, CJK runs blanked), ``cjk`` (overlapping CJK bigrams) and
 ``stem`` (English word roots), and on PostgreSQL a generated ``tsv`` with
 weights A/B/C over them and a GIN index. The terms come from the same
 :func:`memstore.text.fts.query_terms` and :func:`memstore.text.stem.word_roots`

@@ -18,14 +18,13 @@ budget) would rewrite every posting each time, which grows with the store;
 this keeps the work proportional to what was written (about 4 segments on
 average in the same 20k-transaction run).
 
-SQLite only: PostgreSQL's GIN indexes have no segments to merge.
+Only where the backend's index has segments (``Backend.merges_fts``):
+PostgreSQL's GIN indexes have none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-
-from sqlalchemy import Connection
 
 from memstore.db.engine import Database
 
@@ -40,20 +39,6 @@ USERMERGE = 2
 the same as its automerge, which would leave the pile as it is)."""
 
 
-def _merge_step(conn: Connection, table: str, pages: int) -> bool:
-    """One bounded merge of ``table``; True if FTS5 did any work. FTS5 reports
-    no work as fewer than two changed rows (its structure record alone)."""
-    raw = conn.connection.driver_connection
-    assert raw is not None
-    command = f"INSERT INTO {table}({table}, rank) VALUES"
-    setting = conn.exec_driver_sql(f"SELECT v FROM {table}_config WHERE k = 'usermerge'").scalar()
-    if setting != USERMERGE:
-        conn.exec_driver_sql(f"{command} ('usermerge', {USERMERGE})")
-    before = int(raw.total_changes)
-    conn.exec_driver_sql(f"{command} ('merge', {int(pages)})")
-    return int(raw.total_changes) - before >= 2
-
-
 def tidy(
     db: Database,
     *,
@@ -64,13 +49,13 @@ def tidy(
     """Merge the FTS5 tables' crowded levels, ``pages`` pages per write
     transaction, until FTS5 has nothing left to merge (or ``should_stop``).
     Returns the number of steps that did work."""
-    if db.engine.dialect.name != "sqlite":
+    if not db.backend.merges_fts:
         return 0
     steps = 0
     for table in TABLES:
         while steps < max_steps and not (should_stop and should_stop()):
             with db.write() as conn:
-                worked = _merge_step(conn, table, pages)
+                worked = db.backend.fts_merge_step(conn, table, pages, USERMERGE)
             if not worked:
                 break
             steps += 1

@@ -46,7 +46,7 @@ PHATIC_WORDS: frozenset[str] = frozenset(_PHATIC_TEXT.split())
 
 # Stop words for search, but an answer in a chat: "No." or "Not really" says something.
 _ANSWER_WORDS = frozenset({"yes", "yeah", "yep", "yup", "no", "nope", "nah", "not", "never"})
-_FILLER_WORDS = (PHATIC_WORDS | STOP_WORDS) - _ANSWER_WORDS
+FILLER_WORDS = (PHATIC_WORDS | STOP_WORDS) - _ANSWER_WORDS
 
 # Chinese, Japanese and Korean acknowledgements, matched as whole CJK runs.
 _PHATIC_CJK_TEXT = """
@@ -59,7 +59,7 @@ _PHATIC_CJK_TEXT = """
     """
 _PHATIC_CJK: frozenset[str] = frozenset(_PHATIC_CJK_TEXT.split())
 
-_LABEL_RE = re.compile(r"^\s*[^\W\d_][\w .'-]{0,38}:\s")
+LABEL_RE = re.compile(r"^\s*[^\W\d_][\w .'-]{0,38}:\s")
 _WORD_RE = re.compile(f"[^\\W_{CJK_CHAR_CLASS}]+")
 
 
@@ -71,7 +71,7 @@ def is_low_information(text: str) -> bool:
     >>> is_low_information("I am allergic to peanuts."), is_low_information("Yes")
     (False, False)
     """
-    label = _LABEL_RE.match(text)
+    label = LABEL_RE.match(text)
     body = text[label.end() :] if label else text
     # Every test below can only say "content", so the cheapest go first and
     # most messages stop at their first word (this runs for every message
@@ -79,7 +79,7 @@ def is_low_information(text: str) -> bool:
     words = 0
     for m in _WORD_RE.finditer(body):
         words += 1
-        if words > MAX_WORDS or m.group().casefold() not in _FILLER_WORDS:
+        if words > MAX_WORDS or m.group().casefold() not in FILLER_WORDS:
             return False
     if body.isascii():
         return True  # no CJK run

@@ -16,7 +16,7 @@ layout, by id).
 
 vec0 remains the one stored copy. A partition is loaded from vec0's own chunk
 tables (one sequential read, not a row-by-row scan; on PostgreSQL one indexed
-read of the pgvector table, memstore.vectors.pg) and kept consistent by
+read of the pgvector table, memstore.db.backend.pgvector) and kept consistent by
 what the write path records in ``vector_spaces``:
 
 - ``epoch`` changes when a space is emptied (erasure, a model change): every
@@ -53,8 +53,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, text
 
-from memstore.db.sqlfn import driver_rows
-from memstore.vectors import pg
+from memstore.db import backend
 from memstore.vectors.spaces import Space, get_space
 
 log = logging.getLogger("memstore.search")
@@ -162,60 +161,21 @@ def _compact(blocks: list[Array]) -> list[Array]:
     return blocks
 
 
-def _chunks(conn: Connection, sp: Space, user_id: str) -> tuple[Array, Array, list[Array]]:
-    """(slot ids, valid slots, vector blocks) of a user's vec0 partition.
-
-    Layout of sqlite-vec 0.1.x: ``<t>_chunks`` holds per chunk a validity
-    bitmap (LSB first) and the slots' rowids (int64); ``<t>_vector_chunks00``
-    the slots' float32 vectors. A full ``SELECT`` from the vec0 table instead
-    reads row by row and cannot use the partition key (14 s at 100k rows).
-    The join goes through ``_rowid_``, the key vec0 itself reads chunks by
-    (the table also declares a column named ``rowid``). Driver-level: the
-    row objects of SQLAlchemy cost as much as the read at 1k rows.
-    """
-    t = sp.table_name
-    rows = driver_rows(
-        conn,
-        f'SELECT c.validity, c.rowids, v.vectors FROM "{t}_chunks" c '
-        f'JOIN "{t}_vector_chunks00" v ON v._rowid_ = c.chunk_id WHERE c.partition00 = ?',
-        (user_id,),
-    )
-    if not rows:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool), []
-    slots = np.frombuffer(b"".join(r[1] for r in rows), dtype="<i8")
-    valid = np.concatenate(
-        [
-            np.unpackbits(np.frombuffer(r[0], dtype=np.uint8), bitorder="little")[: len(r[1]) // 8]
-            for r in rows
-        ]
-    ).astype(bool)
-    blocks = [np.frombuffer(r[2], dtype="<f4").reshape(-1, sp.dims) for r in rows]
-    return slots, valid, blocks
-
-
 def partition_vectors(conn: Connection, sp: Space, user_id: str) -> tuple[Array, Array]:
-    """(ids, vectors) of a user's partition, read from vec0's chunk tables
-    (PostgreSQL: one indexed read of the pgvector table)."""
-    if conn.dialect.name == "postgresql":
-        return pg.partition(conn, sp.table_name, user_id, sp.dims)
-    slots, valid, blocks = _chunks(conn, sp, user_id)
-    if not blocks:
-        return slots, np.zeros((0, sp.dims), dtype=np.float32)
-    return slots[valid], np.concatenate(blocks)[valid]
+    """(ids, vectors) of a user's partition, read in bulk by the backend."""
+    got = backend.of(conn).vector_partition(conn, sp.table_name, user_id, sp.dims)
+    if not got.blocks:
+        return got.ids, np.zeros((0, sp.dims), dtype=np.float32)
+    mat = np.concatenate(got.blocks)
+    return (got.ids, mat) if got.dead is None else (got.ids[~got.dead], mat[~got.dead])
 
 
 def _load(conn: Connection, sp: Space, user_id: str, *, merge: bool = False) -> _Part:
     """A copy of the user's partition; ``merge``: in one block (the loader
     thread, off any search's path: one matrix product per search instead of
     one per chunk, 0.4 against ~0.15 ms at 1k rows)."""
-    if conn.dialect.name == "postgresql":
-        ids, mat = pg.partition(conn, sp.table_name, user_id, sp.dims)
-        blocks, dead = ([mat] if len(ids) else []), None
-    else:
-        ids, valid, blocks = _chunks(conn, sp, user_id)
-        dead = None if valid.all() else ~valid
-        if not valid.any():
-            ids, blocks, dead = ids[:0], [], None
+    got = backend.of(conn).vector_partition(conn, sp.table_name, user_id, sp.dims)
+    ids, blocks, dead = got.ids, got.blocks, got.dead
     blocks = [np.concatenate(blocks)] if merge and len(blocks) > 1 else _compact(blocks)
     inv = (
         np.concatenate([_inverse_norms(b) for b in blocks])
@@ -465,36 +425,11 @@ class HotPartitions:
 
     def _extend(self, conn: Connection, sp: Space, user_id: str, part: _Part) -> _Part:
         """``part`` with the user's L0 vectors between its cursor and the space's."""
-        if conn.dialect.name == "postgresql":
-            ids, mat = pg.partition(
-                conn, sp.table_name, user_id, sp.dims, after=part.cursor, upto=sp.cursor
-            )
-            sess = None
-            if part.sessions is not None:
-                sess = _sessions(conn, user_id, ids, after=part.cursor)
-        else:
-            new = conn.execute(
-                text(
-                    "SELECT id, session_id FROM l0_messages "
-                    "WHERE id > :a AND id <= :b AND user_id = :u ORDER BY id"
-                ),
-                {"a": part.cursor, "b": sp.cursor, "u": user_id},
-            ).all()
-            got, names, vecs = [], [], []
-            for mid, sid in new:
-                # Point lookups (rowid = ?): vec0 plans rowid IN (...) as a full scan.
-                row = conn.execute(
-                    text(f'SELECT user_id, embedding FROM "{sp.table_name}" WHERE rowid = :i'),
-                    {"i": int(mid)},
-                ).first()
-                if row is None or row[0] != user_id:
-                    continue  # quarantined: a later retry counts as a rewrite
-                got.append(int(mid))
-                names.append(sid)
-                vecs.append(np.frombuffer(row[1], dtype="<f4"))
-            ids = np.array(got, dtype=np.int64)
-            mat = np.stack(vecs) if vecs else np.zeros((0, sp.dims), dtype=np.float32)
-            sess = np.array(names, dtype=object)
+        ids, mat, sess = backend.of(conn).vectors_after(
+            conn, sp.table_name, user_id, sp.dims, part.cursor, sp.cursor
+        )
+        if sess is None and part.sessions is not None:
+            sess = _sessions(conn, user_id, ids, after=part.cursor)
         if not len(ids):
             return _Part(
                 part.epoch,

@@ -24,15 +24,16 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import Connection, select, text, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from memstore.db import backend
+from memstore.db.backend import upsert
 from memstore.db.engine import Database
 from memstore.db.schema import embedding_cache, vector_index, vector_spaces
 from memstore.embeddings import Embedder, check_vectors, content_hash, to_blob
 from memstore.errors import EmbeddingError, MemstoreError
 from memstore.text import fts_tidy
 from memstore.timeutil import Clock, system_clock, to_iso
-from memstore.vectors import pg, quarantine, spaces
+from memstore.vectors import quarantine, spaces
 from memstore.vectors.spaces import Space
 
 log = logging.getLogger(__name__)
@@ -401,12 +402,9 @@ class Indexer:
             for j, m in enumerate(r.meta):
                 p[f"m{j}"] = m
             params.append(p)
-        if conn.dialect.name == "postgresql":
-            pg.write(conn, sp.table_name, kind, params)
-        else:
-            _write_vec0(conn, sp.table_name, kind, params)
+        backend.of(conn).write_vectors(conn, sp.table_name, kind, params)
         if kind == "l1":
-            stmt = sqlite_insert(vector_index)
+            stmt = upsert(vector_index)
             conn.execute(
                 stmt.on_conflict_do_update(
                     index_elements=[vector_index.c.space, vector_index.c.source_id],
@@ -440,27 +438,6 @@ class Indexer:
                     break
                 total += n
         return total
-
-
-def _write_vec0(conn: Connection, table: str, kind: str, params: list[dict[str, Any]]) -> None:
-    # One point delete per row: vec0 plans ``rowid IN (...)`` as a scan of
-    # the whole table (20 ms at 100k rows, under the write lock), while
-    # ``rowid = ?`` is a lookup (issue 14; tests/test_reliability_query_plans.py).
-    # (vec0 has no upsert: INSERT OR REPLACE fails.)
-    conn.execute(
-        text(f'DELETE FROM "{table}" WHERE rowid = :id'), [{"id": p["id"]} for p in params]
-    )
-    if kind == "l0":
-        ins = text(
-            f'INSERT INTO "{table}"(rowid, user_id, session_id, embedding) '
-            "VALUES (:id, :u, :m0, :v)"
-        )
-    else:
-        ins = text(
-            f'INSERT INTO "{table}"(rowid, user_id, mtype, scene, embedding) '
-            "VALUES (:id, :u, :m0, :m1, :v)"
-        )
-    conn.execute(ins, params)
 
 
 class BackgroundIndexer:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Connection, delete, func, select
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from memstore.db.backend import upsert
 from memstore.db.schema import vector_quarantine as vq
 from memstore.timeutil import timedelta, to_iso
 
@@ -63,7 +63,7 @@ def record(
             "first_failed_at": to_iso(now),
             "retry_after": to_iso(now + timedelta(seconds=backoff_s(attempts))),
         }
-        stmt = sqlite_insert(vq).values(**values)
+        stmt = upsert(vq).values(**values)
         conn.execute(
             stmt.on_conflict_do_update(
                 index_elements=[vq.c.space, vq.c.source_id],

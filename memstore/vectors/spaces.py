@@ -1,13 +1,11 @@
-"""Vector spaces: one sqlite-vec ``vec0`` table per (kind, embedding model)
-(on PostgreSQL one pgvector table with the same columns: memstore.vectors.pg).
+"""Vector spaces: one vector table per (kind, embedding model), in the
+backend's format (memstore.db.backend: sqlite-vec's ``vec0``, pgvector).
 
 A space is a cache over a source table (``l0_messages`` or ``l1_memories``).
 Changing the embedding model creates a new space; until the indexer has
 filled it once, search is keyword-only, so two vector spaces are never mixed
-and a dimension mismatch can never reach a query. sqlite-vec facts that shape
-this: ``INSERT OR REPLACE`` fails (we DELETE then INSERT), ``ALTER TABLE
-RENAME`` breaks vec0 (we never rename; a new model gets a new table), and
-filters belong inside the KNN query (``user_id`` is the partition key).
+and a dimension mismatch can never reach a query. A table is never renamed
+(vec0 breaks): a new model gets a new table.
 """
 
 from __future__ import annotations
@@ -18,28 +16,12 @@ from typing import Any
 
 from sqlalchemy import Connection, select, text, update
 
+from memstore.db import backend
 from memstore.db.schema import vector_index, vector_quarantine, vector_spaces
 from memstore.db.sqlfn import driver_rows, driver_sql
 from memstore.errors import ConfigError
-from memstore.vectors import pg
 
-# Extra vec0 columns per kind: metadata columns can be filtered inside KNN.
-_KIND_COLUMNS = {
-    "l0": "user_id text partition key, session_id text",
-    "l1": "user_id text partition key, mtype text, scene text",
-}
-KINDS = tuple(_KIND_COLUMNS)
-
-# vec0 allocates a whole chunk per partition (user). The default of 1024 costs
-# 1.5 MB per user at 384-d (100 users of 5 messages: 158 MB); 256 left chunks
-# 39% full at 100 users x 100 messages (issue 14). Small chunks slow the KNN
-# of a large partition (64 was 40% slower than 256 at 50k rows), but those are
-# searched in memory now (memstore.vectors.hot), so vec0 serves partitions
-# under hot.MIN_ROWS rows, where 128 costs a few chunks more per query.
-# Users hold far fewer memories than messages (bench vectors, 100 users x 100
-# messages: a few memories each, one 128-slot chunk apiece, 1.96 KB per
-# message of L1 vector chunks), so L1 chunks are smaller still.
-CHUNK_SIZE = {"l0": 128, "l1": 32}
+KINDS = ("l0", "l1")
 
 
 @dataclass(frozen=True)
@@ -53,14 +35,6 @@ class Space:
     ready: bool
     epoch: int
     rewrites: int = 0
-
-
-def ddl(table: str, kind: str, dims: int) -> str:
-    """The sqlite-vec table of a space (PostgreSQL: ``pg.ddl``)."""
-    return (
-        f'CREATE VIRTUAL TABLE IF NOT EXISTS "{table}" USING vec0({_KIND_COLUMNS[kind]}, '
-        f"embedding float[{dims}] distance_metric=cosine, chunk_size={CHUNK_SIZE[kind]})"
-    )
 
 
 def _space(r: Any) -> Space:
@@ -102,7 +76,7 @@ def list_spaces(conn: Connection) -> list[Space]:
 
 
 def ensure_space(conn: Connection, kind: str, model_id: str, dims: int, now_iso: str) -> Space:
-    if kind not in _KIND_COLUMNS:
+    if kind not in KINDS:
         raise ConfigError(f"unknown vector kind {kind!r}")
     if dims <= 0 or dims > 8192:
         raise ConfigError(f"embedding dimension {dims} is out of range for the vector tables")
@@ -163,10 +137,7 @@ def reset_kind(conn: Connection, kind: str, *, recreate: bool = False) -> None:
 
 
 def _create(conn: Connection, table: str, kind: str, dims: int) -> None:
-    if conn.dialect.name == "postgresql":
-        pg.create(conn, table, kind, dims)
-    else:
-        conn.execute(text(ddl(table, kind, dims)))
+    backend.of(conn).create_vector_table(conn, table, kind, dims)
 
 
 def mark_ready(conn: Connection, sp: Space) -> None:
@@ -184,10 +155,6 @@ def current_epoch(conn: Connection, name: str) -> int | None:
     return None if row is None else int(row[0])
 
 
-def _columns(kind: str) -> tuple[str, ...]:
-    return ("user_id", "session_id") if kind == "l0" else ("user_id", "mtype", "scene")
-
-
 def natural_ids(conn: Connection, kind: str, *, without_user: str) -> dict[Any, int]:
     """Row id of each source row by its stable key: (user, session, message
     id) for messages, the memory id for memories."""
@@ -203,10 +170,9 @@ def carry_over(conn: Connection, kind: str, moved: dict[int, int]) -> int:
     survive (``moved``: old id -> new id) and nothing else; returns how many
     vectors were left behind.
 
-    Each space gets a new vec0 table, filled by point lookups in the old one,
-    which is dropped: vec0 only flags deleted rows, so copying out is the way
-    to leave no erased vector's bytes in its chunks. No text is embedded again.
-    PostgreSQL does the same in one INSERT ... SELECT (``pg.copy_moved``).
+    Each space gets a new table holding only the survivors, and the old one
+    is dropped (``Backend.copy_vectors``), so no erased vector's bytes stay
+    in a live table. No text is embedded again.
     """
     dropped = 0
     for sp in list_spaces(conn):
@@ -214,36 +180,9 @@ def carry_over(conn: Connection, kind: str, moved: dict[int, int]) -> int:
             continue
         epoch = sp.epoch + 1
         table = f"{_table_name(kind, sp.model_id, sp.dims)}_{epoch}"
-        if conn.dialect.name == "postgresql":
-            before = pg.count(conn, sp.table_name)
-            conn.execute(text(f'DROP TABLE IF EXISTS "{table}"'))
-            dropped += before - pg.copy_moved(conn, sp.table_name, table, kind, sp.dims, moved)
-            _carry_done(conn, sp, moved, table, epoch)
-            continue
-        # vec0's own rowid table: a count(*) on vec0 would read every vector.
-        dropped += int(
-            conn.execute(text(f'SELECT count(*) FROM "{sp.table_name}_rowids"')).scalar_one()
+        dropped += backend.of(conn).copy_vectors(
+            conn, sp.table_name, table, kind, sp.dims, moved
         )
-        conn.execute(text(f'DROP TABLE IF EXISTS "{table}"'))
-        conn.execute(text(ddl(table, kind, sp.dims)))
-        cols = _columns(kind)
-        read = text(f'SELECT {", ".join(cols)}, embedding FROM "{sp.table_name}" WHERE rowid = :i')
-        names = ", ".join(["rowid", *cols, "embedding"])
-        marks = ", ".join([":rowid", *(f":{c}" for c in cols), ":embedding"])
-        ins = text(f'INSERT INTO "{table}"({names}) VALUES ({marks})')
-        batch: list[dict[str, Any]] = []
-        for old, new in sorted(moved.items()):
-            row = conn.execute(read, {"i": old}).first()
-            if row is None:
-                continue
-            dropped -= 1
-            batch.append({"rowid": new, **dict(zip([*cols, "embedding"], row, strict=True))})
-            if len(batch) >= 500:
-                conn.execute(ins, batch)
-                batch = []
-        if batch:
-            conn.execute(ins, batch)
-        conn.execute(text(f'DROP TABLE IF EXISTS "{sp.table_name}"'))
         _carry_done(conn, sp, moved, table, epoch)
     return dropped
 

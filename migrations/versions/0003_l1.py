@@ -11,8 +11,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-
-from memstore.db.ddl import create_fts, drop_fts
+from memstore._migrations.frozen.ddl import create_fts, drop_fts
 
 revision: str = "0003"
 down_revision: str | None = "0002"

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-
-from memstore.db.ddl import is_postgres, reshape_fts_pg
-from memstore.text import is_low_information, stem_text
+from memstore._migrations.frozen.ddl import is_postgres, reshape_fts_pg
+from memstore._migrations.frozen.info import is_low_information
+from memstore._migrations.frozen.stem import stem_text
 
 revision: str = "0008"
 down_revision: str | None = "0007"

@@ -16,8 +16,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-
-from memstore.db.ddl import is_postgres
+from memstore._migrations.frozen.ddl import is_postgres
 
 revision: str = "0010"
 down_revision: str | None = "0009"

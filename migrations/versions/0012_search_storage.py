@@ -18,9 +18,9 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-
-from memstore.db import ddl
-from memstore.text import document_columns, stem_text
+from memstore._migrations.frozen import ddl
+from memstore._migrations.frozen.fts import document_columns
+from memstore._migrations.frozen.stem import stem_text
 
 revision: str = "0012_search_storage"
 down_revision: str | None = "0013"
@@ -79,7 +79,7 @@ def upgrade() -> None:
         "SELECT user_id, row_number() OVER (ORDER BY min(id)) FROM l0_messages GROUP BY user_id"
     )
     if ddl.is_postgres():
-        # A plain table there (memstore.db.ddl): re-key the rows in place; the
+        # A plain table there (frozen.ddl): re-key the rows in place; the
         # new keys are all >= 2**40 and the old ones below, so none collide.
         conn.exec_driver_sql(
             f"UPDATE l0_fts f SET rowid = (s.slot::bigint << {_SHIFT}) | f.rowid "

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-
-from memstore.text import document_columns, stem_text
-from memstore.text.terms import document_stats
+from memstore._migrations.frozen.fts import document_columns
+from memstore._migrations.frozen.stem import stem_text
+from memstore._migrations.frozen.terms import document_stats
 
 revision: str = "0014_keyword_stats"
 down_revision: str | None = "0012_search_storage"

@@ -3,7 +3,7 @@
 Until this revision a store on PostgreSQL ran keyword-only (no embedder, no
 vector space). From here on each space is a table with a ``vector(dims)``
 column, created by the indexer when it first meets an embedding model
-(memstore.vectors.pg), like the vec0 tables on SQLite; this revision only
+(memstore.db.backend.pgvector), like the vec0 tables on SQLite; this revision only
 makes sure the ``vector`` type exists. SQLite: nothing to do (sqlite-vec is
 loaded per connection).
 
@@ -23,8 +23,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-
-from memstore.db import ddl
+from memstore._migrations.frozen import ddl
 
 revision: str = "0017_pgvector"
 down_revision: str | None = "0014_keyword_stats"

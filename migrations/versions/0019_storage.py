@@ -39,13 +39,10 @@ from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
+from memstore._migrations.frozen import ddl, packing
+from memstore._migrations.frozen.packing import content_hash
 
-import memstore.l0.events  # noqa: F401  (registers l0.captured)
-from memstore.db import ddl
-from memstore.embeddings import content_hash
 from memstore.errors import MigrationError
-from memstore.events.log import encode_payload
-from memstore.events.types import Event, registry
 
 revision: str = "0019_storage"
 down_revision: str | None = "0017_pgvector"
@@ -54,12 +51,11 @@ depends_on: str | Sequence[str] | None = None
 
 _TYPE = "l0.captured"
 _BATCH = 2000
-_dict_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_dict_json = packing.dumps
 
 
-def _derived_key(user_id: str, payload: Event) -> str:
+def _derived_key(user_id: str, data: dict[str, Any]) -> str:
     """The key capture gave its events before this revision (fixed here)."""
-    data = payload.to_dict()
     ids = [str(m["id"]) for m in data["messages"]]
     digest = hashlib.sha256("\x1f".join([user_id, data["session_id"], *ids]).encode())
     return f"l0:{digest.hexdigest()}"
@@ -82,10 +78,14 @@ def _rewrite_events(conn: sa.Connection, *, pack: bool) -> None:
         for position, version, user, stored, stored_key in rows:
             key = stored_key
             data = json.loads(stored)
-            payload = registry.decode(_TYPE, int(version), data)
+            try:
+                payload = packing.decode(int(version), data)
+                if pack:
+                    new = packing.dumps(packing.pack(payload))
+                    again = packing.decode(packing.VERSION, json.loads(new))
+            except packing.PayloadError as e:
+                raise MigrationError(f"event {position}: {e}") from e
             if pack:
-                new = encode_payload(payload)
-                again = registry.decode(_TYPE, type(payload).VERSION, json.loads(new))
                 if again != payload:
                     raise MigrationError(
                         f"event {position}: the packed payload does not decode to the stored one"
@@ -93,11 +93,11 @@ def _rewrite_events(conn: sa.Connection, *, pack: bool) -> None:
                 if key is not None and key == _derived_key(str(user), payload):
                     key = None
             else:
-                new = _dict_json(payload.to_dict())
+                new = _dict_json(payload)
                 if key is None:
                     key = _derived_key(str(user), payload)
             if new != stored or key != stored_key:
-                updates.append({"p": position, "v": type(payload).VERSION, "d": new, "k": key})
+                updates.append({"p": position, "v": packing.VERSION, "d": new, "k": key})
         if updates:
             conn.execute(
                 sa.text(

@@ -23,8 +23,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-
-from memstore.text.terms import document_stats
+from memstore._migrations.frozen.terms import document_stats
 
 revision: str = "0020_l1kw"
 down_revision: str | None = "0019_storage"

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import text
 
 from memstore.db.connect import open_database
+from memstore.event_types import register_all
 from memstore.events.log import EventLog, NewEvent
 from memstore.l0.events import SessionEnded
 
@@ -18,7 +19,7 @@ APPENDS = 30
 def writer(target: str, wid: int, start: Any) -> None:
     start.wait(120)
     db = open_database(target)
-    log = EventLog()
+    log = EventLog(register_all())  # a bare log knows only the types it is given
     try:
         for i in range(APPENDS):
             # 1-3 events per append, on a private and shared streams; every

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 
 from memstore import Settings
+from memstore.bench.fakeopenai import FakeOpenAI
 from memstore.derive import api
 from memstore.store import Store
 from tests.derive_support import ScriptedLLM, say, snapshot
-from tests.fakeopenai import FakeOpenAI
 
 
 @pytest.fixture

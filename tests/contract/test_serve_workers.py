@@ -17,10 +17,10 @@ import httpx
 import pytest
 
 from memstore import Settings
+from memstore.bench.fakeopenai import FakeOpenAI
 from memstore.derive.events import L1Extracted
 from memstore.store import Store
 from tests.derive_support import ScriptedLLM
-from tests.fakeopenai import FakeOpenAI
 
 USERS, SESSIONS, ROUNDS = 3, 2, 6
 

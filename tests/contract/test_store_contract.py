@@ -9,11 +9,11 @@ import pytest
 from sqlalchemy import exc, text
 
 from memstore import Settings
+from memstore.bench.snapshot import snapshot
 from memstore.db import migrate
 from memstore.events.log import NewEvent
 from memstore.l0.events import MessagesCaptured, SessionEnded
 from memstore.store import Store, default_projections
-from tests.snapshot import snapshot
 
 # Which projection fills which table: what Store.open tells the migrations.
 OWNERS = migrate.projection_tables(default_projections())

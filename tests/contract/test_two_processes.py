@@ -8,11 +8,11 @@ import multiprocessing as mp
 import pytest
 
 from memstore import Settings
+from memstore.bench.fakeopenai import FakeOpenAI
 from memstore.derive.events import L1Extracted
 from memstore.store import Store
 from tests.contract import derive_workers
 from tests.derive_support import ScriptedLLM
-from tests.fakeopenai import FakeOpenAI
 
 
 @pytest.mark.slow

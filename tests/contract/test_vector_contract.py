@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
+from memstore.db.backend import pgvector as vector_pg
 from memstore.store import Store
-from memstore.vectors import pg as vector_pg
 from memstore.vectors import spaces
 
 

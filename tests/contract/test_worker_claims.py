@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 from memstore import Settings
+from memstore.bench.fakeopenai import FakeOpenAI
 from memstore.derive.events import L1Extracted, ScenesUpdated
 from memstore.pipeline import queue
 from memstore.store import Store
 from memstore.timeutil import UTC, timedelta
 from tests.contract import derive_workers
 from tests.derive_support import ScriptedLLM, say
-from tests.fakeopenai import FakeOpenAI
 
 T0 = datetime(2030, 1, 7, 9, 0, 0, tzinfo=UTC)
 # An owner on another host: ``owners.is_dead`` cannot check it, so only its

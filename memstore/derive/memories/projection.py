@@ -13,9 +13,10 @@ import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Row, bindparam, delete, func, select, text, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import Connection, Row, bindparam, delete, func, select, update
 
+from memstore.db import backend
+from memstore.db.backend import upsert
 from memstore.db.schema import (
     active_generations,
     derive_failures,
@@ -121,13 +122,7 @@ class L1Projection(Projection):
                 self._start_generation(conn, ev, p)
 
     def clear(self, conn: Connection) -> None:
-        conn.execute(text("DELETE FROM l1_fts"))
-        if conn.dialect.name == "sqlite":
-            # FTS5 writes a delete marker per term of every deleted row, which
-            # the rows replayed next are merged with for a while; rebuilt from
-            # its (now empty) content table the index starts empty instead
-            # (after a rebuild of 10k memories: 264 pages against 655).
-            conn.execute(text("INSERT INTO l1_fts(l1_fts) VALUES ('rebuild')"))
+        backend.of(conn).fts_clear(conn, "l1_fts", contentless=False)
         super().clear(conn)
         # Vectors stay (ids follow log order); vector_index re-embeds any row
         # whose text differs, and search checks each hit's owner and status.
@@ -264,7 +259,7 @@ class GenerationsProjection(Projection):
             p = ev.payload
             if isinstance(p, GenerationStarted):
                 conn.execute(
-                    sqlite_insert(derive_generations)
+                    upsert(derive_generations)
                     .values(
                         user_id=ev.user_id,
                         generation=p.generation,
@@ -277,7 +272,7 @@ class GenerationsProjection(Projection):
                     .on_conflict_do_nothing()
                 )
             elif isinstance(p, GenerationActivated):
-                stmt = sqlite_insert(active_generations).values(
+                stmt = upsert(active_generations).values(
                     user_id=ev.user_id, generation=p.generation
                 )
                 conn.execute(
@@ -313,7 +308,7 @@ class CursorsProjection(Projection):
         for ev in events:
             p = ev.payload
             if isinstance(p, L1Extracted):
-                stmt = sqlite_insert(l1_cursors).values(
+                stmt = upsert(l1_cursors).values(
                     user_id=ev.user_id,
                     session_id=p.session_id,
                     generation=p.generation,
@@ -342,7 +337,7 @@ class CursorsProjection(Projection):
                 ).all()
                 for r in rows:
                     conn.execute(
-                        sqlite_insert(l1_cursors)
+                        upsert(l1_cursors)
                         .values(**{**dict(r._mapping), "generation": p.generation})
                         .on_conflict_do_nothing()
                     )
@@ -378,7 +373,7 @@ class FailuresProjection(Projection):
                         ).scalar_one_or_none()
                         or 0
                     )
-                stmt = sqlite_insert(derive_failures).values(
+                stmt = upsert(derive_failures).values(
                     user_id=ev.user_id,
                     stage=p.stage,
                     session_id=p.session_id,

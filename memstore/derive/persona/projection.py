@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from sqlalchemy import Connection
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from memstore.db.backend import upsert
 from memstore.db.schema import l3_persona
 from memstore.derive.events import PersonaUpdated
 from memstore.events.log import StoredEvent
@@ -32,7 +32,7 @@ class L3Projection(Projection):
                 "trigger": p.trigger,
                 "updated_position": ev.position,
             }
-            stmt = sqlite_insert(l3_persona).values(
+            stmt = upsert(l3_persona).values(
                 user_id=ev.user_id, generation=p.generation, **values
             )
             conn.execute(

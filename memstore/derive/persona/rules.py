@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memstore.derive.persona.prompts import MAX_PERSONA_CHARS
-from memstore.derive.scenes.rules import _cjk, _fit_lines, rank
+from memstore.derive.scenes.rules import fit_lines, mostly_cjk, rank
 
 PERSONA_LINES_PER_TYPE = {"persona": 12, "instruction": 10, "episodic": 8}
 
@@ -24,7 +24,7 @@ def persona_text(mems: Sequence[dict[str, Any]]) -> str:
     """A Markdown profile from the highest-priority memories of each type."""
     if not mems:
         return ""
-    title, heads = _HEADINGS[_cjk([m["content"] for m in mems])]
+    title, heads = _HEADINGS[mostly_cjk([m["content"] for m in mems])]
     lines = [title]
     for type_ in ("persona", "instruction", "episodic"):
         of_type = [m for m in mems if m["type"] == type_]
@@ -35,4 +35,4 @@ def persona_text(mems: Sequence[dict[str, Any]]) -> str:
         if of_type:
             lines += ["", heads[type_]]
             lines += [f"- {m['content']}" for m in of_type[: PERSONA_LINES_PER_TYPE[type_]]]
-    return _fit_lines(lines, MAX_PERSONA_CHARS).strip()
+    return fit_lines(lines, MAX_PERSONA_CHARS).strip()

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from sqlalchemy import Connection, delete, select, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from memstore.db.backend import upsert
 from memstore.db.schema import l2_scenes, l2_state
 from memstore.derive.events import GenerationStarted, PersonaUpdated, ScenesUpdated
 from memstore.derive.memories.projection import copied_id, union
@@ -111,7 +111,7 @@ class L2Projection(Projection):
         # Scene ids are unique across users and generations; a log holding one
         # twice keeps the first (``on_conflict_do_nothing``) instead of failing.
         conn.execute(
-            sqlite_insert(l2_scenes)
+            upsert(l2_scenes)
             .values(
                 scene_id=op["scene_id"],
                 user_id=ev.user_id,
@@ -129,7 +129,7 @@ class L2Projection(Projection):
 
     @staticmethod
     def _state(conn: Connection, ev: StoredEvent, p: ScenesUpdated) -> None:
-        stmt = sqlite_insert(l2_state).values(
+        stmt = upsert(l2_state).values(
             user_id=ev.user_id,
             generation=p.generation,
             memory_cursor=p.memory_cursor,
@@ -168,7 +168,7 @@ class L2Projection(Projection):
                     [copied_id(m, p.generation) for m in json.loads(r.memory_ids)]
                 ),
             )
-            conn.execute(sqlite_insert(l2_scenes).values(**values).on_conflict_do_nothing())
+            conn.execute(upsert(l2_scenes).values(**values).on_conflict_do_nothing())
         state = conn.execute(
             select(l2_state).where(
                 l2_state.c.user_id == ev.user_id, l2_state.c.generation == p.base_generation
@@ -176,7 +176,7 @@ class L2Projection(Projection):
         ).first()
         if state is not None:
             conn.execute(
-                sqlite_insert(l2_state)
+                upsert(l2_state)
                 .values(**{**dict(state._mapping), "generation": p.generation})
                 .on_conflict_do_nothing()
             )

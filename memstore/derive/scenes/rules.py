@@ -23,11 +23,11 @@ def rank(m: dict[str, Any]) -> tuple[int, int]:
     return (-(101 if p < 0 else p), int(m["id"]))
 
 
-def _cjk(texts: Sequence[str]) -> bool:
+def mostly_cjk(texts: Sequence[str]) -> bool:
     return sum(1 for t in texts if has_cjk(t)) * 2 > len(texts)
 
 
-def _fit_lines(lines: Sequence[str], limit: int) -> str:
+def fit_lines(lines: Sequence[str], limit: int) -> str:
     """Whole lines only, as many as fit in ``limit`` characters."""
     out: list[str] = []
     used = 0
@@ -46,11 +46,11 @@ def scene_text(name: str, mems: Sequence[dict[str, Any]]) -> tuple[str, str]:
     """(summary, body) of a scene from its live memories."""
     ordered = sorted(mems, key=rank)
     contents = [m["content"] for m in ordered]
-    cjk = _cjk(contents) if contents else has_cjk(name)
+    cjk = mostly_cjk(contents) if contents else has_cjk(name)
     head = (f"{len(contents)}条记忆：" if cjk else f"{len(contents)} memories: ") + (
         "；".join(contents[:3]) if cjk else " ".join(contents[:3])
     )
-    body = _fit_lines([f"- {c}" for c in contents], MAX_SCENE_BODY_CHARS)
+    body = fit_lines([f"- {c}" for c in contents], MAX_SCENE_BODY_CHARS)
     return clip(head, MAX_SUMMARY_CHARS), body
 
 

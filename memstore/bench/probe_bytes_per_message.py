@@ -1,4 +1,4 @@
-"""Bytes per message of a store filled the way a host fills it (issue 14).
+"""Bytes per message of a store filled the way a host fills it
 
 Every call is one ``capture_turn`` (a user message and its reply, with a
 turn id and a timestamp, as the Hermes provider captures), users round-robin,
@@ -6,7 +6,7 @@ with the defaults otherwise (context vectors on, hashing 384-d embedder so
 the fill is fast; e5 also stores 384 float32s per vector). Then every message
 is embedded (``reindex``) and ``dbstat`` gives each table's bytes per message.
 
-    PYTHONPATH=. .venv/bin/python scripts/bytes_per_message.py \
+    memstore bench bytes-per-message \
         --messages 100000 --users 100 --path /tmp/storage-100k.db
 
 An existing ``--path`` is measured as it is (no fill): run it once per code
@@ -73,12 +73,12 @@ def bytes_per_table(store: Store, messages: int) -> dict[str, float]:
     return out
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--messages", type=int, default=10_000)
     ap.add_argument("--users", type=int, default=100)
     ap.add_argument("--path", type=Path, required=True)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     settings = Settings().replace(embedder="hashing", background_indexer=False, scheduler=False)
     existed = args.path.exists()
     with Store.open(args.path, settings=settings) as store:
@@ -99,7 +99,3 @@ def main() -> None:
         if b >= 1:
             print(f"  {name:48s} {b:8.1f}")
     print(f"  {'total':48s} {total:8.1f}")
-
-
-if __name__ == "__main__":
-    main()

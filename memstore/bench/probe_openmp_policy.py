@@ -3,7 +3,7 @@
 Run it while the machine is busy (and again when idle) to see what the
 policy memstore picks (``OMP_WAIT_POLICY=PASSIVE`` unless you set one) buys:
 
-    .venv/bin/python scripts/bench_openmp_policy.py [--queries 60]
+    memstore bench openmp-policy [--queries 60]
 
 Each policy runs in its own process, because libgomp reads the variables
 once, when it is loaded.
@@ -44,11 +44,11 @@ print(json.dumps({"p50": ts[len(ts) // 2], "p95": ts[int(len(ts) * 0.95)],
 """
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--queries", type=int, default=60)
     ap.add_argument("--only", help="comma-separated policy names to run (default: all)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     chosen = set(args.only.split(",")) if args.only else set(POLICIES)
     print(f"{'policy':32} {'query p50':>10} {'p95':>8} {'64 docs':>9}  load")
     for name, extra in POLICIES.items():
@@ -69,7 +69,3 @@ def main() -> None:
         print(
             f"{name:32} {r['p50']:8.1f}ms {r['p95']:6.1f}ms {r['batch_ms']:7.0f}ms  {r['load']:.1f}"
         )
-
-
-if __name__ == "__main__":
-    main()

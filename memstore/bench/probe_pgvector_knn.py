@@ -1,4 +1,4 @@
-"""Filtered KNN on pgvector: which plan gives a user's full top-k fast (issue 13).
+"""Filtered KNN on pgvector: which plan gives a user's full top-k fast
 
 Two layouts of 100k 384-d vectors, each in its own table with a btree on
 ``user_id`` and an HNSW index (m 16, ef_construction 64, cosine):
@@ -10,7 +10,7 @@ Per layout and user kind, each plan answers the same queries with
 ``WHERE user_id = :u ORDER BY embedding <=> :q LIMIT 10``:
 
 - ``exact``: the user's rows first (a MATERIALIZED CTE over the btree), then
-  an exact sort — the plan memstore.vectors.pg uses;
+  an exact sort — the plan memstore.db.backend.pgvector uses;
 - ``hnsw``: the HNSW index with the filter applied after it (pgvector's
   default, ``hnsw.iterative_scan = off``), ef_search 40; forced with
   ``enable_sort = off`` (the planner, left alone, may pick the btree and
@@ -24,7 +24,7 @@ for the small user), recall@10 against numpy's exact answer. Also the insert
 rate into each table with and without the HNSW index (the background indexer
 writes row batches into a live table).
 
-Usage: PYTHONPATH=. .venv/bin/python scripts/bench_pgvector_knn.py URL [queries]
+Usage: memstore bench pgvector-knn URL [queries]
 (URL: a PostgreSQL URL; a database ``pgvec_knn`` is created on that server
 and kept for the next run, which reuses its tables; ``--drop`` drops it).
 Vectors are synthetic (rank-64 signal + noise, unit length); the recall
@@ -33,7 +33,6 @@ column is about the plans, not a model.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -49,7 +48,8 @@ BASIS = rng.standard_normal((64, D)).astype(np.float32)
 def vectors(n: int) -> np.ndarray[Any, Any]:
     m = rng.standard_normal((n, 64)).astype(np.float32) @ BASIS
     m += 0.5 * rng.standard_normal((n, D)).astype(np.float32)
-    return m / np.linalg.norm(m, axis=1, keepdims=True)
+    out: np.ndarray[Any, Any] = m / np.linalg.norm(m, axis=1, keepdims=True)
+    return out
 
 
 def lit(v: np.ndarray[Any, Any]) -> str:
@@ -191,9 +191,10 @@ def insert_rate(conn: psycopg.Connection[Any], table: str, hnsw: bool) -> float:
     return rate
 
 
-def main() -> None:
-    url = sys.argv[1].replace("postgresql+psycopg://", "postgresql://")
-    nq = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 100
+def main(argv: list[str]) -> None:
+    args = ["memstore bench pgvector-knn", *argv]
+    url = args[1].replace("postgresql+psycopg://", "postgresql://")
+    nq = int(args[2]) if len(args) > 2 and args[2].isdigit() else 100
     with psycopg.connect(url, autocommit=True) as admin:
         if not admin.execute("SELECT 1 FROM pg_database WHERE datname = 'pgvec_knn'").fetchone():
             admin.execute("CREATE DATABASE pgvec_knn")
@@ -217,10 +218,6 @@ def main() -> None:
                 print(f"insert, batches of 64 into 20k rows, hnsw={hnsw}: {r:,.0f} rows/s")
             print("loadavg", Path("/proc/loadavg").read_text().strip(), flush=True)
     finally:
-        if "--drop" in sys.argv:
+        if "--drop" in args:
             with psycopg.connect(url, autocommit=True) as admin:
                 admin.execute("DROP DATABASE IF EXISTS pgvec_knn")
-
-
-if __name__ == "__main__":
-    main()

@@ -7,7 +7,7 @@ and vectors cross the driver as float32 blobs (``to_blob``) so the indexer,
 search and recall see one format on both backends.
 
 **Filtered KNN: an exact per-user scan, no HNSW index** (chosen by
-measurement: scripts/bench_pgvector_knn.py, 100k 384-d synthetic vectors per
+measurement: memstore bench pgvector-knn, 100k 384-d synthetic vectors per
 layout, 100 queries, load average 21-22 on 2 cores, so compare within a
 row; BENCHMARKS.md "pgvector: filtered KNN"). At 100 users x 1k, with the
 planner made to use an HNSW index for ``WHERE user_id = :u ORDER BY

@@ -1,0 +1,243 @@
+"""The engines are told apart in one layer only: ``memstore.db``.
+
+Above it, code asks its connection's backend (``memstore.db.backend.of``) or
+its database's ``backend`` for whatever differs between SQLite and
+PostgreSQL. This test reads the source of ``memstore/`` and ``provider/``
+with ``ast`` and fails on any of these outside ``memstore/db/``:
+
+- an attribute named ``dialect`` (``conn.dialect.name``, ``db.dialect``,
+  ``engine.dialect``): a branch on the engine;
+- an import from ``sqlalchemy.dialects``: engine-specific SQL constructs
+  (``memstore.db.backend.upsert`` is the one both engines compile);
+- a comparison (``==``, ``!=``, ``in``, ``not in``) with an engine's name as
+  a string constant ("sqlite", "postgresql", "postgres").
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCANNED = ("memstore", "provider")
+BACKEND_LAYER = ROOT / "memstore" / "db"
+ENGINE_NAMES = {"sqlite", "postgresql", "postgres"}
+# The cross-engine benchmark runs the engines a user names side by side
+# (``memstore bench scale --backends sqlite,postgresql``): its comparisons
+# are with that option's values, not with the engine of a connection. It
+# may not read ``.dialect`` nor import engine constructs either.
+NAMES_ALLOWED = {
+    "memstore/bench/scale_db.py",
+    "memstore/bench/scale_db_report.py",
+    "memstore/cli/bench_scale.py",
+}
+
+
+def dialect_checks(source: str, filename: str, *, names_allowed: bool = False) -> list[str]:
+    """Each engine branch in ``source`` as "file:line: what", in line order."""
+    tree = ast.parse(source, filename=filename)
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Attribute) and node.attr == "dialect":
+            found.append((line, ".dialect"))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+            "sqlalchemy.dialects"
+        ):
+            found.append((line, f"from {node.module} import ..."))
+        elif isinstance(node, ast.Import):
+            found += [
+                (line, f"import {a.name}")
+                for a in node.names
+                if a.name.startswith("sqlalchemy.dialects")
+            ]
+        elif isinstance(node, ast.Compare) and not names_allowed:
+            ops_ok = all(isinstance(op, ast.Eq | ast.NotEq | ast.In | ast.NotIn) for op in node.ops)
+            for side in [node.left, *node.comparators]:
+                names = _constants(side)
+                if ops_ok and names & ENGINE_NAMES:
+                    found.append((line, f"compares with {sorted(names & ENGINE_NAMES)[0]!r}"))
+                    break
+    return [f"{filename}:{line}: {what}" for line, what in sorted(found)]
+
+
+def _constants(node: ast.expr) -> set[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return {
+            e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+        }
+    return set()
+
+
+def scanned_files() -> list[Path]:
+    return [
+        p
+        for top in SCANNED
+        for p in sorted((ROOT / top).rglob("*.py"))
+        if BACKEND_LAYER not in p.parents
+    ]
+
+
+def test_the_scan_finds_each_kind_of_engine_branch() -> None:
+    src = (
+        "from sqlalchemy.dialects.sqlite import insert\n"
+        "import sqlalchemy.dialects.postgresql\n"
+        "if conn.dialect.name == 'postgresql':\n    pass\n"
+        "if db.kind in ('sqlite', 'x'):\n    pass\n"
+        "ok = name == 'sqlite3'\n"
+    )
+    got = dialect_checks(src, "probe.py")
+    assert [g.split(": ", 1)[0] for g in got] == [
+        "probe.py:1",
+        "probe.py:2",
+        "probe.py:3",
+        "probe.py:3",
+        "probe.py:5",
+    ], got
+    assert [g.split(": ", 1)[0] for g in dialect_checks(src, "p.py", names_allowed=True)] == [
+        "p.py:1",
+        "p.py:2",
+        "p.py:3",
+    ]
+
+
+def test_no_engine_branch_outside_the_backend_layer() -> None:
+    files = scanned_files()
+    assert len(files) > 100  # the walk found the packages
+    found = [
+        hit
+        for p in files
+        for hit in dialect_checks(
+            p.read_text(encoding="utf-8"),
+            p.relative_to(ROOT).as_posix(),
+            names_allowed=p.relative_to(ROOT).as_posix() in NAMES_ALLOWED,
+        )
+    ]
+    assert not found, "engine branches outside memstore/db (ask the backend):\n" + "\n".join(found)
+
+
+# -- private names -----------------------------------------------------------------
+#
+# A leading underscore means "this module's own". The rule, checked on
+# memstore/ and provider/:
+#
+# - ``from M import _x`` (or ``import`` of a ``_x`` submodule's member) where
+#   M is a module of memstore or the provider: another module's private name;
+# - ``expr._x`` where no code of the same module defines ``_x`` (as a
+#   function, class, variable, or ``self._x`` / ``cls._x`` attribute): an
+#   attribute private to some other module's class or module.
+#
+# Dunder names are not private. Some libraries document underscore names as
+# their public API (SQLAlchemy's ``Row._mapping``, namedtuple's ``_asdict``);
+# those are listed.
+PUBLIC_UNDERSCORE = {"_mapping", "_asdict", "_replace", "_fields", "_make"}
+# The scheduler's executor overrides APScheduler's private executor hooks;
+# tests/test_pipeline_apscheduler.py pins exactly which, against the
+# installed APScheduler.
+THIRD_PARTY_HOOKS = {"memstore/pipeline/scheduler.py": {"_run_job_success", "_do_submit_job"}}
+OUR_PACKAGES = ("memstore", "provider")
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _defined_here(tree: ast.AST) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+    return names
+
+
+def private_uses(source: str, filename: str) -> list[str]:
+    """Each use in ``source`` of another module's private name, "file:line: what"."""
+    tree = ast.parse(source, filename=filename)
+    own = _defined_here(tree) | THIRD_PARTY_HOOKS.get(filename, set())
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (
+            node.level > 0 or (node.module or "").split(".")[0] in OUR_PACKAGES
+        ):
+            found += [
+                (node.lineno, f"from {node.module or '.'} import {a.name}")
+                for a in node.names
+                if _private(a.name)
+            ]
+        elif (
+            isinstance(node, ast.Attribute)
+            and _private(node.attr)
+            and node.attr not in PUBLIC_UNDERSCORE
+            and not (isinstance(node.ctx, ast.Store))
+        ):
+            imported_from = [
+                n
+                for n in ast.walk(tree)
+                if isinstance(n, ast.ImportFrom | ast.Import)
+                and any((a.asname or a.name) == node.attr for a in n.names)
+            ]
+            if node.attr not in own or imported_from:
+                found.append((node.lineno, ast.unparse(node)))
+    return [f"{filename}:{line}: {what}" for line, what in sorted(found)]
+
+
+def test_the_private_name_rule_on_examples() -> None:
+    src = (
+        "from memstore.search.bm25 import _rank, rank\n"
+        "from .scenes import _fit\n"
+        "from os import _exit\n"
+        "class A:\n"
+        "    def __init__(self):\n        self._lock = 1\n"
+        "    def f(self, other):\n        return other._lock, self._x, other._y\n"
+        "engine._query_blob('q')\n"
+        "row._mapping\n"
+        "obj.__class__\n"
+    )
+    got = [g.split(": ", 1)[1] for g in private_uses(src, "p.py")]
+    assert got == [
+        "from memstore.search.bm25 import _rank",
+        "from scenes import _fit",
+        "other._y",
+        "self._x",
+        "engine._query_blob",
+    ], got
+
+
+def test_no_module_uses_another_modules_private_names() -> None:
+    found = [
+        hit
+        for p in sorted(f for top in ("memstore", "provider") for f in (ROOT / top).rglob("*.py"))
+        for hit in private_uses(p.read_text(encoding="utf-8"), p.relative_to(ROOT).as_posix())
+    ]
+    assert not found, "private names used across modules:\n" + "\n".join(found)
+
+
+def test_the_package_never_imports_the_test_suite() -> None:
+    """Benchmarks and hosts run from an installed wheel, which has no tests/."""
+    found = []
+    for top in ("memstore", "provider"):
+        for p in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+                names = (
+                    [node.module or ""]
+                    if isinstance(node, ast.ImportFrom) and node.level == 0
+                    else [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else []
+                )
+                found += [
+                    f"{p.relative_to(ROOT)}:{node.lineno}: {n}"
+                    for n in names
+                    if n == "tests" or n.startswith("tests.")
+                ]
+    assert not found, "imports of the test suite:\n" + "\n".join(found)

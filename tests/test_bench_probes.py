@@ -1,0 +1,34 @@
+"""The single-measurement ``memstore bench`` subcommands run from the package."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from memstore.cli import cli
+from memstore.cli.bench_probes import PROBES
+
+
+def test_every_probe_is_a_bench_subcommand() -> None:
+    out = CliRunner().invoke(cli, ["bench", "--help"])
+    assert out.exit_code == 0, out.output
+    for name in PROBES:
+        assert name in out.output
+
+
+def test_a_probe_without_its_arguments_says_how_to_call_it() -> None:
+    out = CliRunner().invoke(cli, ["bench", "keyword-steady"])
+    assert out.exit_code != 0
+    assert "usage: memstore bench keyword-steady STORE" in out.output
+
+
+def test_bytes_per_message_fills_a_store_and_reports_its_tables(tmp_path: Path) -> None:
+    db = tmp_path / "bytes.db"
+    out = CliRunner().invoke(
+        cli, ["bench", "bytes-per-message", "--messages", "40", "--users", "2", "--path", str(db)]
+    )
+    assert out.exit_code == 0, out.output
+    assert "filled 40 messages" in out.output
+    assert "40 messages" in out.output and "l0_messages" in out.output
+    assert "total" in out.output
