@@ -22,6 +22,7 @@ from memstore.derive.events import RunFailed
 from memstore.derive.runs import RunOutcome, append_checked
 from memstore.errors import MemstoreError
 from memstore.pipeline import queue
+from memstore.redact import redact
 from memstore.timeutil import Clock
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ class Runner:
                     exc_info=True,
                 )
                 outcome = RunOutcome(
-                    stage, False, uuid.uuid4().hex, error=f"{type(e).__name__}: {e}"
+                    stage, False, uuid.uuid4().hex, error=redact(f"{type(e).__name__}: {e}")
                 )
         if not outcome.ok and not cancelled():
             self._record_failure(outcome, stage, user_id, session_id, attempt, before)
@@ -187,7 +188,7 @@ class Runner:
                 RunFailed(
                     stage=stage,
                     session_id=session_id if stage == "l1" else "",
-                    error=outcome.error or "failed without an error message",
+                    error=redact(outcome.error or "failed without an error message"),
                     attempt=attempt,
                     run_id=outcome.run_id,
                 )

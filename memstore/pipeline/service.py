@@ -74,6 +74,7 @@ from memstore.pipeline.state import (
 from memstore.pipeline.status import build_status
 from memstore.pipeline.threads import DaemonPool
 from memstore.records import EndSessionReport, PipelineStatus
+from memstore.redact import redact
 from memstore.timeutil import from_iso, timedelta
 
 if TYPE_CHECKING:
@@ -467,7 +468,7 @@ class PipelineService:
                     conn,
                     item,
                     owner,
-                    error=out.error or "failed",
+                    error=redact(out.error or "failed"),
                     now=self.clock(),
                     retry_delay_s=self.settings.pipeline.retry_delay_s,
                     max_retries=self.settings.pipeline.max_retries,
