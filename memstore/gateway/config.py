@@ -117,7 +117,6 @@ class GatewayConfig:
                 "or pass --insecure if a proxy in front of it authenticates callers"
             )
 
-
     def host_names(self) -> frozenset[str] | None:
         """The Host header names this gateway answers to (lowercase, no port);
         None when any is accepted."""
