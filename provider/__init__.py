@@ -29,6 +29,7 @@ from memstore.errors import MemstoreError
 from memstore.hermes_home import hermes_home as default_hermes_home
 from memstore.hosts import StoreLease, acquire
 from memstore.store import Store
+from memstore.validate import check_id
 
 from . import config as _config
 from . import hermes_llm as _hermes_llm
@@ -132,6 +133,9 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         self._read_only = bool(context) and context != "primary"
         self._session_id = str(session_id or "") or f"hermes-{uuid.uuid4().hex[:12]}"
         try:
+            # An unusable id (" s1", "alice\n") is refused: memory stays off
+            # for this instance rather than landing under another id.
+            check_id("session_id", self._session_id)
             cfg = _config.resolve(home, self._overrides)
             # Fixed for the instance's life: a session rotation (compression,
             # /new) must not move a caller into somebody else's memory.
@@ -141,7 +145,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
             self._user_id = self._identity.user_id
             lease = acquire(cfg.db_path, cfg.settings)
         except MemstoreError as exc:
-            log.warning("memstore: provider disabled, cannot open the store: %s", exc)
+            log.warning("memstore: provider disabled: %s", exc)
             return
         # If Hermes drops this instance without shutdown (0.19.0's api_server
         # does), the lease goes back when the instance is garbage-collected.
