@@ -111,6 +111,8 @@ class Database:
         self.engine: Engine = create_engine(
             f"sqlite:///{self.path}",
             module=self.module,
+            # Statement parameters are user text: never in an error message or a log.
+            hide_parameters=True,
             poolclass=QueuePool,
             pool_size=8,
             max_overflow=16,

@@ -25,6 +25,7 @@ from memstore.errors import (
 from memstore.gateway.config import GatewayConfig
 from memstore.gateway.deps import NotServing
 from memstore.gateway.guard import Guard
+from memstore.logtext import loggable
 from memstore.porting.seed import SeedValidationError
 from memstore.redact import redact
 from memstore.store import Store
@@ -109,7 +110,7 @@ def _install_error_handlers(api: FastAPI) -> None:
             return _error(404, str(exc))
         if isinstance(exc, LockedError | NotServing):
             return _error(503, str(exc))
-        log.warning("%s %s failed: %s", request.method, request.url.path, redact(str(exc)))
+        log.warning("%s %s failed: %s", request.method, request.url.path, loggable(exc))
         return _error(500, _unplaced(request, redact(str(exc))))
 
 
