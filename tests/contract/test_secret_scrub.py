@@ -142,3 +142,24 @@ def test_sqlite_file_bytes_hold_no_old_secret_after_the_next_open(
     for path in Path(target).parent.iterdir():
         if path.name.startswith(Path(target).name):
             assert OLD.encode() not in path.read_bytes(), path.name
+
+
+def test_a_live_run_records_no_secret(target: str, fake: FakeOpenAI) -> None:
+    settings = _settings(fake, OLD).replace(
+        llm_base_url=f"http://bob:{OLD}@127.0.0.1:1/v1",
+        llm_model="m",
+        llm_max_retries=0,
+        llm_timeout_s=2.0,
+    )
+    with Store.open(target, settings=settings) as store:
+        store.capture("alice", "s1", [{"role": "user", "content": "I row on Sundays"}])
+        store.end_session("alice", "s1", timeout_s=10)
+        outcomes = store.run_pipeline("alice")
+        store.reindex()
+        shown = repr((outcomes, store.pipeline_status("alice"), store.embedding_status()))
+        failures = store.read_events(types=[RunFailed.TYPE])
+    assert failures, "the LLM run did not fail"
+    assert "127.0.0.1:1" in repr([e.payload for e in failures])
+    assert OLD not in shown
+    for name, rows in _dump(target).items():
+        assert OLD not in repr(rows), f"{OLD} in {name}"
