@@ -55,7 +55,9 @@ def serve(
     scripts) work unchanged against it. Listens on 127.0.0.1:8420 by default.
     Set MEMSTORE_GATEWAY_API_KEY (or TDAI_GATEWAY_API_KEY) to require
     "Authorization: Bearer <key>" on every route except GET /health; a
-    non-loopback --host needs a key unless --insecure. Stops cleanly on
+    non-loopback --host needs a key unless --insecure. Requests whose Host
+    header is not a loopback name or the --host address get 421 (add names
+    with --allowed-host). Stops cleanly on
     SIGTERM or Ctrl-C. Needs the "server" extra: pip install "memstore[server]".
 
     \b
