@@ -28,14 +28,24 @@ _SECRET_PARAM = re.compile(
 )
 
 
-def redact(text: str) -> str:
-    """``text`` with the credentials of every URL in it masked (``***``)."""
+def redact(text: str, *, keep_bare_user: bool = False) -> str:
+    """``text`` with the credentials of every URL in it masked: the password of
+    ``user:password@`` (the user name stays), a bare ``token@`` as a whole
+    unless ``keep_bare_user`` (a database URL's user name), and secret query
+    parameters."""
     if "@" not in text and "=" not in text:
         return text
-    text = _USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
+    text = _USERINFO.sub(lambda m: _masked(m, keep_bare_user), text)
     if "://" in text or "?" in text:
         text = _SECRET_PARAM.sub(lambda m: f"{m['name']}{MASK}", text)
     return text
+
+
+def _masked(m: re.Match[str], keep_bare_user: bool) -> str:
+    user, colon, _ = m["info"].partition(":")
+    if colon:
+        return f"{m['scheme']}{user}:{MASK}@"
+    return f"{m['scheme']}{user if keep_bare_user else MASK}@"
 
 
 def strip_credentials(url: str) -> str:

@@ -136,9 +136,13 @@ def test_a_rotated_embedding_password_re_embeds_nothing(
 @pytest.mark.parametrize(
     ("raw", "shown"),
     [
-        ("http://bob:pw@127.0.0.1:1/v1", "http://***@127.0.0.1:1/v1"),
-        ("LLM l1: https://u:p@h/v1 (model m) failed", "LLM l1: https://***@h/v1 (model m) failed"),
-        ("postgresql+psycopg://u:pw@db:5432/x", "postgresql+psycopg://***@db:5432/x"),
+        ("http://bob:pw@127.0.0.1:1/v1", "http://bob:***@127.0.0.1:1/v1"),
+        (
+            "LLM l1: https://u:p@h/v1 (model m) failed",
+            "LLM l1: https://u:***@h/v1 (model m) failed",
+        ),
+        ("postgresql+psycopg://u:pw@db:5432/x", "postgresql+psycopg://u:***@db:5432/x"),
+        ("https://sk-abc123@h/v1", "https://***@h/v1"),
         ("https://h/v1?api_key=abc&x=1", "https://h/v1?api_key=***&x=1"),
         ("mail me at bob@example.org", "mail me at bob@example.org"),
         ("no url here", "no url here"),
@@ -148,6 +152,15 @@ def test_redact(raw: str, shown: str) -> None:
     from memstore.redact import redact
 
     assert redact(raw) == shown
+
+
+def test_a_database_url_keeps_its_user_name() -> None:
+    from memstore.db.target import safe_url
+
+    assert (
+        safe_url("postgresql+psycopg://memstore@h:1/db") == "postgresql+psycopg://memstore@h:1/db"
+    )
+    assert safe_url("postgresql+psycopg://u:pw@h:1/db") == "postgresql+psycopg://u:***@h:1/db"
 
 
 def test_strip_credentials_is_the_endpoint_identity() -> None:

@@ -73,4 +73,6 @@ def parse(value: str | os.PathLike[str]) -> Target:
 
 def safe_url(raw: str) -> str:
     """The URL with any password replaced, for messages."""
-    return redact(raw)
+    # A database URL's bare user name is no secret, and PostgreSQL stores are
+    # keyed by this text (their timers carry it): only passwords are masked.
+    return redact(raw, keep_bare_user=True)

@@ -56,10 +56,15 @@ _SECRET_PARAM = re.compile(
 )
 
 
+def _masked(m: re.Match[str]) -> str:
+    user, colon, _ = m["info"].partition(":")
+    return f"{m['scheme']}{user}:{_MASK}@" if colon else f"{m['scheme']}{_MASK}@"
+
+
 def _redact(text: str) -> str:
     if "@" not in text and "=" not in text:
         return text
-    text = _USERINFO.sub(lambda m: f"{m['scheme']}{_MASK}@", text)
+    text = _USERINFO.sub(_masked, text)
     if "://" in text or "?" in text:
         text = _SECRET_PARAM.sub(lambda m: f"{m['name']}{_MASK}", text)
     return text

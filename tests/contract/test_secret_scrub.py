@@ -100,14 +100,14 @@ def test_upgrade_scrubs_old_secrets_and_keeps_the_vectors(target: str, fake: Fak
     dump = _dump(target)
     for name, rows in dump.items():
         assert OLD not in repr(rows), f"{OLD} left in {name}"
-    assert any("***@127.0.0.1:1" in repr(r) for r in dump["derive_failures"])
+    assert any("bob:***@127.0.0.1:1" in repr(r) for r in dump["derive_failures"])
 
     sent = len(fake.embedding_requests())
     with Store.open(target, settings=_settings(fake, ROTATED)) as store:
         events = store.read_events(types=[RunFailed.TYPE])
         assert len(events) == failures_before  # rewritten in place, none lost
         error = events[-1].payload.error  # type: ignore[attr-defined]
-        assert "http://***@127.0.0.1:1/v1" in error and "key=***" in error
+        assert "http://bob:***@127.0.0.1:1/v1" in error and "key=***" in error
         assert store.reindex() == 0  # same endpoint, new password: nothing re-embedded
         status = store.embedding_status()
         assert status["l0"]["pending"] == 0 and status["l0"]["ready"]
