@@ -163,3 +163,35 @@ def test_a_live_run_records_no_secret(target: str, fake: FakeOpenAI) -> None:
     assert OLD not in shown
     for name, rows in _dump(target).items():
         assert OLD not in repr(rows), f"{OLD} in {name}"
+
+
+def test_a_database_password_is_in_no_output_and_no_table(
+    backend: str, target: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    if backend != "postgresql":
+        pytest.skip("a SQLite file has no password")
+    import logging
+
+    from tests.porting_support import run_cli
+
+    secret = "PgUrlSecret9"
+    # The test server trusts local connections: the password is sent, not needed.
+    url = target.replace("://memstore@", f"://memstore:{secret}@", 1)
+    assert secret in url
+    monkeypatch.setenv("MEMSTORE_EMBEDDER", "hashing")
+    monkeypatch.setenv("MEMSTORE_SCHEDULER", "0")
+    caplog.set_level(logging.DEBUG)
+    outputs = [
+        run_cli("--db", url, "capture", "--user", "a", "--session", "s", "--user-text", "hi"),
+        run_cli("--db", url, "pipeline", "run", "--json"),
+        run_cli("--db", url, "pipeline", "status", "--json"),
+        run_cli("--db", url, "doctor", "--json"),
+        run_cli("--db", url, "events", "tail", "--json"),
+        run_cli("--db", url.replace("/mt_", "/no_such_db_"), "doctor"),
+    ]
+    assert outputs[0].exit_code == 0, outputs[0].output
+    for out in outputs:
+        assert secret not in out.output
+    assert all(secret not in r.getMessage() for r in caplog.records)
+    for name, rows in _dump(target).items():
+        assert secret not in repr(rows), f"{secret} in {name}"
