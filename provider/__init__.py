@@ -28,7 +28,9 @@ from agent.memory_provider import MemoryProvider
 from memstore.errors import MemstoreError
 from memstore.hermes_home import hermes_home as default_hermes_home
 from memstore.hosts import StoreLease, acquire
+from memstore.logtext import loggable
 from memstore.store import Store
+from memstore.validate import check_id
 
 from . import config as _config
 from . import hermes_llm as _hermes_llm
@@ -116,7 +118,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
             cfg = _config.resolve(self._home(None), self._overrides)
             return _can_open(cfg.db_path)
         except (MemstoreError, OSError, ValueError) as exc:
-            log.info("memstore not available: %s", exc)
+            log.info("memstore not available: %s", loggable(exc))
             return False
 
     # -- lifecycle ---------------------------------------------------------------
@@ -132,6 +134,9 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         self._read_only = bool(context) and context != "primary"
         self._session_id = str(session_id or "") or f"hermes-{uuid.uuid4().hex[:12]}"
         try:
+            # An unusable id (" s1", "alice\n") is refused: memory stays off
+            # for this instance rather than landing under another id.
+            check_id("session_id", self._session_id)
             cfg = _config.resolve(home, self._overrides)
             # Fixed for the instance's life: a session rotation (compression,
             # /new) must not move a caller into somebody else's memory.
@@ -141,7 +146,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
             self._user_id = self._identity.user_id
             lease = acquire(cfg.db_path, cfg.settings)
         except MemstoreError as exc:
-            log.warning("memstore: provider disabled, cannot open the store: %s", exc)
+            log.warning("memstore: provider disabled: %s", loggable(exc))
             return
         # If Hermes drops this instance without shutdown (0.19.0's api_server
         # does), the lease goes back when the instance is garbage-collected.
@@ -191,7 +196,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
             budget = int(store.settings.recall.budget_chars * STABLE_SHARE)
             stable = stable_part(store.derivation, self._user_id, budget).text
         except MemstoreError as exc:
-            log.warning("memstore: reading the stable context failed: %s", exc)
+            log.warning("memstore: reading the stable context failed: %s", loggable(exc))
             return SYSTEM_PROMPT
         return f"{SYSTEM_PROMPT}\n\n{stable}" if stable else SYSTEM_PROMPT
 
@@ -219,7 +224,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
                 timeout_s=timeout,
             )
         except MemstoreError as exc:
-            log.warning("memstore: recall failed: %s", exc)
+            log.warning("memstore: recall failed: %s", loggable(exc))
             return ""
         return str((found.per_turn if per_turn else found.text) or "")
 
@@ -258,7 +263,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         try:
             store.capture(self._user_id, session, turn, agent_id=AGENT_ID)
         except MemstoreError as exc:
-            log.warning("memstore: capturing the turn failed: %s", exc)
+            log.warning("memstore: capturing the turn failed: %s", loggable(exc))
 
     # -- tools -------------------------------------------------------------------
 
@@ -308,7 +313,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         try:
             store.end_session(self._user_id, session, timeout_s=self._cfg.session_end_timeout_s)
         except MemstoreError as exc:
-            log.warning("memstore: ending session %s failed: %s", session, exc)
+            log.warning("memstore: ending session %s failed: %s", session, loggable(exc))
 
     def on_pre_compress(self, messages: list[dict[str, Any]]) -> str:
         """Extract what the transcript holds before it is compressed, and hand the
@@ -352,7 +357,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
                 origin="user_stated",
             )
         except MemstoreError as exc:
-            log.warning("memstore: mirroring memory %s failed: %s", action, exc)
+            log.warning("memstore: mirroring memory %s failed: %s", action, loggable(exc))
 
     def on_delegation(
         self, task: str, result: str, *, child_session_id: str = "", **kwargs: Any
@@ -365,7 +370,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         try:
             store.capture(self._user_id, self._session_id, [message], agent_id=AGENT_ID)
         except MemstoreError as exc:
-            log.warning("memstore: recording the delegation failed: %s", exc)
+            log.warning("memstore: recording the delegation failed: %s", loggable(exc))
 
     # -- configuration ---------------------------------------------------------------
 
@@ -395,7 +400,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         try:
             cfg = self._cfg or _config.resolve(home, self._overrides)
         except MemstoreError as exc:
-            log.warning("memstore: cannot resolve the database for backup: %s", exc)
+            log.warning("memstore: cannot resolve the database for backup: %s", loggable(exc))
             return []
         db = cfg.db_path.expanduser()
         if db.resolve().is_relative_to(home.expanduser().resolve()):

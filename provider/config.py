@@ -103,7 +103,8 @@ class ProviderConfig:
     def user_id(self) -> str | None:
         # None when memory.memstore.user_id is not set: identity.resolve_identity
         # then decides from what the host passes (see provider/identity.py).
-        return self.settings.hermes.user_id.strip() or None
+        # Unset is ""; anything else is an id, checked as given (" ada" is refused).
+        return self.settings.hermes.user_id or None
 
     @property
     def user_scope(self) -> UserScope:

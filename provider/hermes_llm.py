@@ -35,6 +35,7 @@ from memstore.hermes_home import read_config
 from memstore.llm import ChatAnswer
 from memstore.llm.backend import text_of, usage_of
 from memstore.llm.openai_backend import one_line
+from memstore.redact import strip_credentials
 
 if TYPE_CHECKING:
     from memstore.store import Store
@@ -157,7 +158,8 @@ class HermesBackend:
 def derivation_model(settings: Settings, home: Path) -> str:
     """One line for ``hermes memory status``: who derives for this configuration."""
     if settings.llm.configured:
-        return f"llm: memstore's endpoint {settings.llm.base_url} (model {settings.llm.model})"
+        where = strip_credentials(settings.llm.base_url)
+        return f"llm: memstore's endpoint {where} (model {settings.llm.model})"
     configured = _configured(home)
     if configured is not None and available():
         return f"hermes: {HermesBackend(settings, configured).describe()}"

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from memstore.config import UserScope
+from memstore.errors import InvalidIdError
+from memstore.validate import check_id
 
 log = logging.getLogger("memstore.hermes")
 
@@ -59,10 +61,18 @@ class Identity:
     platform: str
 
 
-def _clean(value: object) -> str:
-    if value is None:
+def _given(name: str, value: object) -> str:
+    """An id the host passed, as given ("" when it passed none). A padded or
+    otherwise unusable one is refused (InvalidIdError), never cleaned: " 123"
+    and "123" must not become one user."""
+    if value is None or value == "":
         return ""
-    return " ".join(str(value).split())
+    text = value if isinstance(value, str) else str(value)
+    if text != text.strip():
+        raise InvalidIdError(f"{name} {text!r} has leading or trailing whitespace")
+    # Over-long ids are bounded below (head + hash), so only the kept head is checked.
+    check_id(name, _bounded(text))
+    return text
 
 
 def _bounded(uid: str) -> str:
@@ -89,11 +99,11 @@ def resolve_identity(
     configured: str | None,
 ) -> Identity:
     """The memstore user for one ``initialize(session_id, **kwargs)`` call."""
-    platform = _clean(kwargs.get("platform")).lower()
-    host_user = _clean(kwargs.get("user_id"))
-    key = _clean(kwargs.get("gateway_session_key"))
+    platform = " ".join(str(kwargs.get("platform") or "").split()).lower()
+    host_user = _given("user_id", kwargs.get("user_id"))
+    key = _given("gateway_session_key", kwargs.get("gateway_session_key"))
     local = platform in LOCAL_PLATFORMS
-    fixed = _clean(configured)
+    fixed = _given("memory.memstore.user_id", configured)
 
     if scope == "shared":
         return Identity(_bounded(fixed or DEFAULT_USER), "shared", platform)

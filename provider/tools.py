@@ -152,6 +152,14 @@ def _text_arg(args: Mapping[str, Any], name: str, *, required: bool) -> str | No
     return raw.strip()
 
 
+def _id_arg(args: Mapping[str, Any], name: str, *, required: bool) -> str | None:
+    """An id argument: refused when padded, never stripped into another id."""
+    raw = args.get(name)
+    if isinstance(raw, str) and raw.strip() and raw != raw.strip():
+        raise ToolArgumentError(f"{name} {raw!r} has leading or trailing whitespace")
+    return _text_arg(args, name, required=required)
+
+
 def _memory_result(hit: Hit) -> dict[str, Any]:
     return {
         "id": hit.ref,
@@ -219,7 +227,7 @@ def _conversation_search(
 ) -> str:
     query = _text_arg(args, "query", required=True) or ""
     limit = coerce_limit(args.get("limit"))
-    session = _text_arg(args, "session", required=False)
+    session = _id_arg(args, "session", required=False)
     if session == "current":
         session = session_id
     hits = store.search_conversations(query, user_id=user_id, session_id=session, limit=limit)
@@ -250,7 +258,7 @@ def _scene_read(store: Store, args: Mapping[str, Any], user_id: str) -> str:
 
 
 def _forget(store: Store, args: Mapping[str, Any], user_id: str, read_only: bool) -> str:
-    memory_id = _text_arg(args, "memory_id", required=True) or ""
+    memory_id = _id_arg(args, "memory_id", required=True) or ""
     if read_only:
         return error("memory is read-only in this context (not the primary agent)")
     from memstore.derive.api import forget_memory

@@ -137,8 +137,9 @@ def test_seed_formats_a_and_b_and_validation_errors(gw: Running) -> None:
         assert body["messages_processed"] == 4 and body["l0_recorded"] == 4
         assert set(body) == {
             "sessions_processed", "rounds_processed", "messages_processed",
-            "l0_recorded", "duration_ms", "output_dir",
+            "l0_recorded", "duration_ms", "flushed",
         }  # fmt: skip
+        assert body["flushed"] is True
         # Format B; the same data again is already known.
         b = c.post("/seed", json={"data": [{"sessionKey": "hist-1", "conversations": rounds}],
                                   "user_id": "bob"})  # fmt: skip

@@ -14,6 +14,7 @@ import click
 
 from memstore.cli.app import cli as _group
 from memstore.errors import MemstoreError
+from memstore.redact import redact
 
 
 def load_all() -> click.Group:
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
         e.show()
         sys.exit(e.exit_code)
     except MemstoreError as e:
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"error: {redact(str(e))}", err=True)
         sys.exit(1)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)

@@ -26,6 +26,7 @@ from memstore.db import migrate
 from memstore.db.connect import open_database
 from memstore.db.driver import module_name, sqlite_module
 from memstore.errors import MemstoreError
+from memstore.redact import redact, strip_credentials
 
 
 def doctor_report(db: Location) -> tuple[dict[str, Any], list[str]]:
@@ -99,7 +100,7 @@ def _doctor_llm(db: Location, report: dict[str, Any], problems: list[str]) -> No
         problems.append(f"llm: {e}")
         return
     report["llm"] = (
-        f"llm: {settings.llm.base_url} (model {settings.llm.model})"
+        f"llm: {strip_credentials(settings.llm.base_url)} (model {settings.llm.model})"
         if settings.llm.configured
         else "rules: offline rule-based deriver (no MEMSTORE_LLM_BASE_URL / MEMSTORE_LLM_MODEL;"
         " inside Hermes, Hermes' own model derives)"
@@ -151,7 +152,9 @@ def doctor(db: Location | None, as_json: bool) -> None:
       memstore doctor
       memstore doctor --db ./agent.db --json
     """
-    report, problems = doctor_report(resolve_db(db))
+    report, found = doctor_report(resolve_db(db))
+    # Problems quote what failed, which may be a URL with its credentials.
+    problems = [redact(p) for p in found]
     report["problems"] = problems
     if as_json:
         echo_json(report)

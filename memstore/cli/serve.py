@@ -23,7 +23,12 @@ from memstore.errors import ConfigError
     "--insecure", is_flag=True,
     help="Allow a non-loopback address without an API key (only behind an authenticating proxy).",
 )  # fmt: skip
-@click.option("--access-log", is_flag=True, help="Log every request.")
+@click.option("--access-log", is_flag=True, help="Print a line per request (method, path, status).")
+@click.option(
+    "--allowed-host", "allowed_hosts", multiple=True,
+    help="Another Host header name to answer to (repeatable; loopback names and the "
+    "--host address are always allowed; '*' for any, only behind a proxy that checks Host).",
+)  # fmt: skip
 @click.option(
     "--default-user", default=None,
     help="User of requests without user_id  [default: default; env MEMSTORE_GATEWAY_DEFAULT_USER]",
@@ -40,6 +45,7 @@ def serve(
     max_body_bytes: int | None,
     insecure: bool,
     access_log: bool,
+    allowed_hosts: tuple[str, ...],
     default_user: str | None,
     workers: int,
 ) -> None:
@@ -49,7 +55,9 @@ def serve(
     scripts) work unchanged against it. Listens on 127.0.0.1:8420 by default.
     Set MEMSTORE_GATEWAY_API_KEY (or TDAI_GATEWAY_API_KEY) to require
     "Authorization: Bearer <key>" on every route except GET /health; a
-    non-loopback --host needs a key unless --insecure. Stops cleanly on
+    non-loopback --host needs a key unless --insecure. Requests whose Host
+    header is not a loopback name or the --host address get 421 (add names
+    with --allowed-host). Stops cleanly on
     SIGTERM or Ctrl-C. Needs the "server" extra: pip install "memstore[server]".
 
     \b
@@ -79,6 +87,7 @@ def serve(
         max_body_bytes=max_body_bytes,
         insecure=insecure or None,
         access_log=access_log or None,
+        allowed_hosts=tuple(allowed_hosts) or None,
         default_user=default_user,
     )
     # --db after or before the command, else $MEMSTORE_DB (a path or URL), else the default.

@@ -197,6 +197,8 @@ class SqliteDatabase(Database):
         self.engine: Engine = create_engine(
             f"sqlite:///{self.path}",
             module=self.module,
+            # Statement parameters are user text: never in an error message or a log.
+            hide_parameters=True,
             poolclass=QueuePool,
             pool_size=8,
             max_overflow=16,

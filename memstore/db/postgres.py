@@ -95,6 +95,8 @@ class PostgresDatabase(Database):
             raise ConfigError(f"not a database URL: {self.location}: {e}") from e
         self.engine = create_engine(
             parsed,
+            # Statement parameters are user text: never in an error message or a log.
+            hide_parameters=True,
             pool_size=8,
             max_overflow=16,
             pool_pre_ping=True,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memstore.errors import InvalidInputError
+from memstore.redact import redact
 
 # Two or more characters before ":/" so a Windows drive ("C:/x") stays a path;
 # one slash is enough because ``Path`` folds "//" into "/".
@@ -72,4 +73,6 @@ def parse(value: str | os.PathLike[str]) -> Target:
 
 def safe_url(raw: str) -> str:
     """The URL with any password replaced, for messages."""
-    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", raw)
+    # A database URL's bare user name is no secret, and PostgreSQL stores are
+    # keyed by this text (their timers carry it): only passwords are masked.
+    return redact(raw, keep_bare_user=True)

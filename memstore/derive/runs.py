@@ -24,6 +24,7 @@ from memstore.derive.queries import erased_since, failures
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.events.types import Event
 from memstore.llm.client import LLMClient
+from memstore.redact import redact
 
 if TYPE_CHECKING:
     from memstore.derive.context import DeriveContext
@@ -149,7 +150,7 @@ def record_failure(
 ) -> RunOutcome:
     with store.db.read() as conn:
         attempt = failures(conn, user_id, stage, session_id) + 1
-    text = f"{type(error).__name__}: {error}"[:MAX_ERROR_CHARS]
+    text = redact(f"{type(error).__name__}: {error}")[:MAX_ERROR_CHARS]
     stored = append_checked(
         store,
         user_id,

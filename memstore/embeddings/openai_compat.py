@@ -28,6 +28,7 @@ from memstore.embeddings.base import (
     l2_normalize,
 )
 from memstore.errors import EmbeddingError
+from memstore.redact import install_log_redaction, redact, strip_credentials
 
 if TYPE_CHECKING:
     import openai
@@ -68,7 +69,11 @@ class OpenAIEmbedder(Embedder):
             raise ValueError(f"bad dimensions={dimensions} or batch_size={batch_size}")
         import openai  # deferred: the client costs ~0.3 s to import
 
-        self.base_url = base_url.rstrip("/")
+        install_log_redaction()
+
+        # Shown and keyed on without credentials: a rotated password is the same
+        # endpoint (the same vectors), and no secret reaches a table or a log.
+        self.base_url = strip_credentials(base_url.rstrip("/"))
         self.model = model
         self.batch_size = batch_size
         self.query_prefix = query_prefix
@@ -80,7 +85,7 @@ class OpenAIEmbedder(Embedder):
         self.model_id = _model_id(self.base_url, model, dimensions, query_prefix, document_prefix)
         # openai.OpenAI is documented as thread-safe (one httpx pool inside).
         self._client: openai.OpenAI = openai.OpenAI(
-            base_url=self.base_url,
+            base_url=base_url.rstrip("/"),
             api_key=api_key or _NO_KEY,
             timeout=timeout,
             max_retries=max_retries,
@@ -161,6 +166,7 @@ class OpenAIEmbedder(Embedder):
         return l2_normalize(vectors)
 
     def _scrub(self, message: str) -> str:
+        message = redact(message)
         # Some proxies echo request headers in error bodies.
         if self._api_key and len(self._api_key) >= 4:
             message = message.replace(self._api_key, "***")
@@ -179,7 +185,7 @@ def _prepare(prefix: str, text: str) -> str:
 def _model_id(base_url: str, model: str, dims: int, qp: str, dp: str) -> str:
     # Host (and port) rather than the full URL: "https://h/v1" and "https://h/v1/"
     # or http vs https are the same model; two ports may be two servers.
-    host = urlsplit(base_url).netloc or base_url
+    host = urlsplit(strip_credentials(base_url)).netloc or base_url
     model_id = f"openai:{host}/{model}"
     if dims:
         model_id += f"@{dims}"

@@ -25,7 +25,9 @@ from memstore.errors import (
 from memstore.gateway.config import GatewayConfig
 from memstore.gateway.deps import NotServing
 from memstore.gateway.guard import Guard
+from memstore.logtext import loggable
 from memstore.porting.seed import SeedValidationError
+from memstore.redact import redact
 from memstore.store import Store
 
 log = logging.getLogger("memstore.gateway")
@@ -108,8 +110,15 @@ def _install_error_handlers(api: FastAPI) -> None:
             return _error(404, str(exc))
         if isinstance(exc, LockedError | NotServing):
             return _error(503, str(exc))
-        log.warning("%s %s failed: %s", request.method, request.url.path, exc)
-        return _error(500, str(exc))
+        log.warning("%s %s failed: %s", request.method, request.url.path, loggable(exc))
+        return _error(500, _unplaced(request, redact(str(exc))))
+
+
+def _unplaced(request: Request, message: str) -> str:
+    """A message without the server's database location (a client has no use for it)."""
+    store = getattr(request.app.state, "store", None)
+    where = getattr(getattr(store, "db", None), "location", None)
+    return message.replace(str(where), "the database") if where else message
 
 
 __all__ = ["create_app"]

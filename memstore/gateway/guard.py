@@ -1,5 +1,10 @@
-"""The gate every request passes before a route: CORS, preflight, Bearer auth
-and the body size limit, as one ASGI middleware.
+"""The gate every request passes before a route: the Host allow-list, CORS,
+preflight, Bearer auth and the body size limit, as one ASGI middleware.
+
+The Host check is what keeps a web page out when the gateway listens on
+loopback: with DNS rebinding, a page from ``attacker.example`` makes the
+browser send its requests to 127.0.0.1 with ``Host: attacker.example``. It
+applies with and without an API key.
 
 It sits outside the web framework so that a refused request never reaches
 routing or body parsing, and so that its answers (401, 413, 204) look the
@@ -33,17 +38,30 @@ def token_matches(given: str, expected: str) -> bool:
     return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
 
 
+def host_name(header: str) -> str:
+    """The name in a Host header, lowercase, without the port or IPv6 brackets."""
+    value = header.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
 class Guard:
     def __init__(self, app: ASGIApp, config: GatewayConfig) -> None:
         self.app = app
         self.config = config
         self.origins = frozenset(config.cors_origins)
+        self.hosts = config.host_names()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers", [])}
+        refused = self._host_problem(headers.get("host"))
+        if refused:
+            await _respond(send, 421, {"error": refused})
+            return
         cors = self._cors_headers(headers.get("origin"))
         send = _with_headers(send, cors)
         if scope["method"] == "OPTIONS":
@@ -81,12 +99,26 @@ class Guard:
             return
         await self.app(scope, _limited(receive, limit), send)
 
+    def _host_problem(self, header: bytes | None) -> str | None:
+        if self.hosts is None or header is None:
+            # No Host header at all is HTTP/1.0 from a local tool, never a browser.
+            return None
+        raw = header.decode("latin-1").strip()
+        name = host_name(raw)
+        if name in self.hosts:
+            return None
+        return (
+            f"Host {raw!r} is not one this gateway answers to; if it is the gateway's "
+            f"own name, start it with --allowed-host {name or raw}"
+        )
+
     def _auth_problem(self, header: bytes | None) -> str | None:
         expected = self.config.api_key or ""
-        value = header.decode("latin-1") if header else ""
-        if not value.startswith("Bearer "):
+        scheme, _, token = (header.decode("latin-1") if header else "").strip().partition(" ")
+        # The scheme is case-insensitive (RFC 9110 section 11.1).
+        if scheme.lower() != "bearer" or not token.strip():
             return "missing Bearer token"
-        if not token_matches(value[len("Bearer ") :].strip(), expected):
+        if not token_matches(token.strip(), expected):
             return "invalid token"
         return None
 
@@ -164,4 +196,4 @@ async def _respond(
     await send({"type": "http.response.body", "body": data})
 
 
-__all__ = ["Guard", "token_matches"]
+__all__ = ["Guard", "host_name", "token_matches"]

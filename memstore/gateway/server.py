@@ -8,6 +8,7 @@ the store (pipeline timers, background indexer, database).
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import socket
 import threading
@@ -87,6 +88,11 @@ def make_server(
         lifespan="on",
         server_header=False,
     )
+    if config.access_log:
+        # uvicorn sets its loggers to log_level; the access lines are INFO, so
+        # without this --access-log would print nothing. The lines hold the
+        # method, path and status (routes carry no message text in paths).
+        logging.getLogger("uvicorn.access").setLevel(logging.INFO)
     return Server(uv_config)
 
 

@@ -15,11 +15,13 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
 
 from memstore.gateway.deps import StoreDep
-from memstore.porting.seed import parse_seed, seed_store
+from memstore.porting.seed import SeedSession, parse_seed, seed_store
 from memstore.search import Hit
 from memstore.store import Store
+from memstore.validate import check_id, opt_id
 
 router = APIRouter(tags=["upstream-compatible"])
 
@@ -77,8 +79,12 @@ class SeedRequest(_Body):
 
 def _user(request: Request, value: str | None) -> str:
     # The upstream's Hermes plugin sends user_id with capture and recall but not
-    # with its two search tools: those go to the configured default user.
-    return value or request.app.state.config.default_user
+    # with its two search tools: those go to the configured default user. A
+    # user_id that is sent must be a valid one: "" or " alice" is a 400, never
+    # the default user or "alice".
+    if value is None:
+        return str(request.app.state.config.default_user)
+    return check_id("user_id", value)
 
 
 def _strategy(store: Store) -> str:
@@ -131,8 +137,8 @@ def search_conversations(
     store: StoreDep, body: ConversationSearchRequest, request: Request
 ) -> dict[str, Any]:
     hits = store.search_conversations(
-        body.query, user_id=_user(request, body.user_id), session_id=body.session_key or None,
-        limit=body.limit,
+        body.query, user_id=_user(request, body.user_id),
+        session_id=opt_id("session_key", body.session_key), limit=body.limit,
     )  # fmt: skip
     return {"results": conversations_text(hits), "total": len(hits)}
 
@@ -149,28 +155,47 @@ def session_end(store: StoreDep, body: SessionEndRequest, request: Request) -> d
 
 @router.post("/seed")
 def seed(store: StoreDep, body: SeedRequest, request: Request) -> Any:
+    config = request.app.state.config
     started = time.monotonic()
+    user = _user(request, body.user_id)
     sessions = parse_seed(
         body.data,
-        fallback_session_key=body.session_key or "",
+        fallback_session_key=opt_id("session_key", body.session_key) or "",
         strict_round_role=body.strict_round_role,
         auto_fill_timestamps=body.auto_fill_timestamps,
         start_ms=int(time.time() * 1000),
     )
-    user = _user(request, body.user_id)
+    _check_seed_size(sessions, config.seed_max_sessions, config.seed_max_messages)
     summary = seed_store(store, sessions, user)
-    timeout = request.app.state.config.seed_timeout_s
-    # The upstream's seed runs extraction before answering; so does this one.
+    # The upstream's seed runs extraction before answering; so does this one,
+    # within one deadline for the whole request (what is left stays queued).
+    deadline = started + config.seed_timeout_s
+    flushed = True
     for key in dict.fromkeys(s.session_key for s in sessions):
-        store.end_session(user, key, timeout_s=timeout)
+        left = max(0.0, deadline - time.monotonic())
+        report = store.end_session(user, key, timeout_s=left)
+        flushed = flushed and not report.get("timed_out", False)
+    # No "output_dir": the upstream's answer named its data directory, and a
+    # server's paths are nobody's business over HTTP.
     return {
         "sessions_processed": summary.sessions_processed,
         "rounds_processed": summary.rounds_processed,
         "messages_processed": summary.messages_processed,
         "l0_recorded": summary.l0_recorded,
         "duration_ms": int((time.monotonic() - started) * 1000),
-        "output_dir": str(store.path),
+        "flushed": flushed,
     }
+
+
+def _check_seed_size(sessions: list[SeedSession], max_sessions: int, max_messages: int) -> None:
+    messages = sum(s.message_count for s in sessions)
+    if len(sessions) > max_sessions or messages > max_messages:
+        raise HTTPException(
+            413,
+            f"seed too large: {len(sessions)} sessions and {messages} messages; one request "
+            f"takes at most {max_sessions} sessions and {max_messages} messages (split it, "
+            "or load a large history with `memstore import`)",
+        )
 
 
 def memories_text(hits: list[Hit]) -> str:

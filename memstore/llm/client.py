@@ -139,7 +139,9 @@ class LLMClient:
             reason = one_line(str(failure))
             if answer.finish_reason == "length":
                 reason += " (the answer was cut off at max_tokens)"
-            log.info("llm %s: attempt %d gave an unusable answer: %s", kind, attempt, reason)
+            # The reason quotes the answer, which quotes the user: DEBUG only.
+            log.info("llm %s: attempt %d gave an unusable answer", kind, attempt)
+            log.debug("llm %s: attempt %d: %s", kind, attempt, reason)
             if answer.text:
                 messages.append({"role": "assistant", "content": answer.text})
             messages.append({"role": "user", "content": _corrective(reason)})

@@ -27,6 +27,7 @@ import openai
 from memstore.config import Settings
 from memstore.errors import ConfigError, LLMError
 from memstore.llm.backend import ChatAnswer, text_of, usage_of
+from memstore.redact import install_log_redaction, redact, strip_credentials
 
 log = logging.getLogger("memstore.llm")
 
@@ -48,7 +49,9 @@ class OpenAIBackend:
     def __init__(self, settings: Settings) -> None:
         check_settings(settings)
         self._settings = settings
-        self._base_url = settings.llm.base_url
+        # What messages, logs and status call the endpoint: never its credentials.
+        self._base_url = strip_credentials(settings.llm.base_url)
+        install_log_redaction()
         self._model = settings.llm.model
         self._api_key = settings.llm.api_key
         # The openai client (and the httpx pool under it) is thread-safe, so one
@@ -200,7 +203,7 @@ class OpenAIBackend:
         return LLMError(f"{where} failed: {type(exc).__name__}: {self._detail(exc)}")
 
     def _detail(self, value: object) -> str:
-        text = one_line(str(value))
+        text = one_line(redact(str(value)))
         if self._api_key:
             # Some servers echo the key back in auth errors.
             text = text.replace(self._api_key, "***")

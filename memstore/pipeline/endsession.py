@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from memstore.errors import MemstoreError
 from memstore.events.log import NewEvent
 from memstore.l0.events import SessionEnded, l0_stream
+from memstore.logtext import debug_detail, loggable
 from memstore.pipeline import queue
 from memstore.pipeline.runner import Outcome
 from memstore.pipeline.scheduler import idle_job_id
@@ -129,7 +130,9 @@ def _finish_session(
             time.sleep(0.05)  # another worker holds the session: wait for it
     except MemstoreError as e:
         level = logging.DEBUG if self.stopping else logging.WARNING
-        log.log(level, "end_session %s/%s: extraction stopped: %s", user_id, session_id, e)
+        why = loggable(e)
+        log.log(level, "end_session %s/%s: extraction stopped: %s", user_id, session_id, why)
+        debug_detail(log, "end_session", e)
     finally:
         done.set()
 

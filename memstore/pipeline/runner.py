@@ -21,7 +21,9 @@ from memstore.db.engine import Database
 from memstore.derive.events import RunFailed
 from memstore.derive.runs import RunOutcome, append_checked
 from memstore.errors import MemstoreError
+from memstore.logtext import loggable
 from memstore.pipeline import queue
+from memstore.redact import redact
 from memstore.timeutil import Clock
 
 if TYPE_CHECKING:
@@ -152,16 +154,19 @@ class Runner:
             except Exception as e:
                 # A deriver bug or an unmapped dependency error: the run
                 # failed, which is recorded below and retried; never lost.
+                # The traceback's last line is the message, which may quote
+                # user text: the traceback goes to DEBUG.
                 log.log(
                     logging.DEBUG if cancelled() else logging.ERROR,
-                    "%s run for %s/%s raised",
+                    "%s run for %s/%s raised %s",
                     stage,
                     user_id,
                     session_id,
-                    exc_info=True,
+                    loggable(e),
                 )
+                log.debug("%s run for %s/%s raised", stage, user_id, session_id, exc_info=True)
                 outcome = RunOutcome(
-                    stage, False, uuid.uuid4().hex, error=f"{type(e).__name__}: {e}"
+                    stage, False, uuid.uuid4().hex, error=redact(f"{type(e).__name__}: {e}")
                 )
         if not outcome.ok and not cancelled():
             self._record_failure(outcome, stage, user_id, session_id, attempt, before)
@@ -187,7 +192,7 @@ class Runner:
                 RunFailed(
                     stage=stage,
                     session_id=session_id if stage == "l1" else "",
-                    error=outcome.error or "failed without an error message",
+                    error=redact(outcome.error or "failed without an error message"),
                     attempt=attempt,
                     run_id=outcome.run_id,
                 )

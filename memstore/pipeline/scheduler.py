@@ -73,6 +73,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from memstore.db.engine import Database
 from memstore.errors import PipelineError
+from memstore.logtext import loggable
 from memstore.pipeline.queue import q
 from memstore.pipeline.threads import DaemonPool
 from memstore.timeutil import UTC
@@ -147,7 +148,7 @@ def run_job(job: Job, target: JobTarget) -> None:
         if target.stopping:
             log.debug("timer %s interrupted by close: %s: %s", job.id, type(e).__name__, e)
         else:
-            log.warning("timer %s failed (reconcile retries): %s: %s", job.id, type(e).__name__, e)
+            log.warning("timer %s failed (reconcile retries): %s", job.id, loggable(e))
 
 
 class TargetExecutor(BaseExecutor):  # type: ignore[misc]

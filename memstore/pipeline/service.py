@@ -49,6 +49,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from memstore.errors import MemstoreError, PipelineError
 from memstore.events.log import StoredEvent
 from memstore.l0.events import MessagesCaptured
+from memstore.logtext import loggable
 from memstore.pipeline import endsession, owners, queue, scheduler
 from memstore.pipeline.lease import LeaseKeeper
 from memstore.pipeline.reconcile import arm_sessions, idle_due, reconcile
@@ -74,6 +75,7 @@ from memstore.pipeline.state import (
 from memstore.pipeline.status import build_status
 from memstore.pipeline.threads import DaemonPool
 from memstore.records import EndSessionReport, PipelineStatus
+from memstore.redact import redact
 from memstore.timeutil import from_iso, timedelta
 
 if TYPE_CHECKING:
@@ -467,7 +469,7 @@ class PipelineService:
                     conn,
                     item,
                     owner,
-                    error=out.error or "failed",
+                    error=redact(out.error or "failed"),
                     now=self.clock(),
                     retry_delay_s=self.settings.pipeline.retry_delay_s,
                     max_retries=self.settings.pipeline.max_retries,
@@ -576,12 +578,11 @@ def _log_failure(what: str, service: PipelineService) -> Callable[[Future[Any]],
         if exc is not None:
             log.log(
                 logging.DEBUG if service.stopping else logging.WARNING,
-                "pipeline %s work failed (reconcile repairs timers): %s: %s",
+                "pipeline %s work failed (reconcile repairs timers): %s",
                 what,
-                type(exc).__name__,
-                exc,
-                exc_info=exc,
+                loggable(exc),
             )
+            log.debug("pipeline %s work failed", what, exc_info=exc)
 
     return check
 

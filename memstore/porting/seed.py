@@ -15,9 +15,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memstore.errors import InvalidInputError
+from memstore.errors import InvalidIdError, InvalidInputError
 from memstore.l0.capture import ROLES
 from memstore.porting.report import when
+from memstore.validate import check_id
 
 if TYPE_CHECKING:
     from memstore.store import Store
@@ -117,6 +118,12 @@ def parse_seed(
             problems.append(
                 SeedProblem("session", '"sessionKey" is required (a non-empty string)', si)
             )
+        else:
+            try:
+                check_id("sessionKey", key)
+            except InvalidIdError as exc:
+                # Refused, not stripped: " s1" and "s1" are two sessions.
+                problems.append(SeedProblem("session", str(exc), si))
         sid = s.get("sessionId")
         if sid is not None and not isinstance(sid, str):
             problems.append(SeedProblem("session", '"sessionId" must be a string', si))

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from memstore.derive.context import RECALL_WORKER_SLOTS
 from memstore.derive.queries import active_generation, persona, scenes, standing_instructions
+from memstore.logtext import debug_detail, loggable
 from memstore.recall.rank import Candidate, collect, neighbours
 from memstore.recall.text import block, block_overhead, clip_around, fit_lines, join_blocks, safe
 from memstore.text import truncate_chars
@@ -382,9 +383,8 @@ def _collect_with_deadline(
     except queue.Empty:
         return None
     if isinstance(got, BaseException):
-        log.warning(
-            "recall search failed, answering without memories: %s: %s", type(got).__name__, got
-        )
+        log.warning("recall search failed, answering without memories: %s", loggable(got))
+        debug_detail(log, "recall search", got)
         return []
     return got
 

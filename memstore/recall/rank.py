@@ -45,6 +45,7 @@ from memstore.db.sqlfn import driver_rows
 from memstore.derive.queries import memories_by_id
 from memstore.embeddings import check_vectors, content_hash, from_blob, to_blob
 from memstore.errors import MemstoreError
+from memstore.logtext import loggable
 from memstore.recall.text import WORD_RE, term_matches
 from memstore.text import query_terms
 from memstore.vectors import spaces
@@ -191,7 +192,7 @@ def null_vectors(store: DeriveContext, embedder: Embedder) -> np.ndarray[Any, An
                     ],
                 )
         except MemstoreError as exc:  # a busy or read-only file: embed again next time
-            log.info("recall: could not cache the null vectors: %s", exc)
+            log.info("recall: could not cache the null vectors: %s", loggable(exc))
     with _null_lock:
         _null_cache[embedder] = got
     return got
@@ -204,7 +205,7 @@ def warm_up(store: DeriveContext) -> None:
         try:
             null_vectors(store, emb)
         except MemstoreError as exc:  # an unreachable remote embedder: recall retries
-            log.info("recall: null vectors not ready: %s", exc)
+            log.info("recall: null vectors not ready: %s", loggable(exc))
 
 
 def query_vector(store: DeriveContext, query: str) -> np.ndarray[Any, Any] | None:

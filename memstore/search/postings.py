@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection
 
+from memstore.logtext import loggable
 from memstore.text import document_columns, stem_text
 from memstore.text.terms import column_tokens
 
@@ -395,7 +396,7 @@ class HotPostings:
                     copy = build(raw, user_id, *state)
         except Exception as exc:
             # E.g. the store closed meanwhile: SQL answers, a later search retries.
-            log.info("keyword postings of %s not loaded (SQL answers): %s", user_id, exc)
+            log.info("keyword postings of %s not loaded (SQL answers): %s", user_id, loggable(exc))
             state = None
         finally:
             with self._lock:

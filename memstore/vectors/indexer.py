@@ -31,6 +31,7 @@ from memstore.db.engine import Database
 from memstore.db.schema import embedding_cache, vector_index, vector_spaces
 from memstore.embeddings import Embedder, check_vectors, content_hash, to_blob
 from memstore.errors import EmbeddingError, MemstoreError
+from memstore.logtext import debug_detail, loggable
 from memstore.text import fts_tidy
 from memstore.timeutil import Clock, system_clock, to_iso
 from memstore.vectors import quarantine, spaces
@@ -505,4 +506,6 @@ class BackgroundIndexer:
                 # meanwhile; no source data is at risk.
                 self.last_error = str(e)
                 stopping = self._stop.is_set()  # the store closing under a step
-                log.log(logging.DEBUG if stopping else logging.WARNING, "background indexer: %s", e)
+                level = logging.DEBUG if stopping else logging.WARNING
+                log.log(level, "background indexer: %s", loggable(e))
+                debug_detail(log, "background indexer", e)

@@ -17,6 +17,7 @@ from sqlalchemy import Connection, delete, func, select
 
 from memstore.db.backend import upsert
 from memstore.db.schema import vector_quarantine as vq
+from memstore.redact import redact
 from memstore.timeutil import timedelta, to_iso
 
 FIRST_RETRY_S = 60.0
@@ -58,7 +59,7 @@ def record(
             "source_id": source_id,
             "user_id": user_id,
             "content_hash": chash,
-            "error": error[:500],
+            "error": redact(error)[:500],
             "attempts": attempts,
             "first_failed_at": to_iso(now),
             "retry_after": to_iso(now + timedelta(seconds=backoff_s(attempts))),

@@ -48,6 +48,7 @@ from memstore.derive.queries import (
 from memstore.derive.runs import RunOutcome, append_checked, llm_client, new_id, record_failure
 from memstore.errors import EmbeddingError, LLMError
 from memstore.llm.client import LLMClient
+from memstore.logtext import debug_detail, loggable
 from memstore.timeutil import parse_when, to_iso
 
 if TYPE_CHECKING:
@@ -350,7 +351,10 @@ def run_l1(
             candidates, model, usage = _extract(client, store, group, background)
             decisions = _decisions(client, store, user_id, gen, candidates, group, forgotten)
         except (LLMError, EmbeddingError) as exc:
-            log.warning("l1 run %s for %s/%s failed: %s", run_id, user_id, session_id, exc)
+            log.warning(
+                "l1 run %s for %s/%s failed: %s", run_id, user_id, session_id, loggable(exc)
+            )
+            debug_detail(log, f"l1 run {run_id}", exc)
             failed = record_failure(store, user_id, "l1", session_id, run_id, exc, gen, since=since)
             appended += failed.events_appended
             return RunOutcome("l1", False, run_id, appended, new_memories, error=failed.error)

@@ -32,6 +32,7 @@ from memstore.derive.queries import (
 from memstore.derive.runs import RunOutcome, append_checked, llm_client, new_id, record_failure
 from memstore.derive.scenes import rules as scene_rules
 from memstore.errors import LLMError
+from memstore.logtext import debug_detail, loggable
 
 if TYPE_CHECKING:
     from memstore.derive.context import DeriveContext
@@ -103,7 +104,8 @@ def run_l3_generation(store: DeriveContext, user_id: str, generation: int | None
             )
             text, model, version = res.value, res.model, PERSONA_PROMPT_VERSION
     except LLMError as exc:
-        log.warning("l3 run %s for %s failed: %s", run_id, user_id, exc)
+        log.warning("l3 run %s for %s failed: %s", run_id, user_id, loggable(exc))
+        debug_detail(log, f"l3 run {run_id}", exc)
         return record_failure(store, user_id, "l3", "", run_id, exc, gen, since=since)
     event = PersonaUpdated(
         run_id=run_id,

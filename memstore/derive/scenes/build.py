@@ -34,6 +34,7 @@ from memstore.derive.runs import RunOutcome, append_checked, llm_client, new_id,
 from memstore.derive.scenes import rules as scene_rules
 from memstore.errors import LLMError
 from memstore.llm.client import LLMClient
+from memstore.logtext import debug_detail, loggable
 
 if TYPE_CHECKING:
     from memstore.derive.context import DeriveContext
@@ -146,7 +147,8 @@ def run_l2_generation(store: DeriveContext, user_id: str, generation: int) -> Ru
                 )
                 version = SCENE_PROMPT_VERSION
         except LLMError as exc:
-            log.warning("l2 run %s for %s failed: %s", run_id, user_id, exc)
+            log.warning("l2 run %s for %s failed: %s", run_id, user_id, loggable(exc))
+            debug_detail(log, f"l2 run {run_id}", exc)
             failed = record_failure(store, user_id, "l2", "", run_id, exc, generation, since=since)
             return RunOutcome(
                 "l2", False, run_id, appended + failed.events_appended, error=failed.error
