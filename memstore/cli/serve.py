@@ -29,6 +29,10 @@ from memstore.errors import ConfigError
     help="User of requests without user_id  [default: default; env MEMSTORE_GATEWAY_DEFAULT_USER]",
 )  # fmt: skip
 @click.option(
+    "--read-only", is_flag=True,
+    help="The inspector (/ui) shows and changes nothing; /mcp offers no tool that writes.",
+)  # fmt: skip
+@click.option(
     "--workers", type=int, default=1, show_default=True,
     help="Gateway processes sharing the port; more than 1 needs a PostgreSQL store.",
 )  # fmt: skip
@@ -41,16 +45,20 @@ def serve(
     insecure: bool,
     access_log: bool,
     default_user: str | None,
+    read_only: bool,
     workers: int,
 ) -> None:
-    """Serve memory over HTTP: the upstream gateway's routes and /v1.
+    """Serve memory over HTTP: the upstream gateway's routes, /v1, the
+    memory inspector at /ui and the MCP server at /mcp.
 
     Clients of TencentDB Agent Memory's gateway (its Hermes plugin, OpenClaw,
     scripts) work unchanged against it. Listens on 127.0.0.1:8420 by default.
     Set MEMSTORE_GATEWAY_API_KEY (or TDAI_GATEWAY_API_KEY) to require
     "Authorization: Bearer <key>" on every route except GET /health; a
     non-loopback --host needs a key unless --insecure. Stops cleanly on
-    SIGTERM or Ctrl-C. Needs the "server" extra: pip install "memstore[server]".
+    SIGTERM or Ctrl-C. Needs the "server" extra: pip install "memstore[server]";
+    /ui needs "ui" and /mcp needs "mcp" (each is left out without its extra).
+    With a key, the inspector asks for it on a login form.
 
     \b
     With --workers N (PostgreSQL only) N processes serve one port and share
@@ -80,6 +88,7 @@ def serve(
         insecure=insecure or None,
         access_log=access_log or None,
         default_user=default_user,
+        read_only=read_only or None,
     )
     # --db after or before the command, else $MEMSTORE_DB (a path or URL), else the default.
     target = resolve(resolve_db(db))
