@@ -8,14 +8,16 @@ come back as tool errors with the store's message.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 
-from memstore.errors import InvalidInputError, NotFoundError
+from memstore.errors import InvalidInputError, MemstoreError
 from memstore.store import Store
 
 # The request header that names the user on the HTTP transport.
@@ -49,6 +51,23 @@ async def _remember_request(
         _HEADERS.reset(token)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _reported(fn: F) -> F:
+    """A store error becomes a tool error the model reads (the store's
+    message), not a crash that hides it."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except MemstoreError as exc:
+            raise ToolError(str(exc)) from exc
+
+    return cast(F, wrapper)
+
+
 def _memory(m: Any) -> dict[str, Any]:
     keys = ("memory_id", "content", "type", "priority", "scene_name", "status", "generation")
     return {k: m[k] for k in keys}
@@ -74,6 +93,7 @@ def build_server(
         return user_for(_HEADERS.get())
 
     @mcp.tool()
+    @_reported
     def recall(query: str, budget_chars: int | None = None) -> str:
         """What the agent should know about the user for this message: persona,
         standing instructions, scene navigation and the memories and conversation
@@ -81,6 +101,7 @@ def build_server(
         return store_for().recall(query, user_id=_user(), budget_chars=budget_chars).text
 
     @mcp.tool()
+    @_reported
     def search_memories(
         query: str,
         type: MemoryType | None = None,
@@ -99,6 +120,7 @@ def build_server(
         ]  # fmt: skip
 
     @mcp.tool()
+    @_reported
     def search_conversations(
         query: str,
         session_id: str | None = None,
@@ -116,6 +138,7 @@ def build_server(
         ]  # fmt: skip
 
     @mcp.tool()
+    @_reported
     def list_memories(
         type: MemoryType | None = None,
         include_retired: bool = False,
@@ -131,6 +154,7 @@ def build_server(
     if not read_only:
 
         @mcp.tool()
+        @_reported
         def remember(content: str, type: MemoryType = "persona", scene: str = "") -> dict[str, Any]:
             """Add a memory the user stated (recorded as an event, like a memory tool's
             add: a near-duplicate updates the existing memory instead)."""
@@ -141,6 +165,7 @@ def build_server(
             return {"memory_id": mid, "user_id": user}
 
         @mcp.tool()
+        @_reported
         def forget(memory_id: str, reason: str = "user_request") -> dict[str, Any]:
             """Retire one of the user's memories (its history stays in the log)."""
             user = _user()
@@ -148,6 +173,7 @@ def build_server(
             return {"forgotten": memory_id, "user_id": user}
 
         @mcp.tool()
+        @_reported
         def capture(session_id: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
             """Record conversation turns: messages are {role, content, timestamp?, id?};
             a message id seen before is not stored again."""
@@ -168,9 +194,12 @@ def build_server(
     @mcp.resource("memstore://scenes/{name}", mime_type="text/markdown")
     def scene(name: str) -> str:
         """One scene's full text."""
-        found = store_for().get_scene(_user(), name)
+        try:
+            found = store_for().get_scene(_user(), name)
+        except MemstoreError as exc:
+            raise ResourceError(str(exc)) from exc
         if found is None:
-            raise NotFoundError(f"no scene named {name!r}")
+            raise ResourceNotFoundError(f"no scene named {name!r}")
         return str(found["body"])
 
     return mcp
