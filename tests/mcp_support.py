@@ -53,9 +53,11 @@ def stdio_client(db: Path, *args: str) -> Client:
 
 @asynccontextmanager
 async def http_client(url: str, headers: dict[str, str]) -> AsyncIterator[Client]:
-    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
-        async with Client(streamable_http_client(url, http_client=http)) as client:
-            yield client
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
 
 
 def data(result: Any) -> Any:

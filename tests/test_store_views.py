@@ -21,8 +21,8 @@ def vstore(tmp_path: Path, settings: Settings) -> Iterator[Store]:
     try:
         at = "2023-05-08T10:00:00Z"
         store.capture("u", "s1", [
-            {"role": "user", "content": "My name is Dana and I love hiking. I am allergic to peanuts.",
-             "timestamp": at, "id": "m1"},
+            {"role": "user", "timestamp": at, "id": "m1",
+             "content": "My name is Dana and I love hiking. I am allergic to peanuts."},
             {"role": "assistant", "content": "Noted, Dana!", "timestamp": at, "id": "m2"},
         ])  # fmt: skip
         # Hosts number messages per session: "m1" again, in another session.
