@@ -14,12 +14,14 @@ from typing import Any
 import pytest
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
+# Read at import: each test runs with the MEMSTORE_* variables cleared.
+GIVEN = os.environ.get("MEMSTORE_CHROMIUM")
+REQUIRED = bool(os.environ.get("MEMSTORE_REQUIRE_BROWSER"))
 
 
 def chromium_path() -> str | None:
-    given = os.environ.get("MEMSTORE_CHROMIUM")
-    if given:
-        return given
+    if GIVEN:
+        return GIVEN
     return next((p for p in map(shutil.which, CANDIDATES) if p), None)
 
 
@@ -27,7 +29,7 @@ def chromium_path() -> str | None:
 def browser() -> Iterator[Any]:
     path = chromium_path()
     if path is None:
-        if os.environ.get("MEMSTORE_REQUIRE_BROWSER"):
+        if REQUIRED:
             pytest.fail("no Chromium found (apt-get install chromium, or set MEMSTORE_CHROMIUM)")
         pytest.skip("no Chromium installed (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
