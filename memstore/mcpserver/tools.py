@@ -85,7 +85,7 @@ def build_server(
     from memstore import __version__
 
     mcp = MCPServer(
-        "memstore", version=__version__, instructions=INSTRUCTIONS,
+        "memstore", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING",
         middleware=[_remember_request],
     )  # fmt: skip
 
