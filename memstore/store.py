@@ -507,9 +507,7 @@ class Store:
     def list_users(self) -> list[dict[str, object]]:
         """Every user with sessions, messages, live memories and last activity."""
         self._check_open()
-        from memstore.porting.inventory import list_users
-
-        return list_users(self)
+        return inspection.users(self.db)
 
     def get_memory(self, user_id: str, memory_id: str) -> Memory | None:
         """One of the user's memories (any generation or status), or None."""

@@ -185,7 +185,9 @@ def test_stored_markup_is_shown_as_text_and_never_runs(page: Any, gw: Running) -
 
 
 def test_forms_refuse_requests_without_the_pages_csrf_token(
-    page: Any, gw: Running, browser: Any  # noqa: F811
+    page: Any,
+    gw: Running,
+    browser: Any,  # noqa: F811
 ) -> None:
     mid = memory_id(gw, "bob", "cats")
     login(page, gw, f"/ui/memory?u=bob&m={mid}")
@@ -271,7 +273,8 @@ def test_usable_at_phone_width(browser: Any, gw: Running) -> None:  # noqa: F811
 
 
 def test_read_only_offers_no_action(
-    browser: Any, tmp_path: Path  # noqa: F811
+    browser: Any,
+    tmp_path: Path,  # noqa: F811
 ) -> None:
     db = tmp_path / "ro.db"
     seed(db)

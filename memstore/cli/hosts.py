@@ -19,7 +19,7 @@ from memstore.errors import ConfigError
 @click.option("--open", "open_browser", is_flag=True, help="Open the inspector in the browser.")
 @click.option("--read-only", is_flag=True, help="Show the memory; offer no action that changes it.")
 def ui(db: Location | None, port: int, open_browser: bool, read_only: bool) -> None:
-    """Open the memory inspector for a local store in the browser.
+    """Open the memory inspector for a local store in the browser (loopback only).
 
     Serves the gateway on 127.0.0.1 only (the inspector at /ui, the API
     beside it) until Ctrl-C. Needs the "ui" extra: pip install "memstore[ui]".
@@ -59,7 +59,7 @@ def ui(db: Location | None, port: int, open_browser: bool, read_only: bool) -> N
 )  # fmt: skip
 @click.option("--read-only", is_flag=True, help="Offer no tool that writes (remember, forget...).")
 def mcp(db: Location | None, user: str | None, read_only: bool) -> None:
-    """Serve one user's memory to an MCP client over stdio.
+    """Serve one user's memory to an MCP client (Claude, Cursor, Hermes) over stdio.
 
     Tools: recall, search_memories, search_conversations, list_memories,
     remember, forget, capture; resources: memstore://persona,

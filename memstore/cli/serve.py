@@ -48,8 +48,10 @@ def serve(
     read_only: bool,
     workers: int,
 ) -> None:
-    """Serve memory over HTTP: the upstream gateway's routes, /v1, the
-    memory inspector at /ui and the MCP server at /mcp.
+    """Serve memory over HTTP: the upstream gateway's routes, /v1, /ui and /mcp.
+
+    /ui is the memory inspector (docs/inspector.md), /mcp the MCP server
+    over streamable HTTP (docs/mcp.md).
 
     Clients of TencentDB Agent Memory's gateway (its Hermes plugin, OpenClaw,
     scripts) work unchanged against it. Listens on 127.0.0.1:8420 by default.

@@ -22,7 +22,7 @@ from memstore.errors import (
     MemstoreError,
     NotFoundError,
 )
-from memstore.gateway.config import GatewayConfig
+from memstore.gateway.config import GatewayConfig, is_loopback
 from memstore.gateway.deps import NotServing
 from memstore.gateway.guard import Guard
 from memstore.porting.seed import SeedValidationError
@@ -88,7 +88,13 @@ def _mount_hosts(api: FastAPI, config: GatewayConfig) -> None:
     except ImportError as exc:
         log.info("no MCP server at /mcp (%s missing): pip install 'memstore[mcp]'", exc.name)
     else:
-        mount_mcp(api, config)
+        mount_mcp(
+            api,
+            default_user=config.default_user,
+            loopback=is_loopback(config.host),
+            max_body_bytes=config.max_body_bytes,
+            read_only=config.read_only,
+        )
 
 
 def _error(status: int, message: str, **extra: Any) -> JSONResponse:

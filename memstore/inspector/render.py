@@ -4,14 +4,16 @@ shown as text), the security headers, and the visitor a page is shown to."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import Request
+from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from memstore.errors import StorageError
 from memstore.inspector.session import COOKIE, CSRF_FIELD, Sessions
+from memstore.store import Store
 
 PREFIX = "/ui"
 # No script runs on these pages at all: they work without JavaScript, and an
@@ -85,6 +87,20 @@ def inspector_of(request: Request) -> Inspector:
     return found
 
 
+class NotServing(StorageError):
+    """The gateway's store is not open (starting or shutting down)."""
+
+
+def current_store(request: Request) -> Store:
+    store: Store | None = getattr(request.app.state, "store", None)
+    if store is None:
+        raise NotServing("the store is not open (the server is starting or shutting down)")
+    return store
+
+
+StoreDep = Annotated[Store, Depends(current_store)]
+
+
 def visitor(request: Request) -> Visitor:
     """Who asks: a browser with a genuine session cookie, a script with the
     Bearer key, or (no key configured) anyone, who gets a session now."""
@@ -134,6 +150,6 @@ def redirect(location: str) -> RedirectResponse:
 
 
 __all__ = [
-    "ENV", "HEADERS", "PREFIX", "Inspector", "LoginNeeded", "Visitor",
+    "ENV", "HEADERS", "PREFIX", "Inspector", "LoginNeeded", "NotServing", "StoreDep", "Visitor",
     "inspector_of", "page", "redirect", "set_session", "url", "visitor",
 ]  # fmt: skip

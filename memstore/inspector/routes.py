@@ -18,11 +18,12 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException
 
 from memstore.errors import InvalidInputError, MemstoreError, NotFoundError, PipelineError
-from memstore.gateway.deps import StoreDep
 from memstore.inspector.render import (
     PREFIX,
     Inspector,
     LoginNeeded,
+    NotServing,
+    StoreDep,
     Visitor,
     inspector_of,
     page,
@@ -277,6 +278,8 @@ def mount(api: FastAPI, api_key: str | None, *, read_only: bool = False) -> None
             return _error_page(request, 400, str(exc))
         if isinstance(exc, NotFoundError):
             return _error_page(request, 404, str(exc))
+        if isinstance(exc, NotServing):
+            return _error_page(request, 503, str(exc))
         if isinstance(exc, PipelineError):
             return _error_page(request, 409, str(exc))
         log.warning("%s %s failed: %s", request.method, request.url.path, exc)

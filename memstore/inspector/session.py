@@ -13,10 +13,13 @@ import hashlib
 import hmac
 import secrets
 
-from memstore.gateway.guard import token_matches
-
 COOKIE = "memstore_ui"
 CSRF_FIELD = "csrf_token"
+
+
+def token_matches(given: str, expected: str) -> bool:
+    """Constant-time comparison (no early exit on the first differing byte)."""
+    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
 
 
 class Sessions:

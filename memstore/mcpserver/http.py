@@ -17,8 +17,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 
-from memstore.gateway.config import GatewayConfig, is_loopback
-from memstore.gateway.deps import NotServing
+from memstore.errors import StorageError
 from memstore.mcpserver.tools import USER_HEADER, build_server
 from memstore.store import Store
 from memstore.validate import check_id
@@ -26,29 +25,39 @@ from memstore.validate import check_id
 PATH = "/mcp"
 
 
-def mount(api: FastAPI, config: GatewayConfig) -> None:
+def mount(
+    api: FastAPI,
+    *,
+    default_user: str,
+    loopback: bool,
+    max_body_bytes: int,
+    read_only: bool = False,
+) -> None:
+    """Serve MCP at /mcp of ``api`` (whose ``state.store`` is the open store);
+    ``api.state.hosts`` gets the session manager to run in the app's lifespan."""
+
     def store_for() -> Store:
         store: Store | None = api.state.store
         if store is None:
-            raise NotServing("the gateway's store is not open (starting or shutting down)")
+            raise StorageError("the store is not open (the server is starting or shutting down)")
         return store
 
     def user_for(headers: Mapping[str, str] | None) -> str:
         named = headers.get(USER_HEADER) if headers is not None else None
-        return check_id(USER_HEADER, named) if named is not None else config.default_user
+        return check_id(USER_HEADER, named) if named is not None else default_user
 
-    server = build_server(store_for, user_for, read_only=config.read_only)
-    # The SDK checks Host and Origin against DNS rebinding on a loopback
-    # address; elsewhere the Bearer key is what keeps strangers out.
-    security = None
-    if not is_loopback(config.host):
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    server = build_server(store_for, user_for, read_only=read_only)
+    # On a loopback address the SDK checks Host and Origin against DNS
+    # rebinding; elsewhere the Bearer key is what keeps strangers out.
+    security = (
+        None if loopback else TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    )
     server.streamable_http_app(
         stateless_http=True,
         json_response=True,
         transport_security=security,
-        host=config.host,
-        max_request_body_size=config.max_body_bytes,
+        host="127.0.0.1" if loopback else "0.0.0.0",
+        max_request_body_size=max_body_bytes,
     )
     manager = server.session_manager
 
