@@ -272,10 +272,7 @@ def test_usable_at_phone_width(browser: Any, gw: Running) -> None:  # noqa: F811
         ctx.close()
 
 
-def test_read_only_offers_no_action(
-    browser: Any,
-    tmp_path: Path,  # noqa: F811
-) -> None:
+def test_read_only_offers_no_action(browser: Any, tmp_path: Path) -> None:  # noqa: F811
     db = tmp_path / "ro.db"
     seed(db)
     with running_gateway(db, SETTINGS, api_key=KEY, read_only=True) as ro:

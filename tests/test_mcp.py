@@ -76,6 +76,10 @@ def _bob_untouched(db: Path, ids: dict[str, str]) -> None:
         assert [s["session_id"] for s in store.list_sessions("bob")] == ["s1"]
         alice = {m["content"] for m in store.list_memories("alice")}
         assert "The user prefers tea." in alice
+        # remember and forget are events in alice's log, like a memory tool's.
+        types = [e.type for e in store.read_events(user_id="alice")]
+        assert "l1.written" in types and "l1.forgotten" in types
+        assert "l1.written" not in [e.type for e in store.read_events(user_id="bob")]
 
 
 def test_stdio_server_pinned_to_one_user(tmp_path: Path) -> None:
