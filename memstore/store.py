@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from memstore import inspection
 from memstore import recall as recall_api
@@ -539,7 +540,7 @@ class Store:
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
         return recall_api.scene_navigation(self.derivation, user_id, generation=generation)
 
-    def list_generations(self, user_id: str) -> list[dict[str, object]]:
+    def list_generations(self, user_id: str) -> list[dict[str, Any]]:
         """The user's generations: number, active, live memories, completeness."""
         self._check_open()
         return list_generations(self.derivation, v.check_id("user_id", user_id))

@@ -250,6 +250,9 @@ def test_generations_switch_after_confirmation(page: Any, gw: Running) -> None:
     login(page, gw, "/ui/generations?u=bob")
     active_cell = "table.generations tr.active td:first-child"
     assert page.inner_text(active_cell).split()[0] == str(new)
+    # Each generation's live memories by type, to compare before switching.
+    header = page.inner_text("table.generations thead")
+    assert all(t in header for t in ("persona", "episodic", "instruction"))
     page.click("text=Activate…")
     assert "Switch" in page.inner_text("form.confirm")
     assert gw.store.list_generations("bob")[-1]["active"]  # nothing changed before "yes"

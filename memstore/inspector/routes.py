@@ -9,6 +9,7 @@ of another user is simply not found. Ids travel in the query string.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from importlib import resources
 from typing import Annotated, Any
 
@@ -108,7 +109,7 @@ def _memories(
             for h in hits
         ]  # fmt: skip
     mems = store.list_memories(user, type=type_, generation=generation, include_retired=retired)
-    return [dict(m) for m in mems]
+    return sorted((dict(m) for m in mems), key=lambda m: (m["status"] != "active", -m["priority"]))
 
 
 @router.get("/user", response_class=HTMLResponse)
@@ -217,10 +218,20 @@ def generations(
     request: Request, who: Who, store: StoreDep, u: str, confirm: str = ""
 ) -> HTMLResponse:
     gens = store.list_generations(u)
+    # What switching changes: each generation's live memories by type.
+    by_type = {
+        g["generation"]: Counter(
+            m["type"] for m in store.list_memories(u, generation=g["generation"])
+        )
+        for g in gens
+    }
     want = _int_or_none("confirm", confirm)
     if want is not None and not any(g["generation"] == want for g in gens):
         raise NotFoundError(f"user {u!r} has no generation {want}")
-    return page(request, who, "generations.html", u=u, generations=gens, confirm=want)
+    return page(
+        request, who, "generations.html",
+        u=u, generations=gens, confirm=want, by_type=by_type, types=MEMORY_TYPES,
+    )  # fmt: skip
 
 
 @router.post("/activate")
