@@ -299,3 +299,18 @@ def test_read_only_offers_no_action(browser: Any, tmp_path: Path) -> None:  # no
             assert ro.store.get_memory("alice", mid)["status"] == "active"  # type: ignore[index]
         finally:
             ctx.close()
+
+
+def test_works_without_javascript(browser: Any, gw: Running) -> None:  # noqa: F811
+    ctx = browser.new_context(java_script_enabled=False)
+    ctx.set_default_timeout(10_000)
+    try:
+        pg = ctx.new_page()
+        login(pg, gw, "/ui/recall?u=alice")
+        pg.fill("input[name=q]", "what is the user allergic to?")
+        pg.click("form.filters button")
+        assert "allergic to peanuts" in pg.inner_text("pre.per-turn")
+        pg.click("table.candidates a:has-text('allergic to peanuts')")
+        assert "Provenance" in pg.inner_text("main")
+    finally:
+        ctx.close()

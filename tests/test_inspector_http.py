@@ -4,6 +4,10 @@ carry security headers, and the API keeps its rules."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,3 +65,25 @@ def test_a_script_with_the_key_may_post_without_a_csrf_token(gw: Running) -> Non
     assert httpx.post(gw.url + "/v1/search", data={"q": "x"}).status_code == 401
     with gw.client(KEY) as c:
         assert c.post("/v1/search", data={"user_id": "a", "query": "x"}).status_code == 415
+
+
+@pytest.mark.slow
+def test_memstore_ui_serves_a_local_store_on_loopback(tmp_path: Path) -> None:
+    db = tmp_path / "cli.db"
+    with Store.open(db, settings=SETTINGS) as store:
+        store.capture("alice", "s1", [{"role": "user", "content": "I am allergic to peanuts."}])
+    env = {**os.environ, "MEMSTORE_EMBEDDER": "hashing", "MEMSTORE_SCHEDULER": "false"}
+    cmd = [sys.executable, "-m", "memstore", "ui", "--db", str(db), "--read-only"]
+    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        while line and "inspector on" not in line:
+            line = proc.stderr.readline()
+        url = line.split("inspector on ", 1)[1].split()[0]
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/ui/")
+        page = httpx.get(url, timeout=30)
+        assert page.status_code == 200 and "alice" in page.text and "read-only" in page.text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
