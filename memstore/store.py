@@ -22,7 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+from memstore import inspection
 from memstore import recall as recall_api
 from memstore import validate as v
 from memstore.assembly import Parts, default_projections
@@ -31,6 +33,7 @@ from memstore.db import migrate
 from memstore.db.connect import open_database, resolve
 from memstore.db.engine import Database
 from memstore.derive import api
+from memstore.derive.generations import activate_generation, list_generations
 from memstore.erasure import ErasureReport, erase_user
 from memstore.errors import InvalidInputError, StorageError
 from memstore.events.log import NewEvent, StoredEvent
@@ -39,6 +42,8 @@ from memstore.llm.backend import ChatBackend
 from memstore.pipeline import Outcome, PipelineService
 from memstore.projections.base import Projection, ProjectionStatus
 from memstore.recall.compose import Recall
+from memstore.recall.preview import RecallPreview
+from memstore.recall.preview import preview as recall_preview_of
 from memstore.recall.rank import warm_up
 from memstore.records import (
     EmbeddingStatus,
@@ -514,3 +519,73 @@ class Store:
             "revision": migrate.current_revision(self.db),
             "events": self.event_count(),
         }
+
+    # -- views for hosts that show the store to a person (inspector, MCP) ------
+
+    def list_users(self) -> list[dict[str, object]]:
+        """Every user with sessions, messages, live memories and last activity."""
+        self._check_open()
+        return inspection.users(self.db)
+
+    def get_memory(self, user_id: str, memory_id: str) -> Memory | None:
+        """One of the user's memories (any generation or status), or None."""
+        self._check_open()
+        user_id, memory_id = v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
+        return api.get_memory(self.derivation, user_id, memory_id)
+
+    def memory_sources(self, user_id: str, memory_id: str) -> list[inspection.StoredMessage]:
+        """The captured messages a memory was made from (its provenance)."""
+        self._check_open()
+        user_id, memory_id = v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
+        return inspection.memory_sources(self.derivation, user_id, memory_id)
+
+    def list_sessions(self, user_id: str) -> list[inspection.SessionSummary]:
+        """The user's sessions with their message counts, most recent first."""
+        self._check_open()
+        return inspection.list_sessions(self.derivation, v.check_id("user_id", user_id))
+
+    def session_messages(self, user_id: str, session_id: str) -> list[inspection.SessionMessage]:
+        """A session's captured messages in order, each with the ids of the
+        memories made from it; an unknown session raises NotFoundError."""
+        self._check_open()
+        user_id, session_id = v.check_id("user_id", user_id), v.check_id("session_id", session_id)
+        return inspection.session_messages(self.derivation, user_id, session_id)
+
+    def scene_navigation(self, user_id: str, *, generation: int | None = None) -> str:
+        """The scene navigation text recall puts in the stable part."""
+        self._check_open()
+        user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
+        return recall_api.scene_navigation(self.derivation, user_id, generation=generation)
+
+    def list_generations(self, user_id: str) -> list[dict[str, Any]]:
+        """The user's generations: number, active, live memories, completeness."""
+        self._check_open()
+        return list_generations(self.derivation, v.check_id("user_id", user_id))
+
+    def activate_generation(self, user_id: str, generation: int) -> int:
+        """Switch the user to a complete generation; returns the previous one."""
+        self._check_open()
+        user_id, generation = v.check_id("user_id", user_id), v.check_int("generation", generation)
+        return activate_generation(self.derivation, user_id, generation)
+
+    def recall_preview(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        session_id: str | None = None,
+        budget_chars: int | None = None,
+        threshold: float | None = None,
+    ) -> RecallPreview:
+        """``recall`` for ``query`` (exactly what a host would receive) plus
+        every candidate the searches found, with its scores and whether the
+        gate dropped it and why."""
+        self._check_open()
+        return recall_preview_of(
+            self.derivation,
+            v.check_query("query", query),
+            user_id=v.check_id("user_id", user_id),
+            session_id=v.opt_id("session_id", session_id),
+            budget_chars=v.opt_int("budget_chars", budget_chars),
+            threshold=v.opt_number("threshold", threshold),
+        )

@@ -12,7 +12,7 @@ stamp=.venv/.memstore-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e ".[dev,embed,bench,hermes,peers,server,postgres]"
+  .venv/bin/pip install -q -e ".[dev,embed,bench,hermes,peers,server,postgres,ui,mcp]"
   echo "$want" > "$stamp"
 fi
 # Each test process imports memstore and the test modules; without their

@@ -19,6 +19,7 @@ MODULES = (
     "memstore.cli.hermes",
     "memstore.cli.pipeline",
     "memstore.cli.serve",
+    "memstore.cli.hosts",
     "memstore.cli.porting",
     "memstore.cli.users",
 )
@@ -41,6 +42,8 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
                "Use memstore as the long-term memory of a Hermes agent (hermes-agent)."),
     "import": (("memstore.cli.porting",),
                "Import conversations or a whole memory, checking every line."),
+    "mcp": (("memstore.cli.hosts",),
+            "Serve one user's memory to an MCP client (Claude, Cursor, Hermes) over stdio."),
     "memories": (("memstore.cli.derive",), "L1 atomic memories: list, history, forget, add."),
     "persona": (("memstore.cli.derive",), "L3 persona."),
     "pipeline": (("memstore.cli.pipeline",),
@@ -55,7 +58,9 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "scenes": (("memstore.cli.derive",), "L2 scene blocks."),
     "search": (("memstore.cli.data",), "Search conversations (L0) or memories (L1) of one user."),
     "serve": (("memstore.cli.serve",),
-              "Serve memory over HTTP: the upstream gateway's routes and /v1."),
+              "Serve memory over HTTP: the upstream gateway's routes, /v1, /ui and /mcp."),
+    "ui": (("memstore.cli.hosts",),
+           "Open the memory inspector for a local store in the browser (loopback only)."),
     "users": (("memstore.cli.data", "memstore.cli.users"), "Per-user operations."),
 }  # fmt: skip
 

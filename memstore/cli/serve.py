@@ -34,6 +34,10 @@ from memstore.errors import ConfigError
     help="User of requests without user_id  [default: default; env MEMSTORE_GATEWAY_DEFAULT_USER]",
 )  # fmt: skip
 @click.option(
+    "--read-only", is_flag=True,
+    help="The inspector (/ui) shows and changes nothing; /mcp offers no tool that writes.",
+)  # fmt: skip
+@click.option(
     "--workers", type=int, default=1, show_default=True,
     help="Gateway processes sharing the port; more than 1 needs a PostgreSQL store.",
 )  # fmt: skip
@@ -47,9 +51,13 @@ def serve(
     access_log: bool,
     allowed_hosts: tuple[str, ...],
     default_user: str | None,
+    read_only: bool,
     workers: int,
 ) -> None:
-    """Serve memory over HTTP: the upstream gateway's routes and /v1.
+    """Serve memory over HTTP: the upstream gateway's routes, /v1, /ui and /mcp.
+
+    /ui is the memory inspector (docs/inspector.md), /mcp the MCP server
+    over streamable HTTP (docs/mcp.md).
 
     Clients of TencentDB Agent Memory's gateway (its Hermes plugin, OpenClaw,
     scripts) work unchanged against it. Listens on 127.0.0.1:8420 by default.
@@ -57,8 +65,10 @@ def serve(
     "Authorization: Bearer <key>" on every route except GET /health; a
     non-loopback --host needs a key unless --insecure. Requests whose Host
     header is not a loopback name or the --host address get 421 (add names
-    with --allowed-host). Stops cleanly on
-    SIGTERM or Ctrl-C. Needs the "server" extra: pip install "memstore[server]".
+    with --allowed-host). Stops cleanly on SIGTERM or Ctrl-C. Needs the
+    "server" extra: pip install "memstore[server]"; /ui needs "ui" and /mcp
+    needs "mcp" (each is left out without its extra). With a key, the
+    inspector asks for it on a login form.
 
     \b
     With --workers N (PostgreSQL only) N processes serve one port and share
@@ -89,6 +99,7 @@ def serve(
         access_log=access_log or None,
         allowed_hosts=tuple(allowed_hosts) or None,
         default_user=default_user,
+        read_only=read_only or None,
     )
     # --db after or before the command, else $MEMSTORE_DB (a path or URL), else the default.
     target = resolve(resolve_db(db))

@@ -82,6 +82,12 @@ def get_scene(
     return cast(Scene | None, row)
 
 
+def get_memory(store: DeriveContext, user_id: str, memory_id: str) -> Memory | None:
+    with store.db.read() as conn:
+        row = memory(conn, user_id, memory_id)
+    return cast(Memory | None, row)
+
+
 def get_persona(store: DeriveContext, user_id: str, *, generation: int | None = None) -> str | None:
     with store.db.read() as conn:
         row = persona(conn, user_id, resolve_generation(conn, user_id, generation))

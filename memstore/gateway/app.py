@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from memstore.errors import (
     MemstoreError,
     NotFoundError,
 )
-from memstore.gateway.config import GatewayConfig
+from memstore.gateway.config import GatewayConfig, is_loopback
 from memstore.gateway.deps import NotServing
 from memstore.gateway.guard import Guard
 from memstore.logtext import loggable
@@ -44,7 +44,10 @@ def create_app(
         app.state.store = Store.open(db, settings=settings)
         app.state.started = time.monotonic()
         try:
-            yield
+            async with AsyncExitStack() as stack:
+                for host in app.state.hosts:  # e.g. /mcp's session manager
+                    await stack.enter_async_context(host())
+                yield
         finally:
             store, app.state.store = app.state.store, None
             store.close()
@@ -65,10 +68,35 @@ def create_app(
     )
     api.state.config = config
     api.state.store = None
+    api.state.hosts = []
     api.include_router(upstream.router)
     api.include_router(v1.router)
     _install_error_handlers(api)
+    _mount_hosts(api, config)
     return Guard(api, config)
+
+
+def _mount_hosts(api: FastAPI, config: GatewayConfig) -> None:
+    """The inspector at /ui and the MCP server at /mcp, each when its extra
+    is installed ("ui", "mcp"); the API works without them."""
+    try:
+        from memstore.inspector import mount as mount_ui
+    except ImportError as exc:
+        log.info("no inspector at /ui (%s missing): pip install 'memstore[ui]'", exc.name)
+    else:
+        mount_ui(api, config.api_key, read_only=config.read_only)
+    try:
+        from memstore.mcpserver.http import mount as mount_mcp
+    except ImportError as exc:
+        log.info("no MCP server at /mcp (%s missing): pip install 'memstore[mcp]'", exc.name)
+    else:
+        mount_mcp(
+            api,
+            default_user=config.default_user,
+            loopback=is_loopback(config.host),
+            max_body_bytes=config.max_body_bytes,
+            read_only=config.read_only,
+        )
 
 
 def _error(status: int, message: str, **extra: Any) -> JSONResponse:

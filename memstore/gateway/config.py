@@ -51,6 +51,9 @@ class GatewayConfig:
     # The user of requests that name none (the upstream ignored user_id).
     default_user: str = "default"
     insecure: bool = False
+    # The inspector (/ui) shows no action and refuses changes; /mcp offers no
+    # tool that writes.
+    read_only: bool = False
     access_log: bool = False
     # /session/end and /seed extract what is pending before answering, bounded.
     session_end_timeout_s: float = 8.0

@@ -29,6 +29,16 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 OPEN_PATHS = frozenset({"/health"})
+# The inspector's pages: a browser cannot send the Bearer header, so the
+# inspector checks the key itself (a session cookie from its login form) and
+# guards its forms with CSRF tokens instead of the JSON-only rule.
+UI_PREFIX = "/ui"
+
+
+def is_ui(path: str) -> bool:
+    return path == UI_PREFIX or path.startswith(UI_PREFIX + "/")
+
+
 ALLOW_METHODS = b"GET, POST, DELETE, OPTIONS"
 ALLOW_HEADERS = b"Content-Type, Authorization"
 
@@ -68,7 +78,8 @@ class Guard:
             await _respond(send, 204, None)
             return
         path = scope.get("path", "")
-        if self.config.api_key and path not in OPEN_PATHS:
+        ui = is_ui(path)
+        if self.config.api_key and path not in OPEN_PATHS and not ui:
             problem = self._auth_problem(headers.get("authorization"))
             if problem:
                 await _respond(
@@ -90,7 +101,7 @@ class Guard:
         has_body = (length not in (None, b"0")) or b"chunked" in headers.get(
             "transfer-encoding", b""
         )
-        if has_body and not _is_json(headers.get("content-type")):
+        if has_body and not ui and not _is_json(headers.get("content-type")):
             # A browser can send text/plain or a form to localhost without a
             # CORS preflight; refusing them keeps other websites out.
             await _respond(
@@ -196,4 +207,4 @@ async def _respond(
     await send({"type": "http.response.body", "body": data})
 
 
-__all__ = ["Guard", "host_name", "token_matches"]
+__all__ = ["UI_PREFIX", "Guard", "host_name", "is_ui", "token_matches"]
