@@ -52,6 +52,7 @@ def doctor_report(db: Location) -> tuple[dict[str, Any], list[str]]:
     revision = report.get("schema_revision")
     if revision is not None and revision == report.get("schema_head"):
         report["vector_quarantine"] = _quarantine_line(db)
+        report["pipeline_waiting"] = _waiting_line(db)
     from memstore.cli import doctor_extra
 
     for fn in doctor_extra.HOOKS:
@@ -122,6 +123,24 @@ def _doctor_llm(db: Location, report: dict[str, Any], problems: list[str]) -> No
             database.close()
     except MemstoreError as e:
         problems.append(f"llm: cannot read the last derivation: {e}")
+
+
+def _waiting_line(db: Location) -> str:
+    """What the derivation pipeline has queued, and when it runs next."""
+    from memstore.pipeline.status import waiting
+
+    database = open_database(db)
+    try:
+        with database.read() as conn:
+            total, retrying, next_at = waiting(conn)
+    finally:
+        database.close()
+    if not total:
+        return "nothing queued"
+    line = f"{total} item(s) queued"
+    if retrying:
+        line += f", {retrying} retrying after failures (they run by themselves)"
+    return line + (f"; next run at {next_at}" if next_at else "; running now")
 
 
 def _quarantine_line(db: Location) -> str:
