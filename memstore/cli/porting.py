@@ -11,7 +11,7 @@ import click
 from tqdm import tqdm
 
 from memstore.cli.app import Location, cli, db_option, open_store, user_option_optional
-from memstore.errors import InvalidInputError
+from memstore.errors import InvalidInputError, StorageError
 
 FORMATS = ["jsonl", "upstream", "seed", "memstore"]
 
@@ -40,7 +40,11 @@ def import_(
 
     Bad lines are reported with their line number and skipped; every good one
     is imported, and the command exits 1 if anything was skipped. Importing
-    the same input again stores nothing twice.
+    the same input again stores nothing twice. A line may hold up to 16 MiB
+    and one import up to 512 MiB (a directory's files together); larger or
+    endless input (a pipe that never ends, /dev/zero) stops at once with the
+    line it reached, nothing imported. Two lines giving one message id with
+    different content: the second is reported and skipped.
 
     \b
     Example:
@@ -160,5 +164,8 @@ def export(
     if output is None:
         click.echo("".join(chunks), nl=False)
     else:
-        output.write_text("".join(chunks), encoding="utf-8")
+        try:
+            output.write_text("".join(chunks), encoding="utf-8")
+        except OSError as e:
+            raise StorageError(f"cannot write {output}: {e.strerror or e}") from None
         click.echo(f"wrote {output}", err=True)

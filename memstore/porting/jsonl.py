@@ -65,6 +65,9 @@ def import_messages(
             _capture(store, key, batch, lines, name, report)
         batch, lines = [], []
 
+    # Lines that gave an explicit id, by (user, session, id): a later line
+    # with the same id and other content would be dropped as "already known".
+    ids: dict[tuple[str, str, str], tuple[int, dict[str, Any]]] = {}
     for lineno, obj in json_lines(text, name, report):
         if progress is not None:
             progress(1)
@@ -73,6 +76,14 @@ def import_messages(
         except InvalidInputError as exc:
             report.problem(f"{name}:{lineno}", str(exc))
             continue
+        if "id" in msg:
+            earlier, first = ids.setdefault((user, session, msg["id"]), (lineno, msg))
+            if earlier != lineno and first != msg:
+                report.problem(
+                    f"{name}:{lineno}",
+                    f"id {msg['id']!r} is already used by line {earlier} with different content",
+                )
+                continue
         if (user, session) != key or len(batch) >= BATCH:
             flush()
             key = (user, session)

@@ -19,6 +19,9 @@ from memstore.errors import InvalidInputError
 from memstore.timeutil import parse_when
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
+# What one import may read in all (its files together): the text is held in
+# memory while it is imported.
+MAX_IMPORT_BYTES = 512 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -51,17 +54,71 @@ class ImportReport:
         return {"counts": dict(self.counts), "problems": [str(p) for p in self.problems]}
 
 
-def read_text(source: Path | IO[bytes], name: str) -> str:
-    """The whole text of ``source``; refuses binary or non-UTF-8 content."""
-    data = source.read_bytes() if isinstance(source, Path) else source.read()
-    if b"\x00" in data[:65536]:
-        raise InvalidInputError(f"{name} is a binary file, not text: nothing imported")
+def read_text(source: Path | IO[bytes], name: str, *, budget: ReadBudget | None = None) -> str:
+    """The whole text of ``source``; refuses binary or non-UTF-8 content, and
+    input past the budget's total or with a line longer than
+    ``MAX_LINE_BYTES``, as soon as it is seen (``/dev/zero`` or an endless
+    pipe fail at once, in bounded memory)."""
+    budget = budget if budget is not None else ReadBudget()
+    if isinstance(source, Path):
+        with source.open("rb") as f:
+            data = _read_bounded(f, name, budget)
+    else:
+        data = _read_bounded(source, name, budget)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InvalidInputError(
             f"{name} is not UTF-8 text (byte {exc.start}): nothing imported"
         ) from None
+
+
+class ReadBudget:
+    """How many bytes an import may still read, across all its files."""
+
+    def __init__(self, limit: int = MAX_IMPORT_BYTES) -> None:
+        self.limit = self.left = limit
+
+    @property
+    def total(self) -> str:
+        mib = self.limit / (1024 * 1024)
+        return f"{mib:g} MiB" if mib >= 1 else f"{self.limit} bytes"
+
+
+_CHUNK = 1024 * 1024
+
+
+def _read_bounded(f: IO[bytes], name: str, budget: ReadBudget) -> bytes:
+    parts: list[bytes] = []
+    line, line_bytes, seen = 1, 0, 0
+    while True:
+        chunk = f.read(_CHUNK)
+        if not chunk:
+            break
+        if seen < 65536 and b"\x00" in chunk[: 65536 - seen]:
+            raise InvalidInputError(f"{name} is a binary file, not text: nothing imported")
+        seen += len(chunk)
+        if len(chunk) > budget.left:
+            raise InvalidInputError(
+                f"{name}:{line}: the import is larger than {budget.total} "
+                "(the limit of one import): nothing imported; split the input"
+            )
+        budget.left -= len(chunk)
+        # Line lengths as the chunk arrives, so one endless line stops early.
+        # Lines wholly inside a chunk are shorter than the chunk, so only the
+        # line a chunk continues can reach the limit.
+        first = chunk.find(b"\n")
+        line_bytes += len(chunk) if first < 0 else first
+        if line_bytes > MAX_LINE_BYTES:
+            raise InvalidInputError(
+                f"{name}:{line}: line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB: "
+                "nothing imported"
+            )
+        if first >= 0:
+            line += chunk.count(b"\n")
+            line_bytes = len(chunk) - chunk.rfind(b"\n") - 1
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 def json_lines(text: str, name: str, report: ImportReport) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -122,4 +179,15 @@ def require_str(obj: dict[str, Any], key: str, *, optional: bool = False) -> str
     return value
 
 
-__all__ = ["ImportReport", "Problem", "json_lines", "read_text", "require_str", "strict_id", "when"]
+__all__ = [
+    "MAX_IMPORT_BYTES",
+    "MAX_LINE_BYTES",
+    "ImportReport",
+    "Problem",
+    "ReadBudget",
+    "json_lines",
+    "read_text",
+    "require_str",
+    "strict_id",
+    "when",
+]

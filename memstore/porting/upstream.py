@@ -29,6 +29,7 @@ from memstore.errors import InvalidInputError
 from memstore.l0.capture import ROLES
 from memstore.porting.report import (
     ImportReport,
+    ReadBudget,
     json_lines,
     read_text,
     require_str,
@@ -89,7 +90,9 @@ class UpstreamData:
         return len(self.messages) + len(self.records) + len(self.scenes) + 1
 
 
-def read_upstream(root: Path, report: ImportReport) -> UpstreamData:
+def read_upstream(
+    root: Path, report: ImportReport, *, budget: ReadBudget | None = None
+) -> UpstreamData:
     if not root.is_dir():
         raise InvalidInputError(f"{root} is not a directory (expected an upstream data dir)")
     parts = [root / p for p in ("conversations", "records", "scene_blocks", "persona.md")]
@@ -99,13 +102,18 @@ def read_upstream(root: Path, report: ImportReport) -> UpstreamData:
             "not a TencentDB Agent Memory data directory"
         )
     data = UpstreamData(root)
+    budget = budget or ReadBudget()  # the directory's files together
+
+    def _text(path: Path) -> str | None:
+        return _read(path, root, report, budget)
+
     for path in _files(root / "conversations", (".jsonl",)):
-        text = _text(path, root, report)
+        text = _text(path)
         if text is not None:
             data.messages.extend(_conversation_file(text, _rel(path, root), report))
     latest: dict[str, Record] = {}
     for path in _files(root / "records", (".jsonl", ".json")):
-        text = _text(path, root, report)
+        text = _text(path)
         if text is None:
             continue
         name = _rel(path, root)
@@ -119,7 +127,7 @@ def read_upstream(root: Path, report: ImportReport) -> UpstreamData:
             latest[rec.id] = rec
     data.records = list(latest.values())
     for path in _files(root / "scene_blocks", (".md",)):
-        text = _text(path, root, report)
+        text = _text(path)
         if text is not None:
             try:
                 data.scenes.append(parse_scene(text, path.name))
@@ -127,7 +135,7 @@ def read_upstream(root: Path, report: ImportReport) -> UpstreamData:
                 report.problem(_rel(path, root), str(exc))
     persona = root / "persona.md"
     if persona.is_file():
-        text = _text(persona, root, report)
+        text = _text(persona)
         if text is not None:
             data.persona = strip_navigation(text) or None
     return data
@@ -144,9 +152,9 @@ def _rel(path: Path, root: Path) -> str:
     return str(path.relative_to(root))
 
 
-def _text(path: Path, root: Path, report: ImportReport) -> str | None:
+def _read(path: Path, root: Path, report: ImportReport, budget: ReadBudget) -> str | None:
     try:
-        return read_text(path, _rel(path, root))
+        return read_text(path, _rel(path, root), budget=budget)
     except InvalidInputError as exc:
         report.problem(_rel(path, root), str(exc))
     except OSError as exc:
