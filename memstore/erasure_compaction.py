@@ -44,8 +44,17 @@ RETRY_INTERVAL_S = 1.0
 
 @dataclass(frozen=True)
 class CompactionResult:
+    """``done``: the compaction job is finished (no marker left). ``residue``:
+    finished, yet erased bytes may remain in the data files (PostgreSQL's
+    plain VACUUM only marks dead rows' space reusable)."""
+
     done: bool
     detail: str = ""
+    residue: bool = False
+
+    @property
+    def bytes_gone(self) -> bool:
+        return self.done and not self.residue
 
 
 def at(stage: str) -> None:
@@ -77,7 +86,10 @@ def compact(db: Database, *, wait_s: float, full: bool = False) -> CompactionRes
 
         assert isinstance(db, PostgresDatabase)
         try:
-            return CompactionResult(True, db.compact_after_erasure(full=full))
+            note = db.compact_after_erasure(full=full)
+            # Only VACUUM FULL rewrites the files; after a plain VACUUM the dead
+            # rows' bytes stay until PostgreSQL reuses their space.
+            return CompactionResult(True, note, residue=not full and bool(note))
         except StorageError as e:  # VACUUM FULL waited past lock_timeout for a reader
             return CompactionResult(False, f"compaction did not finish: {e}")
     deadline = time.monotonic() + max(wait_s, 0.0)
