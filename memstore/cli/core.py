@@ -22,7 +22,7 @@ from memstore.cli.app import (
     shown,
 )
 from memstore.cli.table import print_table
-from memstore.db import migrate
+from memstore.db import migrate, presence
 from memstore.db.connect import open_database
 from memstore.db.driver import module_name, sqlite_module
 from memstore.errors import MemstoreError
@@ -210,6 +210,8 @@ def db_upgrade(db: Location | None, revision: str) -> None:
     """Upgrade the schema (default: to the newest revision).
 
     Projections whose tables changed are rebuilt from the log on the next open.
+    Refused, with nothing changed, while any process has the store open
+    (memstore serve, an agent, another command): close them first.
 
     \b
     Example:
@@ -217,7 +219,8 @@ def db_upgrade(db: Location | None, revision: str) -> None:
     """
     database = open_database(resolve_db(db))
     try:
-        stale = migrate.upgrade(database, revision, owners=_owners())
+        with presence.exclusive(database):
+            stale = migrate.upgrade(database, revision, owners=_owners())
         click.echo(f"at {migrate.current_revision(database)}")
         _echo_stale(stale)
     finally:
@@ -236,6 +239,7 @@ def db_downgrade(db: Location | None, revision: str, yes: bool) -> None:
     A downgrade that would drop data the log cannot give back ("base" drops
     the event log itself) changes nothing and exits non-zero unless --yes is
     given. Projections whose tables changed are rebuilt on the next open.
+    Refused, with nothing changed, while any process has the store open.
 
     \b
     Example:
@@ -244,7 +248,8 @@ def db_downgrade(db: Location | None, revision: str, yes: bool) -> None:
     """
     database = open_database(resolve_db(db))
     try:
-        stale = migrate.downgrade(database, revision, allow_data_loss=yes, owners=_owners())
+        with presence.exclusive(database):
+            stale = migrate.downgrade(database, revision, allow_data_loss=yes, owners=_owners())
         click.echo(f"at {migrate.current_revision(database) or 'base'}")
         _echo_stale(stale)
     finally:
