@@ -23,8 +23,19 @@ FORMATS = ["jsonl", "upstream", "seed", "memstore"]
 @user_option_optional
 @click.option("--session-key", default="", help="seed: session for entries without sessionKey.")
 @click.option("--no-embed", is_flag=True, help="Leave embedding to the background indexer.")
+@click.option(
+    "--allow-erased", is_flag=True,
+    help="Import data of users erased before (by default it is skipped: an import must not "
+    "undo an erasure).",
+)  # fmt: skip
 def import_(
-    db: Location | None, path: Path, fmt: str, user: str | None, session_key: str, no_embed: bool
+    db: Location | None,
+    path: Path,
+    fmt: str,
+    user: str | None,
+    session_key: str,
+    no_embed: bool,
+    allow_erased: bool,
 ) -> None:
     """Import conversations or a whole memory, checking every line.
 
@@ -37,6 +48,12 @@ def import_(
       seed      the upstream's seed JSON (format A {"sessions": [...]} or B
                 [...]) into --user
       memstore  a `memstore export` file: restores the events exactly
+
+    An upstream directory's vectors.db, when present, says which L1 records
+    the upstream still serves: records it merged or deleted are not brought
+    back (the summary counts live, merged and deleted ones). Data of a user
+    erased here before (memstore users forget) is skipped and reported,
+    unless --allow-erased.
 
     Bad lines are reported with their line number and skipped; every good one
     is imported, and the command exits 1 if anything was skipped. Importing
@@ -73,13 +90,18 @@ def import_(
             raise InvalidInputError(f"{path} is a directory; --format {fmt} reads a file")
         text = read_text(sys.stdin.buffer if str(path) == "-" else path, name)
     with open_store(db) as store:
+        from memstore.porting.erased import Erased
+
+        erased = Erased(store, allow=allow_erased)
+        if fmt in ("upstream", "seed") and (why := erased.covers(user or "")) is not None:
+            raise InvalidInputError(why)
         if fmt == "upstream":
             from memstore.porting.upstream import read_upstream
             from memstore.porting.upstream_apply import import_upstream
 
             data = read_upstream(path, report)
             with tqdm(total=data.size, unit="item", desc="import", disable=None) as bar:
-                import_upstream(store, data, user or "", report, bar.update)
+                import_upstream(store, data, user or "", report, bar.update, erased)
         elif fmt == "seed":
             from memstore.porting.seed import parse_seed, seed_store
 
@@ -98,11 +120,11 @@ def import_(
                 if fmt == "jsonl":
                     from memstore.porting.jsonl import import_messages
 
-                    import_messages(store, text or "", name, report, bar.update)
+                    import_messages(store, text or "", name, report, bar.update, erased)
                 else:
                     from memstore.porting.export import restore_events
 
-                    restore_events(store, text or "", name, report, bar.update)
+                    restore_events(store, text or "", name, report, bar.update, erased)
         if not no_embed and store.indexer is not None:
             pending = sum(store.indexer.pending(k) for k in ("l0", "l1"))
             if pending:

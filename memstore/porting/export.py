@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from memstore.errors import EventError, InvalidInputError
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.events.types import Event, registry
+from memstore.porting.erased import Erased
 from memstore.porting.events_io import EXPORT_FORMAT, event_to_dict
 from memstore.porting.report import ImportReport, json_lines, when
 
@@ -105,8 +106,11 @@ def restore_events(
     name: str,
     report: ImportReport,
     progress: Callable[[int], None] | None = None,
+    erased: Erased | None = None,
 ) -> None:
-    """Append the events of an export; bad lines are reported, never fatal."""
+    """Append the events of an export; bad lines are reported, never fatal.
+    Events of an erased user are skipped (``Erased``) and reported."""
+    erased = erased if erased is not None else Erased(store)
     positions = _Positions()
     batch: list[tuple[int, NewEvent]] = []
     last = 0
@@ -133,6 +137,8 @@ def restore_events(
             report.problem(f"{name}:{lineno}", str(exc))
             continue
         last = old
+        if new.user_id and erased.skip(lineno, new.user_id):
+            continue
         if any(getattr(new.payload, f, 0) for f in POSITION_FIELDS):
             # It names earlier positions: everything before it must be mapped.
             if batch:
@@ -145,6 +151,7 @@ def restore_events(
             flush()
     if batch:
         flush()
+    erased.report_skipped(report, name, "event(s)")
 
 
 def export_markdown(store: Store, user_ids: list[str]) -> str:

@@ -8,6 +8,8 @@
                             {sessionKey, sessionId, recordedAt, messages: [...]}
     records/*.jsonl         L1 memory records, append-only: a later line with
                             the same id supersedes an earlier one
+    vectors.db              the upstream's SQLite store; its l1_records table
+                            lists the records still live (``upstream_live``)
     scene_blocks/*.md       L2 blocks: a META block (created, updated, summary,
                             heat) between -----META-START----- and
                             -----META-END-----, then the markdown body
@@ -66,6 +68,9 @@ class Record:
     activity_start: str | None
     activity_end: str | None
     updated_at: str | None
+    # The upstream's timestamp trail (a merge writes the union of the merged
+    # records' trails): how ``upstream_live`` tells merged from deleted.
+    timestamps: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,7 +130,7 @@ def read_upstream(
                 continue
             latest.pop(rec.id, None)  # re-insert: order follows the latest line
             latest[rec.id] = rec
-    data.records = list(latest.values())
+    data.records = _live(root, list(latest.values()), report)
     for path in _files(root / "scene_blocks", (".md",)):
         text = _text(path)
         if text is not None:
@@ -139,6 +144,25 @@ def read_upstream(
         if text is not None:
             data.persona = strip_navigation(text) or None
     return data
+
+
+def _live(root: Path, records: list[Record], report: ImportReport) -> list[Record]:
+    """The records the upstream still serves (``upstream_live``), counted."""
+    from memstore.porting.upstream_live import VECTORS_DB, live_record_ids, split
+
+    path = root / VECTORS_DB
+    if not path.is_file():
+        return records
+    try:
+        ids = live_record_ids(path)
+    except InvalidInputError as exc:
+        report.problem(VECTORS_DB, str(exc))
+        return []
+    got = split(records, ids)
+    report.add("records live upstream", len(got.live))
+    report.add("records merged upstream (not imported)", len(got.merged))
+    report.add("records deleted upstream (not imported)", len(got.deleted))
+    return got.live
 
 
 def _files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
@@ -236,6 +260,7 @@ def _record(obj: dict[str, Any], where: str) -> Record:
         activity_start=_iso_or_none(meta.get("activity_start_time")),
         activity_end=_iso_or_none(meta.get("activity_end_time")),
         updated_at=_iso_or_none(updated),
+        timestamps=tuple(t for t in obj.get("timestamps") or [] if isinstance(t, str)),
     )
 
 

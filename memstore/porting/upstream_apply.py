@@ -27,7 +27,9 @@ from memstore.db.schema import l1_memories
 from memstore.derive.events import L1Extracted, PersonaUpdated, ScenesUpdated
 from memstore.derive.queries import active_generation, persona, scenes
 from memstore.derive.runs import append_checked, new_id
+from memstore.errors import InvalidInputError
 from memstore.l0.events import MessagesCaptured, l0_stream
+from memstore.porting.erased import Erased
 from memstore.porting.report import ImportReport, strict_id
 from memstore.porting.upstream import Record, UpstreamData
 
@@ -50,8 +52,14 @@ def import_upstream(
     user_id: str,
     report: ImportReport,
     progress: Callable[[int], None] | None = None,
+    erased: Erased | None = None,
 ) -> None:
+    """Import ``data`` into ``user_id``; refused (``InvalidInputError``,
+    nothing imported) for an erased user unless ``erased`` allows it."""
     user_id = strict_id("user_id", user_id)
+    why = (erased if erased is not None else Erased(store)).covers(user_id)
+    if why is not None:
+        raise InvalidInputError(why)
     tick = progress or (lambda n: None)
     run_id = new_id()
     new_l0 = _import_messages(store, data, user_id, report, tick)
