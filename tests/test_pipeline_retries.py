@@ -174,3 +174,25 @@ def test_run_pipeline_claims_only_what_was_due_when_called(tmp_path: Path) -> No
     finally:
         svc.stop()
         store.close()
+
+
+def test_a_retry_that_works_brings_the_other_waiting_retries_forward(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = open_store(tmp_path / "m.db", clock, retry_delay_s=30, retry_max_delay_s=3600)
+    der = FakeDeriver(fail_l1=10**6)
+    svc = PipelineService(store.derivation, deriver=der)
+    try:
+        capture(store, svc, "u", "s1")
+        svc.drain()
+        clock.advance(10)
+        capture(store, svc, "v", "s2")
+        svc.drain()  # both failed: s1 retries at +30 s, s2 at +40 s
+        der.fail_l1 = 0  # the endpoint is back
+        clock.advance(20)
+        svc.timers.run_due(clock())
+        # s1's retry worked, so s2 did not wait out its own back-off.
+        assert _pending(store, "u", "s1") == 0 and _pending(store, "v", "s2") == 0
+        assert _queued(store) == []
+    finally:
+        svc.stop()
+        store.close()

@@ -304,6 +304,19 @@ def fail(
     return retry_at
 
 
+def hasten_retries(conn: Connection, *, now: datetime) -> int:
+    """Make every waiting retry due now; returns how many. Called when a
+    retried item succeeded: the endpoint that failed is back, so work that
+    failed with it need not sit out its back-off (up to an hour)."""
+    c = pipeline_queue.c
+    res = conn.execute(
+        update(pipeline_queue)
+        .where(c.attempts > 0, c.claimed_by.is_(None), c.run_after > to_iso(now))
+        .values(run_after=to_iso(now))
+    )
+    return int(res.rowcount or 0)
+
+
 def _unclaim(conn: Connection, item: WorkItem, values: dict[str, Any]) -> None:
     c = pipeline_queue.c
     # Unclaiming re-enters the partial unique index: if a capture queued a
@@ -442,6 +455,7 @@ __all__ = [
     "drop",
     "enqueue",
     "fail",
+    "hasten_retries",
     "lock_holder",
     "lock_key",
     "next_run_after",

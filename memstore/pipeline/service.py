@@ -471,10 +471,13 @@ class PipelineService:
             log.debug("%s of %s/%s cut short by close", item.stage, item.user_id, item.session_id)
             return out
         retry_at = None
+        hastened = 0
         p = self.settings.pipeline
         with self.store.db.write() as conn:
             if out.ok:
                 queue.complete(conn, item, owner)
+                if item.attempts:  # a retry worked: what waits on the same outage runs now
+                    hastened = queue.hasten_retries(conn, now=self.clock())
             else:
                 delay = queue.retry_delay(
                     item.attempts + 1,
@@ -486,6 +489,8 @@ class PipelineService:
                     conn, item, owner, error=out.error or "failed", now=self.clock(), delay_s=delay
                 )
         if out.ok:
+            if hastened:
+                self.arm_drain(self.clock())
             self._after_success(item, out)
         elif retry_at is not None:
             self.arm_drain(retry_at)
