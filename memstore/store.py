@@ -110,10 +110,21 @@ class Store:
             durability=settings.storage.durability,
         )
         hold: Hold | None = None
+        wait_s = settings.storage.busy_timeout_ms / 1000
         try:
             # Before reading the schema: a migration running now finishes first.
-            hold = presence.hold_shared(db, wait_s=settings.storage.busy_timeout_ms / 1000)
+            hold = presence.hold_shared(db, wait_s=wait_s)
             owners = migrate.projection_tables(default_projections())
+            if upgrade and migrate.current_revision(db) != migrate.head_revision():
+                # Upgrading is a schema change like `memstore db upgrade`: only
+                # while no other store has the database open (they would see
+                # tables change under them); another opener upgrading at the
+                # same moment is waited for, and then there is nothing to do.
+                hold.release()
+                hold = None
+                with presence.exclusive(db, wait_s=wait_s):
+                    migrate.ensure_current(db, upgrade_schema=True, owners=owners)
+                hold = presence.hold_shared(db, wait_s=wait_s)
             migrate.ensure_current(db, upgrade_schema=upgrade, owners=owners)
             store = cls(db, settings, projections=projections, clock=clock)
             store._presence = hold

@@ -69,17 +69,17 @@ def hold_shared(db: Database, *, wait_s: float = 10.0) -> Hold:
     return _file_hold(db, shared=True, wait_s=wait_s)
 
 
-def hold_exclusive(db: Database) -> Hold:
-    """What a schema change holds; ``MigrationError`` at once while any store
-    is open on ``db`` (in this process or another)."""
+def hold_exclusive(db: Database, *, wait_s: float = 0.0) -> Hold:
+    """What a schema change holds; ``MigrationError`` while any store is open
+    on ``db`` (in this process or another) after ``wait_s`` seconds."""
     if db.dialect == "postgresql":
-        return _pg_hold(db, shared=False, wait_s=0.0)
-    return _file_hold(db, shared=False, wait_s=0.0)
+        return _pg_hold(db, shared=False, wait_s=wait_s)
+    return _file_hold(db, shared=False, wait_s=wait_s)
 
 
 @contextlib.contextmanager
-def exclusive(db: Database) -> Iterator[None]:
-    hold = hold_exclusive(db)
+def exclusive(db: Database, *, wait_s: float = 0.0) -> Iterator[None]:
+    hold = hold_exclusive(db, wait_s=wait_s)
     try:
         yield
     finally:
@@ -88,8 +88,9 @@ def exclusive(db: Database) -> Iterator[None]:
 
 def _refused(db: Database, holders: str) -> MigrationError:
     return MigrationError(
-        f"{db.location} is open in {holders}: close every process using it (memstore serve, "
-        "agents, other commands) and run the schema change again; nothing was changed"
+        f"{db.location} is open in {holders}: a schema change (upgrade or downgrade) runs only "
+        "while no other process uses the store; close them (memstore serve, agents, other "
+        "commands) and try again; nothing was changed"
     )
 
 

@@ -18,7 +18,7 @@ from memstore import Settings
 from memstore.cli import main
 from memstore.db import migrate, presence
 from memstore.db.connect import open_database
-from memstore.errors import LockedError
+from memstore.errors import LockedError, MigrationError
 from memstore.store import Store
 
 _HOLDER = textwrap.dedent(
@@ -103,3 +103,38 @@ def test_a_store_opening_during_a_schema_change_waits_for_it(
         Store.open(target, settings=settings).close()
     finally:
         db.close()
+
+
+def test_an_automatic_upgrade_waits_for_other_stores_to_close(
+    target: str, settings: Settings
+) -> None:
+    Store.open(target, settings=settings).close()
+    head = _revision(target)
+    assert _cli("db", "downgrade", "0020_l1kw", "--db", target) == 0
+    db = open_database(target if "://" in target else Path(target))
+    try:
+        other = presence.hold_shared(db)  # a store of an older memstore, still open
+        with pytest.raises(MigrationError, match="schema change"):
+            Store.open(target, settings=settings.replace(busy_timeout_ms=300))
+        assert _revision(target) == "0020_l1kw"
+        other.release()
+        Store.open(target, settings=settings).close()
+        assert _revision(target) == head
+    finally:
+        db.close()
+
+
+@pytest.mark.slow
+def test_processes_opening_a_new_store_at_once_all_succeed(target: str) -> None:
+    """Each finds the schema missing; one upgrades, the others wait for it."""
+    script = _HOLDER.replace('print("open", flush=True)\nsys.stdin.read()', "store.close()")
+    assert script != _HOLDER
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTORE_")}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, target], env=env, stderr=subprocess.PIPE)
+        for _ in range(4)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err.decode()
+    assert _revision(target) == migrate.head_revision()
