@@ -15,8 +15,9 @@ import pytest
 from memstore.errors import InvalidInputError, MemstoreError
 from memstore.porting.report import MAX_LINE_BYTES, ImportReport, ReadBudget, read_text
 from memstore.porting.upstream import read_upstream
+from memstore.porting.upstream_apply import import_upstream
 from memstore.store import Store
-from tests.porting_support import build_upstream_dir, cli_env, run_cli
+from tests.porting_support import build_upstream_dir, cli_env, msg, run_cli
 
 __all__ = ["cli_env"]
 
@@ -102,3 +103,17 @@ def test_cli_errors_are_one_line_and_an_exit_code(cli_env: Path, args: list[str]
 def test_store_open_raises_only_memstore_errors(where: object) -> None:
     with pytest.raises(MemstoreError):
         Store.open(where)  # type: ignore[arg-type]
+
+
+def test_upstream_messages_sharing_an_id_are_reported_not_dropped(tmp_path: Path) -> None:
+    root = build_upstream_dir(tmp_path / "up")
+    clash = msg("agent:main:chat-3", "sid-3", 0, "user", "one text")
+    other = {**clash, "content": "another text", "timestamp": clash["timestamp"] + 1}
+    with (root / "conversations" / "2024-04-27.jsonl").open("w") as f:
+        f.write(json.dumps(clash) + "\n" + json.dumps(other) + "\n")
+    report = ImportReport()
+    with Store.open(tmp_path / "m.db") as s:
+        import_upstream(s, read_upstream(root, report), "alice", report)
+    assert [p.where for p in report.problems] == ["conversations/ (session agent:main:chat-3)"]
+    assert "like an earlier message" in report.problems[0].message
+    assert report.counts["messages stored"] == 6  # the other sessions' messages

@@ -86,14 +86,19 @@ def _import_messages(
         msgs.sort(key=lambda m: m.timestamp)
         for start in range(0, len(msgs), CHUNK):
             chunk = msgs[start : start + CHUNK]
-            res = store.capture(
-                user_id,
-                session,
-                [
-                    {"id": m.id, "role": m.role, "content": m.content, "timestamp": m.timestamp}
-                    for m in chunk
-                ],
-            )
+            try:
+                res = store.capture(
+                    user_id,
+                    session,
+                    [
+                        {"id": m.id, "role": m.role, "content": m.content, "timestamp": m.timestamp}
+                        for m in chunk
+                    ],
+                )
+            except InvalidInputError as exc:  # e.g. one id on two different messages
+                report.problem(f"conversations/ (session {session})", str(exc))
+                tick(len(chunk))
+                continue
             if res.stored:
                 stored.setdefault(session, []).extend(res.stored)
             report.add("messages stored", len(res.stored))
