@@ -50,7 +50,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from memstore.errors import MemstoreError, PipelineError
 from memstore.events.log import StoredEvent
 from memstore.l0.events import MessagesCaptured
-from memstore.pipeline import endsession, owners, queue, scheduler
+from memstore.pipeline import endsession, owners, queue, runnow, scheduler
 from memstore.pipeline.lease import LeaseKeeper
 from memstore.pipeline.reconcile import arm_sessions, idle_due, reconcile
 from memstore.pipeline.runner import Deriver, ModuleDeriver, Outcome, Runner
@@ -68,8 +68,6 @@ from memstore.pipeline.state import (
     UserState,
     get_session,
     get_user,
-    list_sessions,
-    list_users,
     pending_reached,
 )
 from memstore.pipeline.status import build_status
@@ -524,41 +522,13 @@ class PipelineService:
     # -- explicit operations -------------------------------------------------------
 
     def run_pipeline(self, user_id: str | None = None, wait: bool = True) -> list[Outcome]:
-        """Run due work now: L1 of sessions with pending messages, then L2 for
-        users with new L1 output, then L3 when asked for or ``persona_due``.
-        Waiting retries run now too. Bounded: each step claims only what was
-        queued when it began (captures arriving meanwhile wait for the
-        scheduler or the next call), and each item runs at most once.
-        ``wait=False`` queues it for the scheduler."""
-        now = self.clock()
-        with self.store.db.write() as conn:
-            for st in list_sessions(conn, user_id, pending_only=True):
-                queue.enqueue(conn, st.user_id, "l1", session_id=st.session_id, now=now)
-            due = self._due_work(conn, user_id)
+        """Run due work now (``runnow.run_pipeline``); ``wait=False`` queues it
+        for the scheduler."""
         if not wait:
-            self._submit_timer_work(self.arm_drain, now)
+            runnow.queue_due(self, user_id)
+            self._submit_timer_work(self.arm_drain, self.clock())
             return []
-        outcomes = self.drain(user_id=user_id, stages=("l1",), only=due)
-        with self.store.db.write() as conn:
-            users = list_users(conn, user_id)
-            for us in users:
-                if us.l2_has_new_input:
-                    queue.enqueue(conn, us.user_id, "l2", now=self.clock())
-            due = self._due_work(conn, user_id)
-        outcomes += self.drain(user_id=user_id, stages=("l2",), only=due)
-        # After the scenes: the persona reads them, and L2 may have asked for it.
-        for us in users:
-            if self.deriver.persona_due(self.store, us.user_id):
-                with self.store.db.write() as conn:
-                    queue.enqueue(conn, us.user_id, "l3", now=self.clock())
-        with self.store.db.read() as conn:
-            due = self._due_work(conn, user_id)
-        outcomes += self.drain(user_id=user_id, stages=("l3",), only=due)
-        return outcomes
-
-    @staticmethod
-    def _due_work(conn: Connection, user_id: str | None) -> set[queue.WorkKey]:
-        return {i.work for i in queue.pending(conn, user_id)}
+        return runnow.run_pipeline(self, user_id)
 
     def end_session(
         self, user_id: str, session_id: str, timeout_s: float = 30.0

@@ -38,6 +38,7 @@ from memstore.porting.report import (
     strict_id,
     when,
 )
+from memstore.porting.upstream_live import VECTORS_DB, live_record_ids, split
 from memstore.timeutil import to_iso
 
 META_START = "-----META-START-----"
@@ -148,8 +149,6 @@ def read_upstream(
 
 def _live(root: Path, records: list[Record], report: ImportReport) -> list[Record]:
     """The records the upstream still serves (``upstream_live``), counted."""
-    from memstore.porting.upstream_live import VECTORS_DB, live_record_ids, split
-
     path = root / VECTORS_DB
     if not path.is_file():
         return records

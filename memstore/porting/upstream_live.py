@@ -19,20 +19,33 @@ as before. L0 messages are read from ``conversations/`` as they are.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, Protocol, TypeVar
 
 from memstore.errors import InvalidInputError
-from memstore.porting.upstream import Record
 
 VECTORS_DB = "vectors.db"
 
 
+class Trailed(Protocol):
+    """An upstream record as far as liveness goes (``upstream.Record``)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def timestamps(self) -> tuple[str, ...]: ...
+
+
+R = TypeVar("R", bound=Trailed)
+
+
 @dataclass
-class Liveness:
-    live: list[Record] = field(default_factory=list)
-    merged: list[Record] = field(default_factory=list)
-    deleted: list[Record] = field(default_factory=list)
+class Liveness(Generic[R]):
+    live: list[R] = field(default_factory=list)
+    merged: list[R] = field(default_factory=list)
+    deleted: list[R] = field(default_factory=list)
 
 
 def live_record_ids(path: Path) -> set[str]:
@@ -50,8 +63,8 @@ def live_record_ids(path: Path) -> set[str]:
         ) from None
 
 
-def split(records: list[Record], live_ids: set[str]) -> Liveness:
-    out = Liveness()
+def split(records: Sequence[R], live_ids: set[str]) -> Liveness[R]:
+    out: Liveness[R] = Liveness()
     trail = {t for r in records if r.id in live_ids for t in r.timestamps}
     for r in records:
         if r.id in live_ids:
