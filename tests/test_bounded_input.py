@@ -117,3 +117,22 @@ def test_upstream_messages_sharing_an_id_are_reported_not_dropped(tmp_path: Path
     assert [p.where for p in report.problems] == ["conversations/ (session agent:main:chat-3)"]
     assert "like an earlier message" in report.problems[0].message
     assert report.counts["messages stored"] == 6  # the other sessions' messages
+
+
+def test_an_over_long_line_is_skipped_and_named_and_the_rest_kept(
+    tmp_path: Path, cli_env: Path
+) -> None:
+    good = {"user": "u", "session": "s", "role": "user", "content": "kept"}
+    big = json.dumps({**good, "content": "x" * (MAX_LINE_BYTES + 10)})
+    f = tmp_path / "in.jsonl"
+    f.write_text(
+        json.dumps({**good, "id": "a"}) + "\n" + big + "\n" + json.dumps({**good, "id": "b"}) + "\n"
+    )
+    report = ImportReport()
+    text = read_text(f, "in.jsonl", report=report)
+    assert [str(p) for p in report.problems] == ["in.jsonl:2: line longer than 16 MiB"]
+    assert len(text) < 1000 and text.count("\n") == 3  # line numbers hold
+    res = run_cli("import", str(f))
+    assert res.exit_code == 1
+    assert f"{f}:2: line longer than 16 MiB" in res.output
+    assert "2 messages stored" in res.output

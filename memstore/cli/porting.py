@@ -57,11 +57,12 @@ def import_(
 
     Bad lines are reported with their line number and skipped; every good one
     is imported, and the command exits 1 if anything was skipped. Importing
-    the same input again stores nothing twice. A line may hold up to 16 MiB
-    and one import up to 512 MiB (a directory's files together); larger or
-    endless input (a pipe that never ends, /dev/zero) stops at once with the
-    line it reached, nothing imported. Two lines giving one message id with
-    different content: the second is reported and skipped.
+    the same input again stores nothing twice. A longer line than 16 MiB is
+    reported and skipped as it is read. One import reads at most 512 MiB (a
+    directory's files together): larger or endless input (a pipe that never
+    ends, /dev/zero) stops at once with the line it reached, nothing
+    imported. Two lines giving one message id with different content: the
+    second is reported and skipped.
 
     \b
     Example:
@@ -88,7 +89,12 @@ def import_(
     if fmt != "upstream":
         if str(path) != "-" and path.is_dir():
             raise InvalidInputError(f"{path} is a directory; --format {fmt} reads a file")
-        text = read_text(sys.stdin.buffer if str(path) == "-" else path, name)
+        # Line by line formats skip an over-long line; a seed is one document.
+        text = read_text(
+            sys.stdin.buffer if str(path) == "-" else path,
+            name,
+            report=report if fmt in ("jsonl", "memstore") else None,
+        )
     with open_store(db) as store:
         from memstore.porting.erased import Erased
 

@@ -54,17 +54,25 @@ class ImportReport:
         return {"counts": dict(self.counts), "problems": [str(p) for p in self.problems]}
 
 
-def read_text(source: Path | IO[bytes], name: str, *, budget: ReadBudget | None = None) -> str:
-    """The whole text of ``source``; refuses binary or non-UTF-8 content, and
-    input past the budget's total or with a line longer than
-    ``MAX_LINE_BYTES``, as soon as it is seen (``/dev/zero`` or an endless
-    pipe fail at once, in bounded memory)."""
+def read_text(
+    source: Path | IO[bytes],
+    name: str,
+    *,
+    budget: ReadBudget | None = None,
+    report: ImportReport | None = None,
+) -> str:
+    """The whole text of ``source``; refuses binary or non-UTF-8 content and
+    input past the budget's total as soon as it is seen (``/dev/zero`` or an
+    endless pipe fail at once, in bounded memory). A line longer than
+    ``MAX_LINE_BYTES`` is dropped as it arrives and reported in ``report``
+    (it reads as an empty line, so later line numbers hold); without a
+    report it is an error."""
     budget = budget if budget is not None else ReadBudget()
     if isinstance(source, Path):
         with source.open("rb") as f:
-            data = _read_bounded(f, name, budget)
+            data = _read_bounded(f, name, budget, report)
     else:
-        data = _read_bounded(source, name, budget)
+        data = _read_bounded(source, name, budget, report)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -88,9 +96,13 @@ class ReadBudget:
 _CHUNK = 1024 * 1024
 
 
-def _read_bounded(f: IO[bytes], name: str, budget: ReadBudget) -> bytes:
-    parts: list[bytes] = []
-    line, line_bytes, seen = 1, 0, 0
+def _read_bounded(
+    f: IO[bytes], name: str, budget: ReadBudget, report: ImportReport | None
+) -> bytearray:
+    buf = bytearray()
+    line, line_start, seen = 1, 0, 0  # line_start: where the current line begins in buf
+    skipping = False  # inside a line being dropped: discard up to its newline
+    too_long = f"line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB"
     while True:
         chunk = f.read(_CHUNK)
         if not chunk:
@@ -104,21 +116,30 @@ def _read_bounded(f: IO[bytes], name: str, budget: ReadBudget) -> bytes:
                 "(the limit of one import): nothing imported; split the input"
             )
         budget.left -= len(chunk)
-        # Line lengths as the chunk arrives, so one endless line stops early.
+        piece = chunk
+        if skipping:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                continue
+            piece, skipping = piece[nl:], False  # the newline stays: numbering holds
         # Lines wholly inside a chunk are shorter than the chunk, so only the
-        # line a chunk continues can reach the limit.
-        first = chunk.find(b"\n")
-        line_bytes += len(chunk) if first < 0 else first
-        if line_bytes > MAX_LINE_BYTES:
-            raise InvalidInputError(
-                f"{name}:{line}: line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB: "
-                "nothing imported"
-            )
-        if first >= 0:
-            line += chunk.count(b"\n")
-            line_bytes = len(chunk) - chunk.rfind(b"\n") - 1
-        parts.append(chunk)
-    return b"".join(parts)
+        # line that continues in buf can outgrow the limit.
+        first = piece.find(b"\n")
+        if len(buf) - line_start + (len(piece) if first < 0 else first) > MAX_LINE_BYTES:
+            if report is None:
+                raise InvalidInputError(f"{name}:{line}: {too_long}: nothing imported")
+            report.problem(f"{name}:{line}", too_long)
+            del buf[line_start:]
+            if first < 0:
+                skipping = True
+                continue
+            piece = piece[first:]
+        buf += piece
+        last = piece.rfind(b"\n")
+        if last >= 0:
+            line += piece.count(b"\n")
+            line_start = len(buf) - (len(piece) - last - 1)
+    return buf  # decoded in place: no second copy of a large import
 
 
 def json_lines(text: str, name: str, report: ImportReport) -> Iterator[tuple[int, dict[str, Any]]]:

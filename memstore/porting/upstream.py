@@ -177,7 +177,7 @@ def _rel(path: Path, root: Path) -> str:
 
 def _read(path: Path, root: Path, report: ImportReport, budget: ReadBudget) -> str | None:
     try:
-        return read_text(path, _rel(path, root), budget=budget)
+        return read_text(path, _rel(path, root), budget=budget, report=report)
     except InvalidInputError as exc:
         report.problem(_rel(path, root), str(exc))
     except OSError as exc:
