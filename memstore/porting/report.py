@@ -93,6 +93,8 @@ class ReadBudget:
         return f"{mib:g} MiB" if mib >= 1 else f"{self.limit} bytes"
 
 
+# Below MAX_LINE_BYTES: ``_read_bounded`` relies on a chunk never holding a
+# whole over-long line.
 _CHUNK = 1024 * 1024
 
 
