@@ -135,7 +135,10 @@ class PipelineSettings:
     max_scenes: int = field(default=15, metadata=_flat("max_scenes"))
     persona_every: int = field(default=50, metadata=_flat("persona_every"))
     retry_delay_s: float = field(default=30.0, metadata=_flat("retry_delay_s"))
+    # Failed jobs are retried for as long as their work is pending: the first
+    # ``max_retries`` after ``retry_delay_s``, then doubling up to the cap.
     max_retries: int = field(default=5, metadata=_flat("max_retries"))
+    retry_max_delay_s: float = field(default=3600.0, metadata=_flat("retry_max_delay_s"))
     scheduler: bool = field(default=True, metadata=_flat("scheduler"))
     background_indexer: bool = field(default=True, metadata=_flat("background_indexer"))
     # The pipeline lease (one scheduler per database file) and per-user job locks:

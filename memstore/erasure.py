@@ -30,9 +30,12 @@ from memstore.vectors.indexer import context_hashes
 
 @dataclass(frozen=True)
 class ErasureReport:
-    """What an erasure did. ``compacted`` is False while the erased bytes are
-    still in the file (``detail`` says why); the store finishes the job on its
-    next open, close or write."""
+    """What an erasure did. ``compacted`` is False while the erased bytes may
+    still be in the database's files (``detail`` says why), on every backend.
+    On SQLite the store finishes the job on its next open, close or write. On
+    PostgreSQL a plain VACUUM leaves the dead rows' bytes in the data files
+    until their space is reused: only ``vacuum_full=True`` (VACUUM FULL, which
+    rewrites every table under an exclusive lock) makes it True."""
 
     user_id: str
     events_removed: int
@@ -158,5 +161,5 @@ def erase_user(
     stored = kernel.append_if(build, hooks=only_txn, exclusive=True)
     result = kernel.compactor.run(wait_s, full=vacuum_full)
     return ErasureReport(
-        user_id, int(removed), gone, stored[0].position, result.done, result.detail
+        user_id, int(removed), gone, stored[0].position, result.bytes_gone, result.detail
     )

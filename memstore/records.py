@@ -156,6 +156,9 @@ class PipelineStatus(TypedDict):
     l3_failures: int
     last_error: str | None
     l2_timer: str | None
+    # When this user's work runs next: the earliest of its waiting queue items
+    # (retries included), its idle timers and its L2 timer; None when nothing waits.
+    next_run_at: str | None
     queued: list[QueuedWork]
     sessions: list[SessionStatus]
 

@@ -29,9 +29,10 @@ from memstore import recall as recall_api
 from memstore import validate as v
 from memstore.assembly import Parts, default_projections
 from memstore.config import Settings
-from memstore.db import migrate
+from memstore.db import migrate, presence
 from memstore.db.connect import open_database, resolve
 from memstore.db.engine import Database
+from memstore.db.presence import Hold
 from memstore.derive import api
 from memstore.derive.generations import activate_generation, list_generations
 from memstore.erasure import ErasureReport, erase_user
@@ -82,6 +83,8 @@ class Store:
         k = p.kernel
         self.log, self.projections, self.compactor = k.log, k.projections, k.compactor
         self._closed = False
+        # Held while open (``Store.open``): a schema change refuses to run under it.
+        self._presence: Hold | None = None
 
     def start_background(self) -> None:
         """Start the background vector indexer (Store.open does, unless disabled)."""
@@ -111,12 +114,29 @@ class Store:
             busy_timeout_ms=settings.storage.busy_timeout_ms,
             durability=settings.storage.durability,
         )
+        hold: Hold | None = None
+        wait_s = settings.storage.busy_timeout_ms / 1000
         try:
+            # Before reading the schema: a migration running now finishes first.
+            hold = presence.hold_shared(db, wait_s=wait_s)
             owners = migrate.projection_tables(default_projections())
+            if upgrade and migrate.current_revision(db) != migrate.head_revision():
+                # Upgrading is a schema change like `memstore db upgrade`: only
+                # while no other store has the database open (they would see
+                # tables change under them); another opener upgrading at the
+                # same moment is waited for, and then there is nothing to do.
+                hold.release()
+                hold = None
+                with presence.exclusive(db, wait_s=wait_s):
+                    migrate.ensure_current(db, upgrade_schema=True, owners=owners)
+                hold = presence.hold_shared(db, wait_s=wait_s)
             migrate.ensure_current(db, upgrade_schema=upgrade, owners=owners)
             store = cls(db, settings, projections=projections, clock=clock)
+            store._presence = hold
             store.parts.start()
         except BaseException:
+            if hold is not None:
+                hold.release()
             db.close()
             raise
         return store
@@ -132,7 +152,11 @@ class Store:
             self.parts.stop_background()
         finally:
             self._closed = True
-            self.parts.close()
+            try:
+                self.parts.close()
+            finally:
+                if self._presence is not None:
+                    self._presence.release()
 
     def __enter__(self) -> Store:
         return self

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,45 @@ def build_upstream_dir(root: Path, *, bad_lines: bool = False) -> Path:
     return root
 
 
+MERGED = "The user has a cat called Tom."
+DELETED = "The user's bank PIN is 4921."
+MERGED_INTO = "The user has two cats, Tom and Jerry."
+
+
+def vectors_db(root: Path, live: list[str]) -> None:
+    """The upstream's vectors.db as it keeps it: one l1_records row per live
+    record (the columns of its schema; vector tables need sqlite-vec and
+    are not read)."""
+    conn = sqlite3.connect(root / "vectors.db")
+    conn.execute(
+        "CREATE TABLE l1_records (record_id TEXT PRIMARY KEY, content TEXT NOT NULL, "
+        "type TEXT DEFAULT '', priority INTEGER DEFAULT 50, scene_name TEXT DEFAULT '', "
+        "session_key TEXT DEFAULT '', session_id TEXT DEFAULT '', timestamp_str TEXT DEFAULT '', "
+        "timestamp_start TEXT DEFAULT '', timestamp_end TEXT DEFAULT '', "
+        "created_time TEXT DEFAULT '', updated_time TEXT DEFAULT '', "
+        "metadata_json TEXT DEFAULT '{}')"
+    )
+    conn.executemany(
+        "INSERT INTO l1_records (record_id, content) VALUES (?, '')", [(i,) for i in live]
+    )
+    conn.commit()
+    conn.close()
+
+
+def with_gone_records(root: Path) -> Path:
+    """Adds a record merged into another (its id left vectors.db, the merged
+    record's timestamp trail holds its timestamp) and one deleted outright."""
+    cat: dict[str, Any] = record("m_cat", MERGED, scene_name="Pets")
+    cat["timestamps"] = ["2024-04-27T08:00:00.000Z"]
+    pin: dict[str, Any] = record("m_pin", DELETED, scene_name="Money")
+    pin["timestamps"] = ["2024-04-27T08:30:00.000Z"]
+    both: dict[str, Any] = record("m_cats", MERGED_INTO, scene_name="Pets")
+    both["timestamps"] = ["2024-04-27T08:00:00.000Z", "2024-04-28T10:00:00.000Z"]
+    _jsonl(root / "records" / "2024-04-28.jsonl", [cat, pin, both])
+    vectors_db(root, ["m_1", "m_2", "m_3", "m_4", "m_cats"])
+    return root
+
+
 @pytest.fixture
 def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     db = tmp_path / "cli.db"
@@ -157,4 +197,14 @@ def run_cli(*args: str, input: str | bytes | None = None) -> Result:
     return runner.invoke(wrapper, [], input=input, catch_exceptions=False)
 
 
-__all__ = ["build_upstream_dir", "cli", "cli_env", "run_cli"]
+__all__ = [
+    "DELETED",
+    "MERGED",
+    "MERGED_INTO",
+    "build_upstream_dir",
+    "cli",
+    "cli_env",
+    "run_cli",
+    "vectors_db",
+    "with_gone_records",
+]

@@ -247,7 +247,7 @@ def test_purge_removes_one_user_only(
     }
 
 
-def test_failed_runs_keep_the_cursor_retry_then_wait(tmp_path: Path, clock: FakeClock) -> None:
+def test_failed_runs_keep_the_cursor_and_back_off(tmp_path: Path, clock: FakeClock) -> None:
     store = open_store(tmp_path / "m.db", clock, retry_delay_s=30, max_retries=3)
     der = FakeDeriver(fail_l1=10)
     svc = PipelineService(store.derivation, deriver=der)
@@ -269,14 +269,18 @@ def test_failed_runs_keep_the_cursor_retry_then_wait(tmp_path: Path, clock: Fake
         clock.advance(30)
         svc.timers.run_due(clock())
         assert der.calls.count(("l1", "u", "s")) == 3
-        assert queued(store) == []  # max_retries reached: waits
-        clock.advance(3600)
+        # max_retries reached: still queued, waiting twice as long
+        assert queued(store) == [("l1", "u", "s")]
+        clock.advance(59)
         svc.timers.run_due(clock())
         assert der.calls.count(("l1", "u", "s")) == 3
+        clock.advance(1)
+        svc.timers.run_due(clock())
+        assert der.calls.count(("l1", "u", "s")) == 4
         failures = store.read_events(types=["pipeline.run_failed"])
-        assert [e.payload.attempt for e in failures] == [1, 2, 3]  # type: ignore[attr-defined]
+        assert [e.payload.attempt for e in failures] == [1, 2, 3, 4]  # type: ignore[attr-defined]
         der.fail_l1 = 0
-        capture(store, svc, "u", "s")  # the next capture brings it back
+        capture(store, svc, "u", "s")  # a capture at the threshold runs it sooner
         assert queued(store) == [("l1", "u", "s")]
         assert [o.ok for o in svc.drain(stages=("l1",))] == [True]
         with store.db.read() as conn:

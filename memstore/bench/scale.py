@@ -297,7 +297,7 @@ def measure_size(
         }
     res["rss_mb"] = {"peak": _rss_mb(), "ref_after_imports": rss_base}
     for p in (path, base / f"raw-{size}.db"):
-        for suffix in ("", "-wal", "-shm"):
+        for suffix in ("", "-wal", "-shm", "-lock"):
             p.with_name(p.name + suffix).unlink(missing_ok=True)
     return res
 

@@ -305,7 +305,7 @@ def _copy(backend: str, built: str, kept: _Kept | None, url: str | None, tmp: st
         try:
             yield dst
         finally:
-            for suffix in ("", "-wal", "-shm"):
+            for suffix in ("", "-wal", "-shm", "-lock"):
                 Path(dst + suffix).unlink(missing_ok=True)
         return
     assert url is not None

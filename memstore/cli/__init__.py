@@ -38,6 +38,12 @@ def main(argv: list[str] | None = None) -> None:
     except MemstoreError as e:
         click.echo(f"error: {redact(str(e))}", err=True)
         sys.exit(1)
+    except OSError as e:
+        # A file or pipe the command was given failed (a full disk, a closed
+        # pipe): one line, never a traceback.
+        where = f" ({e.filename})" if e.filename else ""
+        click.echo(f"error: {e.strerror or e}{where}", err=True)
+        sys.exit(1)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)

@@ -22,7 +22,7 @@ from memstore.cli.app import (
     shown,
 )
 from memstore.cli.table import print_table
-from memstore.db import migrate
+from memstore.db import migrate, presence
 from memstore.db.connect import open_database
 from memstore.db.driver import module_name, sqlite_module
 from memstore.errors import MemstoreError
@@ -53,6 +53,7 @@ def doctor_report(db: Location) -> tuple[dict[str, Any], list[str]]:
     revision = report.get("schema_revision")
     if revision is not None and revision == report.get("schema_head"):
         report["vector_quarantine"] = _quarantine_line(db)
+        report["pipeline_waiting"] = _waiting_line(db)
     from memstore.cli import doctor_extra
 
     for check in doctor_extra.CHECKS:
@@ -116,6 +117,24 @@ def _doctor_llm(db: Location, report: dict[str, Any], problems: list[str]) -> No
             database.close()
     except MemstoreError as e:
         problems.append(f"llm: cannot read the last derivation: {e}")
+
+
+def _waiting_line(db: Location) -> str:
+    """What the derivation pipeline has queued, and when it runs next."""
+    from memstore.pipeline.status import waiting
+
+    database = open_database(db)
+    try:
+        with database.read() as conn:
+            total, retrying, next_at = waiting(conn)
+    finally:
+        database.close()
+    if not total:
+        return "nothing queued"
+    line = f"{total} item(s) queued"
+    if retrying:
+        line += f", {retrying} retrying after failures (they run by themselves)"
+    return line + (f"; next run at {next_at}" if next_at else "; running now")
 
 
 def _quarantine_line(db: Location) -> str:
@@ -187,6 +206,8 @@ def db_upgrade(db: Location | None, revision: str) -> None:
     """Upgrade the schema (default: to the newest revision).
 
     Projections whose tables changed are rebuilt from the log on the next open.
+    Refused, with nothing changed, while any process has the store open
+    (memstore serve, an agent, another command): close them first.
 
     \b
     Example:
@@ -194,7 +215,8 @@ def db_upgrade(db: Location | None, revision: str) -> None:
     """
     database = open_database(resolve_db(db))
     try:
-        stale = migrate.upgrade(database, revision, owners=_owners())
+        with presence.exclusive(database):
+            stale = migrate.upgrade(database, revision, owners=_owners())
         click.echo(f"at {migrate.current_revision(database)}")
         _echo_stale(stale)
     finally:
@@ -213,6 +235,7 @@ def db_downgrade(db: Location | None, revision: str, yes: bool) -> None:
     A downgrade that would drop data the log cannot give back ("base" drops
     the event log itself) changes nothing and exits non-zero unless --yes is
     given. Projections whose tables changed are rebuilt on the next open.
+    Refused, with nothing changed, while any process has the store open.
 
     \b
     Example:
@@ -221,7 +244,8 @@ def db_downgrade(db: Location | None, revision: str, yes: bool) -> None:
     """
     database = open_database(resolve_db(db))
     try:
-        stale = migrate.downgrade(database, revision, allow_data_loss=yes, owners=_owners())
+        with presence.exclusive(database):
+            stale = migrate.downgrade(database, revision, allow_data_loss=yes, owners=_owners())
         click.echo(f"at {migrate.current_revision(database) or 'base'}")
         _echo_stale(stale)
     finally:

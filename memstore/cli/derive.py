@@ -35,7 +35,10 @@ def user_option(f: Any) -> Any:
 
 def generation_option(f: Any) -> Any:
     return click.option(
-        "--generation", type=int, default=None, help="Show this derivation generation."
+        "--generation",
+        type=click.IntRange(0, 2**63 - 1),
+        default=None,
+        help="Show this derivation generation.",
     )(f)
 
 

@@ -62,6 +62,9 @@ def pipeline_group() -> None:
 def pipeline_status(db: Location | None, as_json: bool, user_id: str | None) -> None:
     """Show per user and session: pending rounds, threshold, queued work, timers, failures.
 
+    Failed work is retried by itself on a growing back-off (up to
+    retry_max_delay_s); "next run" says when this user's work runs next.
+
     \b
     Example:
       memstore pipeline status --user alice
@@ -77,13 +80,15 @@ def pipeline_status(db: Location | None, as_json: bool, user_id: str | None) -> 
     for u in rows:
         click.echo(
             f"user {u['user_id']}: last L1 {u['last_l1_at'] or '-'}, L2 {u['last_l2_at'] or '-'}, "
-            f"L3 {u['last_l3_at'] or '-'}; L2 timer {u['l2_timer'] or '-'}"
+            f"L3 {u['last_l3_at'] or '-'}; L2 timer {u['l2_timer'] or '-'}; "
+            f"next run {u['next_run_at'] or '-'}"
         )
         for q in u["queued"]:
             state = "running" if q["running"] else f"after {q['run_after']}"
-            click.echo(
-                f"  queued {q['stage']} {q['session_id'] or ''} {state} attempts {q['attempts']}"
-            )
+            line = f"  queued {q['stage']} {q['session_id'] or ''} {state} attempts {q['attempts']}"
+            if q["attempts"] and q["last_error"]:
+                line += f" (retrying: {q['last_error']})"
+            click.echo(line)
         for s in u["sessions"]:
             line = (
                 f"  session {s['session_id']}: {s['rounds_pending']}/{s['threshold']} rounds, "
@@ -102,6 +107,9 @@ def pipeline_status(db: Location | None, as_json: bool, user_id: str | None) -> 
 @_user_option
 def pipeline_run(db: Location | None, as_json: bool, user_id: str | None) -> None:
     """Run due derivation now: L1 for pending sessions, then L2, then L3 when due.
+
+    Waiting retries run now too. Only work queued when the command starts
+    runs; messages captured meanwhile are left to the scheduler.
 
     \b
     Example:

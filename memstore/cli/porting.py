@@ -11,7 +11,7 @@ import click
 from tqdm import tqdm
 
 from memstore.cli.app import Location, cli, db_option, open_store, user_option_optional
-from memstore.errors import InvalidInputError
+from memstore.errors import InvalidInputError, StorageError
 
 FORMATS = ["jsonl", "upstream", "seed", "memstore"]
 
@@ -23,8 +23,19 @@ FORMATS = ["jsonl", "upstream", "seed", "memstore"]
 @user_option_optional
 @click.option("--session-key", default="", help="seed: session for entries without sessionKey.")
 @click.option("--no-embed", is_flag=True, help="Leave embedding to the background indexer.")
+@click.option(
+    "--allow-erased", is_flag=True,
+    help="Import data of users erased before (by default it is skipped: an import must not "
+    "undo an erasure).",
+)  # fmt: skip
 def import_(
-    db: Location | None, path: Path, fmt: str, user: str | None, session_key: str, no_embed: bool
+    db: Location | None,
+    path: Path,
+    fmt: str,
+    user: str | None,
+    session_key: str,
+    no_embed: bool,
+    allow_erased: bool,
 ) -> None:
     """Import conversations or a whole memory, checking every line.
 
@@ -38,9 +49,20 @@ def import_(
                 [...]) into --user
       memstore  a `memstore export` file: restores the events exactly
 
+    An upstream directory's vectors.db, when present, says which L1 records
+    the upstream still serves: records it merged or deleted are not brought
+    back (the summary counts live, merged and deleted ones). Data of a user
+    erased here before (memstore users forget) is skipped and reported,
+    unless --allow-erased.
+
     Bad lines are reported with their line number and skipped; every good one
     is imported, and the command exits 1 if anything was skipped. Importing
-    the same input again stores nothing twice.
+    the same input again stores nothing twice. A longer line than 16 MiB is
+    reported and skipped as it is read. One import reads at most 512 MiB (a
+    directory's files together): larger or endless input (a pipe that never
+    ends, /dev/zero) stops at once with the line it reached, nothing
+    imported. Two lines giving one message id with different content: the
+    second is reported and skipped.
 
     \b
     Example:
@@ -67,15 +89,25 @@ def import_(
     if fmt != "upstream":
         if str(path) != "-" and path.is_dir():
             raise InvalidInputError(f"{path} is a directory; --format {fmt} reads a file")
-        text = read_text(sys.stdin.buffer if str(path) == "-" else path, name)
+        # Line by line formats skip an over-long line; a seed is one document.
+        text = read_text(
+            sys.stdin.buffer if str(path) == "-" else path,
+            name,
+            report=report if fmt in ("jsonl", "memstore") else None,
+        )
     with open_store(db) as store:
+        from memstore.porting.erased import Erased
+
+        erased = Erased(store, allow=allow_erased)
+        if fmt in ("upstream", "seed") and (why := erased.covers(user or "")) is not None:
+            raise InvalidInputError(why)
         if fmt == "upstream":
             from memstore.porting.upstream import read_upstream
             from memstore.porting.upstream_apply import import_upstream
 
             data = read_upstream(path, report)
             with tqdm(total=data.size, unit="item", desc="import", disable=None) as bar:
-                import_upstream(store, data, user or "", report, bar.update)
+                import_upstream(store, data, user or "", report, bar.update, erased)
         elif fmt == "seed":
             from memstore.porting.seed import parse_seed, seed_store
 
@@ -94,11 +126,11 @@ def import_(
                 if fmt == "jsonl":
                     from memstore.porting.jsonl import import_messages
 
-                    import_messages(store, text or "", name, report, bar.update)
+                    import_messages(store, text or "", name, report, bar.update, erased)
                 else:
                     from memstore.porting.export import restore_events
 
-                    restore_events(store, text or "", name, report, bar.update)
+                    restore_events(store, text or "", name, report, bar.update, erased)
         if not no_embed and store.indexer is not None:
             pending = sum(store.indexer.pending(k) for k in ("l0", "l1"))
             if pending:
@@ -160,5 +192,8 @@ def export(
     if output is None:
         click.echo("".join(chunks), nl=False)
     else:
-        output.write_text("".join(chunks), encoding="utf-8")
+        try:
+            output.write_text("".join(chunks), encoding="utf-8")
+        except OSError as e:
+            raise StorageError(f"cannot write {output}: {e.strerror or e}") from None
         click.echo(f"wrote {output}", err=True)

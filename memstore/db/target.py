@@ -44,7 +44,18 @@ def looks_like_url(value: str | os.PathLike[str]) -> bool:
 
 def parse(value: str | os.PathLike[str]) -> Target:
     """A path or URL given by a user (argument, ``MEMSTORE_DB``, ``--db``)."""
-    raw = os.fspath(value)
+    try:
+        raw = os.fspath(value)
+    except TypeError:
+        raise InvalidInputError(
+            f"a database is a file path or a URL, not {type(value).__name__}"
+        ) from None
+    if not isinstance(raw, str):
+        raise InvalidInputError("a database path must be text, not bytes")
+    if "\x00" in raw:
+        # The OS cannot name such a file; the driver would raise ValueError.
+        where = safe_url(raw) if _SCHEME.match(raw) else raw
+        raise InvalidInputError(f"database location {where!r} contains a NUL character")
     m = _SCHEME.match(raw)
     if m is None:
         return Target(path=Path(raw).expanduser())

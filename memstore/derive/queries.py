@@ -23,6 +23,7 @@ from memstore.db.schema import (
 )
 from memstore.db.sqlfn import driver_rows, driver_sql
 from memstore.l0.events import UserErased
+from memstore.validate import check_int
 
 DEFAULT_GENERATION = 0  # a user nobody re-derived shows generation 0 (as search assumes)
 
@@ -49,7 +50,11 @@ def active_generation(conn: Connection, user_id: str) -> int:
 
 
 def resolve_generation(conn: Connection, user_id: str, generation: int | None) -> int:
-    return active_generation(conn, user_id) if generation is None else int(generation)
+    # Checked here too: the CLI and tools reach the derivation API without
+    # Store's checks, and a number past 64 bits overflows the driver.
+    if generation is None:
+        return active_generation(conn, user_id)
+    return check_int("generation", generation)
 
 
 def next_generation(conn: Connection) -> int:

@@ -9,6 +9,7 @@ empty messages are dropped. Message ids make capture idempotent.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -116,12 +117,26 @@ def prepare_messages(
         "\x1e".join(f"{r}\x1f{st or ''}\x1f{t}" for r, t, _, st, *_ in staged).encode()
     ).hexdigest()
     out: list[PreparedMessage] = []
+    first: dict[str, int] = {}
     for i, (role, text, occurred, _stamp, truncated, size, given, name) in enumerate(staged):
         mid = (
             message_key(i, given) if given not in (None, "") else message_id(session_id, digest, i)
         )
-        out.append(PreparedMessage(mid, role, text, occurred, truncated, size, name))
+        msg = PreparedMessage(mid, role, text, occurred, truncated, size, name)
+        # One id, two different messages: storing either would lose the
+        # other without a word. The same message twice is a plain duplicate.
+        j = first.setdefault(mid, len(out))
+        if j != len(out) and _content(out[j]) != _content(msg):
+            raise InvalidInputError(
+                f"message {i} has id {mid!r}, like an earlier message of this call, "
+                "with different content: give each message its own id"
+            )
+        out.append(msg)
     return out
+
+
+def _content(m: PreparedMessage) -> tuple[object, ...]:
+    return (m.role, m.text, m.occurred_at, m.name)
 
 
 @dataclass(frozen=True)
@@ -190,10 +205,12 @@ def capture(
     stored = kernel.append_if(only_new)
     if not stored:
         return CaptureResult(None, [], ids, [], dropped)
+    # A repeat within the call is a duplicate too, reported like one stored before.
+    repeats = [i for i, n in Counter(ids).items() if n > 1 and i not in known for _ in range(n - 1)]
     return CaptureResult(
         stored[0].position,
         [m.id for m in fresh],
-        [i for i in ids if i in known],
+        [i for i in ids if i in known] + repeats,
         [m.id for m in fresh if m.truncated],
         dropped,
     )

@@ -67,6 +67,10 @@ def lock_key(stage: str, user_id: str, session_id: str = "") -> str:
     return f"user:{q(user_id)}"
 
 
+# (stage, user, session): one unclaimed queue item at most per key.
+WorkKey = tuple[str, str, str]
+
+
 @dataclass(frozen=True)
 class WorkItem:
     id: int
@@ -84,6 +88,11 @@ class WorkItem:
     @property
     def lock_key(self) -> str:
         return lock_key(self.stage, self.user_id, self.session_id)
+
+    @property
+    def work(self) -> WorkKey:
+        """What the item does (ids are reused once a row is deleted; this is not)."""
+        return (self.stage, self.user_id, self.session_id)
 
 
 def _item(r: Any) -> WorkItem:
@@ -150,10 +159,12 @@ def claim(
     user_id: str | None = None,
     session_id: str | None = None,
     stages: tuple[str, ...] | None = None,
+    accept: Callable[[WorkItem], bool] | None = None,
 ) -> WorkItem | None:
     """Take the first ready item whose lock is free, and its lock. Must run in
     ``Database.queue_write()``; the caller ends with ``complete``, ``fail`` or
-    ``release``."""
+    ``release``. ``accept`` leaves out items it says no to (a bounded run
+    takes only the work it set out to do)."""
     c = pipeline_queue.c
     now_s = to_iso(now)
     # A claimed item is free again once its claim expired or its owner is
@@ -193,6 +204,8 @@ def claim(
             return None
         item = _item(r)
         tried.append(item.id)
+        if accept is not None and not accept(item):
+            continue
         if not acquire_lock(conn, item.lock_key, owner, now=now, ttl_s=ttl_s):
             continue
         until = to_iso(now + timedelta(seconds=ttl_s))
@@ -213,6 +226,7 @@ def claim_in(
     user_id: str | None = None,
     session_id: str | None = None,
     stages: tuple[str, ...] | None = None,
+    accept: Callable[[WorkItem], bool] | None = None,
     attempts: int = 3,
 ) -> WorkItem | None:
     """``claim`` in its own ``queue_write`` transaction. A claim the server
@@ -229,6 +243,7 @@ def claim_in(
                     user_id=user_id,
                     session_id=session_id,
                     stages=stages,
+                    accept=accept,
                 )
         except LockedError:
             if attempt == attempts - 1:
@@ -248,6 +263,18 @@ def release(conn: Connection, item: WorkItem, owner: str) -> None:
     release_lock(conn, item.lock_key, owner)
 
 
+def retry_delay(attempts: int, *, base_s: float, steady: int, cap_s: float) -> float:
+    """How long a job waits after its ``attempts``-th failure: ``base_s`` for
+    the first ``steady`` failures, then doubling, never more than ``cap_s``.
+    The job is never dropped: an outage longer than any fixed schedule must
+    not leave work waiting for a human once the endpoint is back, and the cap
+    bounds how long after the recovery it runs."""
+    if attempts < max(steady, 1):
+        return min(base_s, cap_s)
+    doublings = min(attempts - max(steady, 1) + 1, 62)
+    return float(min(cap_s, base_s * (2**doublings)))
+
+
 def fail(
     conn: Connection,
     item: WorkItem,
@@ -255,18 +282,12 @@ def fail(
     *,
     error: str,
     now: datetime,
-    retry_delay_s: float,
-    max_retries: int,
-) -> datetime | None:
-    """Record a failed attempt. Returns when the retry may run, or None when
-    ``max_retries`` attempts failed and the item was dropped (the work then
-    waits for the next capture or a manual run; nothing of the log is lost)."""
+    delay_s: float,
+) -> datetime:
+    """Record a failed attempt; the item runs again ``delay_s`` from now
+    (``retry_delay``). Returns when."""
     attempts = item.attempts + 1
-    if attempts >= max_retries:
-        conn.execute(delete(pipeline_queue).where(pipeline_queue.c.id == item.id))
-        release_lock(conn, item.lock_key, owner)
-        return None
-    retry_at = now + timedelta(seconds=retry_delay_s)
+    retry_at = now + timedelta(seconds=delay_s)
     _unclaim(
         conn,
         item,
@@ -280,6 +301,19 @@ def fail(
     )
     release_lock(conn, item.lock_key, owner)
     return retry_at
+
+
+def hasten_retries(conn: Connection, *, now: datetime) -> int:
+    """Make every waiting retry due now; returns how many. Called when a
+    retried item succeeded: the endpoint that failed is back, so work that
+    failed with it need not sit out its back-off (up to an hour)."""
+    c = pipeline_queue.c
+    res = conn.execute(
+        update(pipeline_queue)
+        .where(c.attempts > 0, c.claimed_by.is_(None), c.run_after > to_iso(now))
+        .values(run_after=to_iso(now))
+    )
+    return int(res.rowcount or 0)
 
 
 def _unclaim(conn: Connection, item: WorkItem, values: dict[str, Any]) -> None:
@@ -412,6 +446,7 @@ def purge_user(conn: Connection, user_id: str) -> int:
 __all__ = [
     "STAGE_PRIORITY",
     "WorkItem",
+    "WorkKey",
     "acquire_lock",
     "claim",
     "claim_in",
@@ -419,6 +454,7 @@ __all__ = [
     "drop",
     "enqueue",
     "fail",
+    "hasten_retries",
     "lock_holder",
     "lock_key",
     "next_run_after",
@@ -428,4 +464,5 @@ __all__ = [
     "release",
     "release_lock",
     "renew_lock",
+    "retry_delay",
 ]

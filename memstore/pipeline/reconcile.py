@@ -8,10 +8,9 @@ get L1 work, other sessions with pending messages get their idle timer,
 users with unprocessed L1 output get their L2 timer, waiting retries get the
 drain timer. Idempotent.
 
-A session whose extraction failed ``max_retries`` times in a row since its
-last capture is left alone: the queue dropped it on purpose, and re-queuing
-it every minute would retry a permanently failing session forever. The next
-capture (or a manual ``run_pipeline``) brings it back.
+A failing session keeps its queued item, which waits on the queue's capped
+back-off (``queue.retry_delay``): it is never dropped, so reconcile never
+has to bring it back, and never retries it sooner than the back-off says.
 """
 
 from __future__ import annotations
@@ -55,13 +54,6 @@ class Arming(Protocol):
     def l2_not_before(self, us: UserState) -> datetime | None: ...
 
 
-def gave_up(st: SessionState, settings: Settings) -> bool:
-    """The session failed ``max_retries`` times and nothing was captured since."""
-    if st.failures < max(settings.pipeline.max_retries, 1) or st.last_failure_at is None:
-        return False
-    return from_iso(st.last_failure_at) >= from_iso(st.last_activity_at)
-
-
 def idle_due(st: SessionState, settings: Settings) -> datetime:
     """When the session counts as idle (its last activity + ``l1_idle_s``)."""
     return from_iso(st.last_activity_at) + timedelta(seconds=settings.pipeline.l1_idle_s)
@@ -85,7 +77,7 @@ def arm_sessions(svc: Arming, sessions: Collection[tuple[str, str]]) -> int:
         waiting = queue.next_run_after(conn)
     armed = 0
     for st in states:
-        if st is None or st.messages_pending == 0 or gave_up(st, svc.settings):
+        if st is None or st.messages_pending == 0:
             continue
         if (st.user_id, st.session_id) not in open_l1:
             due = idle_due(st, svc.settings)
@@ -99,9 +91,7 @@ def reconcile(svc: Arming) -> dict[str, int]:
     now = svc.clock()
     armed = enqueued = 0
     with svc.store.db.write() as conn:
-        sessions = [
-            st for st in list_sessions(conn, pending_only=True) if not gave_up(st, svc.settings)
-        ]
+        sessions = list_sessions(conn, pending_only=True)
         open_l1 = {(i.user_id, i.session_id) for i in queue.pending(conn) if i.stage == "l1"}
         for st in sessions:
             key = (st.user_id, st.session_id)
@@ -127,4 +117,4 @@ def reconcile(svc: Arming) -> dict[str, int]:
     return {"timers_armed": armed, "enqueued": enqueued}
 
 
-__all__ = ["arm_sessions", "gave_up", "idle_due", "reconcile"]
+__all__ = ["arm_sessions", "idle_due", "reconcile"]

@@ -23,9 +23,10 @@ Capture path (one transaction, then a cheap hook):
 Work runs by ``drain``: claim (``Database.queue_write``: BEGIN IMMEDIATE on
 SQLite, ``FOR UPDATE SKIP LOCKED`` without the log's lock on PostgreSQL, so
 worker processes there claim at once) → run with the lock held and
-renewed → complete, or fail (retry after ``retry_delay_s``, dropped after
-``max_retries``; the cursor never moved, so the messages wait for the next
-capture or a manual run). Success of L1 arms ``l2:<user>`` no earlier than
+renewed → complete, or fail (retried after ``retry_delay_s``, then on a
+back-off doubling up to ``retry_max_delay_s``, for as long as the work is
+pending: the cursor never moved, and the work runs by itself once the
+endpoint is back). Success of L1 arms ``l2:<user>`` no earlier than
 ``l2_delay_s`` after it and ``l2_min_interval_s`` after the last L2; L2 runs
 at least every ``l2_max_interval_s`` while the user was active within
 ``l2_active_window_s``; L3 runs after L2 when the scene step asked for it or
@@ -38,7 +39,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -50,7 +51,7 @@ from memstore.errors import MemstoreError, PipelineError
 from memstore.events.log import StoredEvent
 from memstore.l0.events import MessagesCaptured
 from memstore.logtext import loggable
-from memstore.pipeline import endsession, owners, queue, scheduler
+from memstore.pipeline import endsession, owners, queue, runnow, scheduler
 from memstore.pipeline.lease import LeaseKeeper
 from memstore.pipeline.reconcile import arm_sessions, idle_due, reconcile
 from memstore.pipeline.runner import Deriver, ModuleDeriver, Outcome, Runner
@@ -68,8 +69,6 @@ from memstore.pipeline.state import (
     UserState,
     get_session,
     get_user,
-    list_sessions,
-    list_users,
     pending_reached,
 )
 from memstore.pipeline.status import build_status
@@ -409,10 +408,19 @@ class PipelineService:
         user_id: str | None = None,
         session_id: str | None = None,
         stages: tuple[str, ...] | None = None,
+        only: Collection[queue.WorkKey] | None = None,
     ) -> list[Outcome]:
-        """Run ready queued work (in this thread) until none is claimable."""
+        """Run ready queued work (in this thread) until none is claimable;
+        with ``only``, just the work of those keys. Each key runs at most once
+        per drain: a failure waits for its retry, and work queued again for a
+        key that just ran waits for the next drain (armed below)."""
         outcomes: list[Outcome] = []
         owner = self._owner()
+        ran: set[queue.WorkKey] = set()
+
+        def accept(item: queue.WorkItem) -> bool:
+            return item.work not in ran and (only is None or item.work in only)
+
         with self._captured_lock:
             self._queued.clear()  # items claimed below: new ones need the drain armed
         while not self._stopping.is_set():
@@ -424,9 +432,11 @@ class PipelineService:
                 user_id=user_id,
                 session_id=session_id,
                 stages=stages,
+                accept=accept,
             )
             if item is None:
                 break
+            ran.add(item.work)
             out = self._execute(item, owner)
             if out is not None:
                 outcomes.append(out)
@@ -461,31 +471,43 @@ class PipelineService:
             log.debug("%s of %s/%s cut short by close", item.stage, item.user_id, item.session_id)
             return out
         retry_at = None
+        hastened = 0
+        p = self.settings.pipeline
         with self.store.db.write() as conn:
             if out.ok:
                 queue.complete(conn, item, owner)
+                if item.attempts:  # a retry worked: what waits on the same outage runs now
+                    hastened = queue.hasten_retries(conn, now=self.clock())
             else:
+                delay = queue.retry_delay(
+                    item.attempts + 1,
+                    base_s=p.retry_delay_s,
+                    steady=p.max_retries,
+                    cap_s=p.retry_max_delay_s,
+                )
                 retry_at = queue.fail(
                     conn,
                     item,
                     owner,
                     error=redact(out.error or "failed"),
                     now=self.clock(),
-                    retry_delay_s=self.settings.pipeline.retry_delay_s,
-                    max_retries=self.settings.pipeline.max_retries,
+                    delay_s=delay,
                 )
         if out.ok:
+            if hastened:
+                self.arm_drain(self.clock())
             self._after_success(item, out)
         elif retry_at is not None:
             self.arm_drain(retry_at)
-        else:
-            log.warning(
-                "%s for %s/%s failed %d times; waiting for the next capture or a manual run",
-                item.stage,
-                item.user_id,
-                item.session_id,
-                self.settings.pipeline.max_retries,
-            )
+            if item.attempts + 1 == p.max_retries:
+                log.warning(
+                    "%s for %s/%s failed %d times; retrying, each wait longer, up to %.0f s",
+                    item.stage,
+                    item.user_id,
+                    item.session_id,
+                    p.max_retries,
+                    p.retry_max_delay_s,
+                )
         return out
 
     def _after_success(self, item: queue.WorkItem, out: Outcome) -> None:
@@ -507,28 +529,13 @@ class PipelineService:
     # -- explicit operations -------------------------------------------------------
 
     def run_pipeline(self, user_id: str | None = None, wait: bool = True) -> list[Outcome]:
-        """Run due work now: L1 of sessions with pending messages, then L2 for
-        users with new L1 output, then L3 when asked for or ``persona_due``.
-        Waiting retries run now too. ``wait=False`` queues it for the scheduler."""
-        now = self.clock()
-        with self.store.db.write() as conn:
-            for st in list_sessions(conn, user_id, pending_only=True):
-                queue.enqueue(conn, st.user_id, "l1", session_id=st.session_id, now=now)
+        """Run due work now (``runnow.run_pipeline``); ``wait=False`` queues it
+        for the scheduler."""
         if not wait:
-            self._submit_timer_work(self.arm_drain, now)
+            runnow.queue_due(self, user_id)
+            self._submit_timer_work(self.arm_drain, self.clock())
             return []
-        outcomes = self.drain(user_id=user_id, stages=("l1",))
-        with self.store.db.write() as conn:
-            users = list_users(conn, user_id)
-            for us in users:
-                if us.l2_has_new_input:
-                    queue.enqueue(conn, us.user_id, "l2", now=self.clock())
-        for us in users:
-            if self.deriver.persona_due(self.store, us.user_id):
-                with self.store.db.write() as conn:
-                    queue.enqueue(conn, us.user_id, "l3", now=self.clock())
-        outcomes += self.drain(user_id=user_id, stages=("l2", "l3"))
-        return outcomes
+        return runnow.run_pipeline(self, user_id)
 
     def end_session(
         self, user_id: str, session_id: str, timeout_s: float = 30.0

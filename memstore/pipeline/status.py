@@ -26,6 +26,18 @@ def timer_times(conn: Connection) -> dict[str, str | None]:
     }
 
 
+def waiting(conn: Connection) -> tuple[int, int, str | None]:
+    """Queued items, how many of them wait to retry a failure, and when the
+    earliest one not running is due (``doctor`` shows it)."""
+    items = queue.pending(conn)
+    idle = [i for i in items if i.claimed_by is None]
+    return (
+        len(items),
+        sum(1 for i in items if i.attempts > 0),
+        min((i.run_after for i in idle), default=None),
+    )
+
+
 def build_status(
     conn: Connection, settings: Settings, user_id: str | None = None
 ) -> list[PipelineStatus]:
@@ -35,6 +47,13 @@ def build_status(
     out: list[PipelineStatus] = []
     for us in list_users(conn, user_id):
         mine = [s for s in sessions if s.user_id == us.user_id]
+        waits = [i.run_after for i in items if i.user_id == us.user_id and i.claimed_by is None]
+        waits += [
+            t
+            for t in [timers.get(l2_job_id(us.user_id))]
+            + [timers.get(idle_job_id(s.user_id, s.session_id)) for s in mine]
+            if t is not None
+        ]
         out.append(
             {
                 "user_id": us.user_id,
@@ -47,6 +66,7 @@ def build_status(
                 "l3_failures": us.l3_failures,
                 "last_error": us.last_error,
                 "l2_timer": timers.get(l2_job_id(us.user_id)),
+                "next_run_at": min(waits) if waits else None,
                 "queued": [
                     {
                         "stage": i.stage,
@@ -81,4 +101,4 @@ def build_status(
     return out
 
 
-__all__ = ["build_status", "timer_times"]
+__all__ = ["build_status", "timer_times", "waiting"]

@@ -21,6 +21,7 @@ from memstore.errors import EventError, InvalidInputError
 from memstore.event_types import register_all
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.events.types import Event
+from memstore.porting.erased import Erased
 from memstore.porting.events_io import EXPORT_FORMAT, event_to_dict
 from memstore.porting.report import ImportReport, json_lines, when
 
@@ -106,8 +107,11 @@ def restore_events(
     name: str,
     report: ImportReport,
     progress: Callable[[int], None] | None = None,
+    erased: Erased | None = None,
 ) -> None:
-    """Append the events of an export; bad lines are reported, never fatal."""
+    """Append the events of an export; bad lines are reported, never fatal.
+    Events of an erased user are skipped (``Erased``) and reported."""
+    erased = erased if erased is not None else Erased(store)
     positions = _Positions()
     batch: list[tuple[int, NewEvent]] = []
     last = 0
@@ -134,6 +138,8 @@ def restore_events(
             report.problem(f"{name}:{lineno}", str(exc))
             continue
         last = old
+        if new.user_id and erased.skip(lineno, new.user_id):
+            continue
         if any(getattr(new.payload, f, 0) for f in POSITION_FIELDS):
             # It names earlier positions: everything before it must be mapped.
             if batch:
@@ -146,6 +152,7 @@ def restore_events(
             flush()
     if batch:
         flush()
+    erased.report_skipped(report, name, "event(s)")
 
 
 def export_markdown(store: Store, user_ids: list[str]) -> str:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from memstore.errors import InvalidInputError
 from memstore.l0.capture import ROLES
+from memstore.porting.erased import Erased
 from memstore.porting.report import ImportReport, json_lines, require_str, strict_id, when
 
 if TYPE_CHECKING:
@@ -54,7 +55,9 @@ def import_messages(
     name: str,
     report: ImportReport,
     progress: Callable[[int], None] | None = None,
+    erased: Erased | None = None,
 ) -> None:
+    erased = erased if erased is not None else Erased(store)
     batch: list[dict[str, Any]] = []
     lines: list[int] = []
     key: tuple[str, str] | None = None
@@ -65,6 +68,9 @@ def import_messages(
             _capture(store, key, batch, lines, name, report)
         batch, lines = [], []
 
+    # Lines that gave an explicit id, by (user, session, id): a later line
+    # with the same id and other content would be dropped as "already known".
+    ids: dict[tuple[str, str, str], tuple[int, dict[str, Any]]] = {}
     for lineno, obj in json_lines(text, name, report):
         if progress is not None:
             progress(1)
@@ -73,12 +79,23 @@ def import_messages(
         except InvalidInputError as exc:
             report.problem(f"{name}:{lineno}", str(exc))
             continue
+        if erased.skip(lineno, user, session_id=session, message_id=msg.get("id")):
+            continue
+        if "id" in msg:
+            earlier, first = ids.setdefault((user, session, msg["id"]), (lineno, msg))
+            if earlier != lineno and first != msg:
+                report.problem(
+                    f"{name}:{lineno}",
+                    f"id {msg['id']!r} is already used by line {earlier} with different content",
+                )
+                continue
         if (user, session) != key or len(batch) >= BATCH:
             flush()
             key = (user, session)
         batch.append(msg)
         lines.append(lineno)
     flush()
+    erased.report_skipped(report, name, "line(s)")
 
 
 def _capture(

@@ -8,6 +8,8 @@
                             {sessionKey, sessionId, recordedAt, messages: [...]}
     records/*.jsonl         L1 memory records, append-only: a later line with
                             the same id supersedes an earlier one
+    vectors.db              the upstream's SQLite store; its l1_records table
+                            lists the records still live (``upstream_live``)
     scene_blocks/*.md       L2 blocks: a META block (created, updated, summary,
                             heat) between -----META-START----- and
                             -----META-END-----, then the markdown body
@@ -29,12 +31,14 @@ from memstore.errors import InvalidInputError
 from memstore.l0.capture import ROLES
 from memstore.porting.report import (
     ImportReport,
+    ReadBudget,
     json_lines,
     read_text,
     require_str,
     strict_id,
     when,
 )
+from memstore.porting.upstream_live import VECTORS_DB, live_record_ids, split
 from memstore.timeutil import to_iso
 
 META_START = "-----META-START-----"
@@ -65,6 +69,9 @@ class Record:
     activity_start: str | None
     activity_end: str | None
     updated_at: str | None
+    # The upstream's timestamp trail (a merge writes the union of the merged
+    # records' trails): how ``upstream_live`` tells merged from deleted.
+    timestamps: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,9 @@ class UpstreamData:
         return len(self.messages) + len(self.records) + len(self.scenes) + 1
 
 
-def read_upstream(root: Path, report: ImportReport) -> UpstreamData:
+def read_upstream(
+    root: Path, report: ImportReport, *, budget: ReadBudget | None = None
+) -> UpstreamData:
     if not root.is_dir():
         raise InvalidInputError(f"{root} is not a directory (expected an upstream data dir)")
     parts = [root / p for p in ("conversations", "records", "scene_blocks", "persona.md")]
@@ -99,13 +108,18 @@ def read_upstream(root: Path, report: ImportReport) -> UpstreamData:
             "not a TencentDB Agent Memory data directory"
         )
     data = UpstreamData(root)
+    budget = budget or ReadBudget()  # the directory's files together
+
+    def _text(path: Path) -> str | None:
+        return _read(path, root, report, budget)
+
     for path in _files(root / "conversations", (".jsonl",)):
-        text = _text(path, root, report)
+        text = _text(path)
         if text is not None:
             data.messages.extend(_conversation_file(text, _rel(path, root), report))
     latest: dict[str, Record] = {}
     for path in _files(root / "records", (".jsonl", ".json")):
-        text = _text(path, root, report)
+        text = _text(path)
         if text is None:
             continue
         name = _rel(path, root)
@@ -117,9 +131,9 @@ def read_upstream(root: Path, report: ImportReport) -> UpstreamData:
                 continue
             latest.pop(rec.id, None)  # re-insert: order follows the latest line
             latest[rec.id] = rec
-    data.records = list(latest.values())
+    data.records = _live(root, list(latest.values()), report)
     for path in _files(root / "scene_blocks", (".md",)):
-        text = _text(path, root, report)
+        text = _text(path)
         if text is not None:
             try:
                 data.scenes.append(parse_scene(text, path.name))
@@ -127,10 +141,27 @@ def read_upstream(root: Path, report: ImportReport) -> UpstreamData:
                 report.problem(_rel(path, root), str(exc))
     persona = root / "persona.md"
     if persona.is_file():
-        text = _text(persona, root, report)
+        text = _text(persona)
         if text is not None:
             data.persona = strip_navigation(text) or None
     return data
+
+
+def _live(root: Path, records: list[Record], report: ImportReport) -> list[Record]:
+    """The records the upstream still serves (``upstream_live``), counted."""
+    path = root / VECTORS_DB
+    if not path.is_file():
+        return records
+    try:
+        ids = live_record_ids(path)
+    except InvalidInputError as exc:
+        report.problem(VECTORS_DB, str(exc))
+        return []
+    got = split(records, ids)
+    report.add("records live upstream", len(got.live))
+    report.add("records merged upstream (not imported)", len(got.merged))
+    report.add("records deleted upstream (not imported)", len(got.deleted))
+    return got.live
 
 
 def _files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
@@ -144,9 +175,9 @@ def _rel(path: Path, root: Path) -> str:
     return str(path.relative_to(root))
 
 
-def _text(path: Path, root: Path, report: ImportReport) -> str | None:
+def _read(path: Path, root: Path, report: ImportReport, budget: ReadBudget) -> str | None:
     try:
-        return read_text(path, _rel(path, root))
+        return read_text(path, _rel(path, root), budget=budget, report=report)
     except InvalidInputError as exc:
         report.problem(_rel(path, root), str(exc))
     except OSError as exc:
@@ -228,6 +259,7 @@ def _record(obj: dict[str, Any], where: str) -> Record:
         activity_start=_iso_or_none(meta.get("activity_start_time")),
         activity_end=_iso_or_none(meta.get("activity_end_time")),
         updated_at=_iso_or_none(updated),
+        timestamps=tuple(t for t in obj.get("timestamps") or [] if isinstance(t, str)),
     )
 
 

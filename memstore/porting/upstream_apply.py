@@ -27,7 +27,9 @@ from memstore.db.schema import l1_memories
 from memstore.derive.events import L1Extracted, PersonaUpdated, ScenesUpdated
 from memstore.derive.queries import active_generation, persona, scenes
 from memstore.derive.runs import append_checked, new_id
+from memstore.errors import InvalidInputError
 from memstore.l0.events import MessagesCaptured, l0_stream
+from memstore.porting.erased import Erased
 from memstore.porting.report import ImportReport, strict_id
 from memstore.porting.upstream import Record, UpstreamData
 
@@ -50,8 +52,14 @@ def import_upstream(
     user_id: str,
     report: ImportReport,
     progress: Callable[[int], None] | None = None,
+    erased: Erased | None = None,
 ) -> None:
+    """Import ``data`` into ``user_id``; refused (``InvalidInputError``,
+    nothing imported) for an erased user unless ``erased`` allows it."""
     user_id = strict_id("user_id", user_id)
+    why = (erased if erased is not None else Erased(store)).covers(user_id)
+    if why is not None:
+        raise InvalidInputError(why)
     tick = progress or (lambda n: None)
     run_id = new_id()
     new_l0 = _import_messages(store, data, user_id, report, tick)
@@ -78,14 +86,19 @@ def _import_messages(
         msgs.sort(key=lambda m: m.timestamp)
         for start in range(0, len(msgs), CHUNK):
             chunk = msgs[start : start + CHUNK]
-            res = store.capture(
-                user_id,
-                session,
-                [
-                    {"id": m.id, "role": m.role, "content": m.content, "timestamp": m.timestamp}
-                    for m in chunk
-                ],
-            )
+            try:
+                res = store.capture(
+                    user_id,
+                    session,
+                    [
+                        {"id": m.id, "role": m.role, "content": m.content, "timestamp": m.timestamp}
+                        for m in chunk
+                    ],
+                )
+            except InvalidInputError as exc:  # e.g. one id on two different messages
+                report.problem(f"conversations/ (session {session})", str(exc))
+                tick(len(chunk))
+                continue
             if res.stored:
                 stored.setdefault(session, []).extend(res.stored)
             report.add("messages stored", len(res.stored))

@@ -55,10 +55,18 @@ class Storage(Protocol):
 
 @dataclass(frozen=True)
 class CompactionResult:
-    """Whether an erasure's compaction finished, and what to tell the user."""
+    """Whether an erasure's compaction finished, and what to tell the user.
+    ``done``: the job is finished (no marker left). ``residue``: finished, yet
+    erased bytes may remain in the data files (PostgreSQL's plain VACUUM only
+    marks dead rows' space reusable)."""
 
     done: bool
     detail: str = ""
+    residue: bool = False
+
+    @property
+    def bytes_gone(self) -> bool:
+        return self.done and not self.residue
 
 
 @dataclass(frozen=True)

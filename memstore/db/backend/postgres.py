@@ -181,9 +181,12 @@ class PostgresBackend(Backend):
                 conn.exec_driver_sql("DELETE FROM erasure_compaction")
         except StorageError as e:  # VACUUM FULL waited past lock_timeout for a reader
             return CompactionResult(False, f"compaction did not finish: {e}")
+        # Only VACUUM FULL rewrites the files; after a plain VACUUM the dead
+        # rows' bytes stay until PostgreSQL reuses their space.
         return CompactionResult(
             True,
-            "VACUUM FULL done: the tables were rewritten without the erased rows"
+            residue=not full,
+            detail="VACUUM FULL done: the tables were rewritten without the erased rows"
             if full
             else (
                 "VACUUM done: the erased rows are dead tuples whose space PostgreSQL reuses, but "
