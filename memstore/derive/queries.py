@@ -368,6 +368,7 @@ def scenes(conn: Connection, user_id: str, generation: int) -> list[dict[str, An
     for r in driver_rows(conn, driver_sql(conn, _SCENES), (user_id, generation)):
         d = dict(zip(_L2_NAMES, r, strict=True))
         d["memory_ids"] = json.loads(d["memory_ids"])
+        d["source_memory_ids"] = json.loads(d["source_memory_ids"])
         out.append(d)
     return out
 
@@ -393,6 +394,7 @@ def scene_named(
         if r is not None:
             d = dict(r._mapping)
             d["memory_ids"] = json.loads(d["memory_ids"])
+            d["source_memory_ids"] = json.loads(d["source_memory_ids"])
             return d
     return None
 
