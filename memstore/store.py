@@ -11,7 +11,8 @@ Store. ``assembly.Parts`` builds them and the hooks between them:
   pipeline are handed (the kernel plus search and per-store state);
 - ``pipeline.PipelineService``: when L1/L2/L3 run (``run_pipeline``,
   ``end_session``, ``pipeline_status``);
-- ``erasure.erase_user``: ``forget_user``.
+- ``erasure.erase_user``: ``forget_user``; ``store_forget.Forgetting``:
+  ``forget_memory``, ``forget_messages``, ``forget_session``, ``forget_between``.
 
 What the methods return is typed (``memstore.records`` and the dataclasses
 exported from ``memstore``).
@@ -50,11 +51,12 @@ from memstore.records import (
     StoreInfo,
 )
 from memstore.search import Hit
+from memstore.store_forget import Forgetting
 from memstore.timeutil import Clock, system_clock
 from memstore.vectors.status import embedding_status
 
 
-class Store:
+class Store(Forgetting):
     def __init__(
         self,
         db: Database,
@@ -370,14 +372,6 @@ class Store:
         self._check_open()
         return api.memory_history(
             self.derivation, v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
-        )
-
-    def forget_memory(self, user_id: str, memory_id: str, reason: str = "user_request") -> None:
-        """Retire one memory on request (recorded as an event; history is kept)."""
-        self._check_open()
-        user_id, memory_id = v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
-        api.forget_memory(
-            self.derivation, user_id, memory_id, reason=v.check_text("reason", reason)
         )
 
     def write_memory(

@@ -22,7 +22,7 @@ a rebuild from the log gives the same state.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
@@ -34,12 +34,13 @@ from memstore.derive.queries import (
     active_generation,
     erased_since,
     memories,
+    memories_by_id,
     persona,
     scene_state,
     scenes,
 )
 from memstore.derive.runs import new_id
-from memstore.derive.scenes.rules import scene_text
+from memstore.derive.scenes.rules import scene_ops, scene_text
 from memstore.events.log import NewEvent
 from memstore.events.types import Event
 
@@ -87,36 +88,75 @@ def follow_forget(
         None if current["memory_ids"] is None else json.loads(current["memory_ids"]), gone
     )
     if persona_stale:
-        out.append(
-            PersonaUpdated(
-                run_id=new_id(),
-                generation=generation,
-                deriver="rules",
-                model="rules",
-                prompt_version=RULES_VERSION,
-                persona=persona_text(live),
-                trigger="forget",
-                memory_ids=[m["memory_id"] for m in live],
-            )
-        )
+        out.append(_rule_persona(generation, live))
     if ops or (persona_stale and llm):
-        # After the persona: its event clears the refresh request this sets.
-        st = scene_state(conn, user_id, generation)
-        out.append(
-            ScenesUpdated(
-                run_id=new_id(),
-                generation=generation,
-                deriver="rules",
-                model="rules",
-                prompt_version=RULES_VERSION,
-                memory_cursor=int(st["memory_cursor"]) if st else 0,
-                memory_ids=[],
-                operations=ops,
-                persona_refresh=llm and (persona_stale or bool(ops)),
-                notes=[FORGET_NOTE],
-            )
-        )
+        out.append(_scene_event(conn, user_id, generation, ops, llm))
     return out
+
+
+def replace_lost(
+    conn: Connection,
+    user_id: str,
+    generation: int,
+    lost: Collection[str],
+    *,
+    rewrite_persona: bool,
+    llm: bool,
+    max_scenes: int,
+) -> list[Event]:
+    """After an erasure removed scenes (and persona versions) that held erased
+    text: place their surviving memories ``lost`` into scenes again and, when
+    ``rewrite_persona``, write the persona again, by the rules (the text of
+    what was removed is gone from the log; nothing is kept from it)."""
+    live = memories(conn, user_id, generation)
+    changed = [m for m in live if m["memory_id"] in set(lost)]
+    ops: list[dict[str, Any]] = []
+    if changed:
+
+        def lookup(ids: list[str]) -> dict[str, dict[str, Any]]:
+            found = memories_by_id(conn, user_id, ids)
+            return {k: v for k, v in found.items() if v["status"] == "active"}
+
+        ops, _ = scene_ops(changed, scenes(conn, user_id, generation), max_scenes, lookup)
+    out: list[Event] = []
+    if rewrite_persona:
+        out.append(_rule_persona(generation, live))
+    if ops or (rewrite_persona and llm):
+        out.append(_scene_event(conn, user_id, generation, ops, llm))
+    return out
+
+
+def _rule_persona(generation: int, live: Sequence[dict[str, Any]]) -> PersonaUpdated:
+    return PersonaUpdated(
+        run_id=new_id(),
+        generation=generation,
+        deriver="rules",
+        model="rules",
+        prompt_version=RULES_VERSION,
+        persona=persona_text(live),
+        trigger="forget",
+        memory_ids=[m["memory_id"] for m in live],
+    )
+
+
+def _scene_event(
+    conn: Connection, user_id: str, generation: int, ops: list[dict[str, Any]], llm: bool
+) -> ScenesUpdated:
+    # Appended after a persona event: that one clears the refresh request
+    # this one sets for the LLM.
+    st = scene_state(conn, user_id, generation)
+    return ScenesUpdated(
+        run_id=new_id(),
+        generation=generation,
+        deriver="rules",
+        model="rules",
+        prompt_version=RULES_VERSION,
+        memory_cursor=int(st["memory_cursor"]) if st else 0,
+        memory_ids=[],
+        operations=ops,
+        persona_refresh=llm,
+        notes=[FORGET_NOTE],
+    )
 
 
 def queue_persona(conn: Connection, user_id: str, now: Any) -> None:
@@ -161,4 +201,4 @@ def retire(
     return chosen if stored else None
 
 
-__all__ = ["FORGET_NOTE", "follow_forget", "queue_persona", "retire", "stale"]
+__all__ = ["FORGET_NOTE", "follow_forget", "queue_persona", "replace_lost", "retire", "stale"]

@@ -21,7 +21,7 @@ from memstore.db.schema import (
     l3_persona,
 )
 from memstore.db.sqlfn import driver_rows, driver_sql, json_text
-from memstore.l0.events import UserErased
+from memstore.l0.events import ContentErased, UserErased
 
 DEFAULT_GENERATION = 0  # a user nobody re-derived shows generation 0 (as search assumes)
 
@@ -292,13 +292,13 @@ def forgotten_memories(conn: Connection, user_id: str) -> list[Forgotten]:
 
 
 def erased_since(conn: Connection, user_id: str, position: int) -> bool:
-    """Was ``user_id`` erased after log position ``position``? (An
-    ``erasure.user`` tombstone is always appended above the erased head.)"""
+    """Was ``user_id`` erased, whole or in part, after log position
+    ``position``? (A tombstone is always appended above the erased head.)"""
     e = events.c
     got = conn.execute(
         select(e.position)
         .where(
-            e.type == UserErased.TYPE,
+            e.type.in_([UserErased.TYPE, ContentErased.TYPE]),
             e.position > position,
             json_text(conn, e.payload, "erased_user_id") == user_id,
         )
