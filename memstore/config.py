@@ -135,6 +135,9 @@ class PipelineSettings:
     max_scenes: int = field(default=15, metadata=_flat("max_scenes"))
     persona_every: int = field(default=50, metadata=_flat("persona_every"))
     retry_delay_s: float = field(default=30.0, metadata=_flat("retry_delay_s"))
+    # Erase what was said more than this many days ago, with everything derived
+    # from it (memstore/retention.py); 0 = keep everything.
+    retention_days: float = field(default=0.0, metadata=_flat("retention_days"))
     max_retries: int = field(default=5, metadata=_flat("max_retries"))
     scheduler: bool = field(default=True, metadata=_flat("scheduler"))
     background_indexer: bool = field(default=True, metadata=_flat("background_indexer"))

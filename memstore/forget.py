@@ -110,12 +110,15 @@ def erase_part(
     reason: str = "request",
     wait_s: float = 10.0,
     vacuum_full: bool = False,
+    compact: bool = True,
 ) -> ForgetReport:
     """Erase what ``sel`` chooses of ``user_id``'s data (see the module doc).
 
     Unknown messages, sessions or memories raise ``NotFoundError`` and change
     nothing; a time range with nothing in it reports zeros. ``llm``: the
-    store derives with an LLM (the persona is queued for it)."""
+    store derives with an LLM (the persona is queued for it). ``compact``
+    False leaves the compaction to the caller (one for many erasures; the
+    marker is written all the same)."""
     pl = Plan()
     gone = 0
 
@@ -203,6 +206,11 @@ def erase_part(
     except _Nothing:
         return _report(user_id, sel, pl)
     at("committed")
+    if not compact:
+        return _report(
+            user_id, sel, pl, position=stored[0].position, gone=gone, compacted=False,
+            detail="compaction pending",
+        )  # fmt: skip
     result = kernel.compactor.run(wait_s, full=vacuum_full)
     return _report(
         user_id,

@@ -18,6 +18,7 @@ from memstore.erasure_plan import Selection
 from memstore.errors import InvalidInputError
 from memstore.forget import ForgetReport, erase_part, preview
 from memstore.kernel import Kernel
+from memstore.retention import run_retention
 from memstore.timeutil import parse_when, to_iso
 
 
@@ -29,7 +30,13 @@ class Forgetting:
         raise NotImplementedError  # Store's
 
     def _erase(
-        self, user_id: str, sel: Selection, reason: str, wait_s: float, dry_run: bool = False
+        self,
+        user_id: str,
+        sel: Selection,
+        reason: str,
+        wait_s: float,
+        vacuum_full: bool = False,
+        dry_run: bool = False,
     ) -> ForgetReport:
         user_id = v.check_id("user_id", user_id)
         if dry_run:
@@ -41,6 +48,26 @@ class Forgetting:
             llm=self.derivation.llm_client() is not None,
             reason=v.check_text("reason", reason),
             wait_s=v.check_seconds("wait_s", wait_s),
+            vacuum_full=v.check_bool("vacuum_full", vacuum_full),
+        )
+
+    def apply_retention(
+        self, *, days: float | None = None, dry_run: bool = False, wait_s: float = 10.0
+    ) -> list[ForgetReport]:
+        """Erase, for every user, what was said (or stated) more than ``days``
+        days ago (default: the ``retention_days`` setting; 0 = nothing), as
+        ``forget_between``; one report per user with something erased.
+        ``dry_run``: only report what would go."""
+        self._check_open()
+        limit = self.kernel.settings.pipeline.retention_days if days is None else days
+        if isinstance(limit, bool) or not isinstance(limit, int | float) or not limit >= 0:
+            raise InvalidInputError(f"days must be a number of days >= 0, got {limit!r}")
+        return run_retention(
+            self.kernel,
+            days=float(limit),
+            llm=self.derivation.llm_client() is not None,
+            dry_run=v.check_bool("dry_run", dry_run),
+            wait_s=v.check_seconds("wait_s", wait_s),
         )
 
     def forget_messages(
@@ -50,6 +77,7 @@ class Forgetting:
         *,
         reason: str = "request",
         wait_s: float = 10.0,
+        vacuum_full: bool = False,
     ) -> ForgetReport:
         """Erase messages by id (in any session of the user), the memories
         extracted from them, and the scenes and persona text built from those;
@@ -60,16 +88,22 @@ class Forgetting:
         if not ids:
             raise InvalidInputError("message_ids must name at least one message")
         sel = Selection("messages", message_ids=frozenset(ids))
-        return self._erase(user_id, sel, reason, wait_s)
+        return self._erase(user_id, sel, reason, wait_s, vacuum_full)
 
     def forget_session(
-        self, user_id: str, session_id: str, *, reason: str = "request", wait_s: float = 10.0
+        self,
+        user_id: str,
+        session_id: str,
+        *,
+        reason: str = "request",
+        wait_s: float = 10.0,
+        vacuum_full: bool = False,
     ) -> ForgetReport:
         """Erase one session: its messages and everything derived from them,
         as ``forget_messages``."""
         self._check_open()
         sel = Selection("session", session_id=v.check_id("session_id", session_id))
-        return self._erase(user_id, sel, reason, wait_s)
+        return self._erase(user_id, sel, reason, wait_s, vacuum_full)
 
     def forget_between(
         self,
@@ -79,6 +113,7 @@ class Forgetting:
         *,
         reason: str = "request",
         wait_s: float = 10.0,
+        vacuum_full: bool = False,
         dry_run: bool = False,
     ) -> ForgetReport:
         """Erase the messages said in ``[start, end)`` (their own times; None:
@@ -91,7 +126,9 @@ class Forgetting:
         if lo is not None and hi is not None and lo >= hi:
             raise InvalidInputError(f"start {lo} must be before end {hi}")
         sel = Selection("between", start=lo, end=hi)
-        return self._erase(user_id, sel, reason, wait_s, v.check_bool("dry_run", dry_run))
+        return self._erase(
+            user_id, sel, reason, wait_s, vacuum_full, v.check_bool("dry_run", dry_run)
+        )
 
     def forget_memory(
         self,
@@ -101,6 +138,7 @@ class Forgetting:
         *,
         with_sources: bool = False,
         wait_s: float = 10.0,
+        vacuum_full: bool = False,
     ) -> ForgetReport | None:
         """Retire one memory on request: it, and every scene and persona text
         built from it, leave every read path at once; its history stays in the
@@ -110,7 +148,7 @@ class Forgetting:
         user_id, memory_id = v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
         if v.check_bool("with_sources", with_sources):
             sel = Selection("memory", memory_ids=frozenset({memory_id}))
-            return self._erase(user_id, sel, reason, wait_s)
+            return self._erase(user_id, sel, reason, wait_s, vacuum_full)
         api.forget_memory(
             self.derivation, user_id, memory_id, reason=v.check_text("reason", reason)
         )

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from memstore.config import Settings
 from memstore.pipeline import queue
-from memstore.pipeline.scheduler import idle_job_id, l2_job_id
+from memstore.pipeline.scheduler import RETENTION_JOB_ID, idle_job_id, l2_job_id
 from memstore.pipeline.state import (
     SessionState,
     UserState,
@@ -51,6 +51,7 @@ class Arming(Protocol):
         self, user: str, session: str, due: datetime, *, if_earlier: bool = False
     ) -> bool: ...
     def arm_drain(self, when: datetime) -> None: ...
+    def arm_retention(self, when: datetime) -> None: ...
     def arm_l2(self, user: str, when: datetime, *, if_earlier: bool = True) -> None: ...
     def l2_not_before(self, us: UserState) -> datetime | None: ...
 
@@ -124,6 +125,9 @@ def reconcile(svc: Arming) -> dict[str, int]:
             armed += 1
     if waiting is not None:
         svc.arm_drain(from_iso(waiting))
+    if svc.settings.pipeline.retention_days > 0 and RETENTION_JOB_ID not in jobs:
+        svc.arm_retention(now)
+        armed += 1
     return {"timers_armed": armed, "enqueued": enqueued}
 
 

@@ -58,6 +58,8 @@ from memstore.pipeline.scheduler import (
     DRAIN_TIMER,
     IDLE_TIMER,
     L2_TIMER,
+    RETENTION_JOB_ID,
+    RETENTION_TIMER,
     Timers,
     idle_job_id,
     l2_job_id,
@@ -386,6 +388,23 @@ class PipelineService:
 
     def on_drain_timer(self) -> None:
         self.drain()
+
+    def on_retention_timer(self) -> None:
+        """Erase what is past ``retention_days``, then look again later."""
+        days = self.settings.pipeline.retention_days
+        if days <= 0:
+            return  # switched off since the job was armed
+        from memstore.retention import CHECK_EVERY_S, run_retention
+
+        reports = run_retention(
+            self.store.kernel, days=days, llm=self.store.llm_client() is not None
+        )
+        if reports:
+            log.info("retention erased data of %d user(s)", len(reports))
+        self.arm_retention(self.clock() + timedelta(seconds=CHECK_EVERY_S))
+
+    def arm_retention(self, when: datetime) -> None:
+        self.timers.set_if_earlier(RETENTION_JOB_ID, RETENTION_TIMER, [], when)
 
     def l2_not_before(self, us: UserState) -> datetime | None:
         if us.last_l2_at is None:
