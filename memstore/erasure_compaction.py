@@ -33,9 +33,10 @@ from memstore.db.schema import erasure_compaction
 from memstore.errors import StorageError
 from memstore.timeutil import system_clock, to_iso
 
-# Tests set this to stop (or kill) the process at a named point: "committed"
-# (erasure committed, nothing compacted) and "vacuumed" (VACUUM done and
-# recorded, WAL not yet checkpointed).
+# Tests set this to stop (or kill) the process at a named point: "rewritten"
+# (a partial erasure's events rewritten, its transaction still open),
+# "committed" (erasure committed, nothing compacted) and "vacuumed" (VACUUM
+# done and recorded, WAL not yet checkpointed).
 TEST_HOOK: Callable[[str], None] | None = None
 
 # The next write of a store retries a pending compaction at most this often.
