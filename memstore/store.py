@@ -32,6 +32,7 @@ from memstore.db import migrate
 from memstore.db.connect import open_database, resolve
 from memstore.db.engine import Database
 from memstore.derive import api
+from memstore.derive.queries import forgotten_sources
 from memstore.erasure import ErasureReport, erase_user
 from memstore.errors import InvalidInputError, StorageError
 from memstore.events.log import NewEvent, StoredEvent
@@ -238,17 +239,25 @@ class Store(Forgetting):
         limit: int = 5,
         strategy: str = "hybrid",
     ) -> list[Hit]:
-        """Search a user's captured messages (L0)."""
+        """Search a user's captured messages (L0). Messages a memory
+        forgotten on request came from are left out (docs/forgetting.md)."""
         self._check_open()
         session_id = v.opt_id("session_id", session_id)
-        return self.search_engine.search(
+        asked = v.search_limit(limit)  # lenient: text from a tool call is clamped
+        with self.db.read() as conn:
+            hidden = forgotten_sources(conn, v.check_id("user_id", user_id))
+        hits = self.search_engine.search(
             "l0",
             query,
             user_id=user_id,
             session_id=session_id,
-            limit=v.search_limit(limit),  # lenient: text from a tool call is clamped
+            limit=asked + len(hidden) if hidden and isinstance(asked, int) else asked,
             strategy=strategy,
         )
+        if not hidden:
+            return hits
+        kept = [h for h in hits if h.ref not in hidden]
+        return kept[:asked] if isinstance(asked, int) else kept
 
     def search_memories(
         self,

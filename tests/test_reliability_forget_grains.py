@@ -103,8 +103,6 @@ def test_sigkill_during_a_session_forget_leaves_a_state_the_next_open_finishes(
             assert report.compacted and report.messages_removed == 40
         assert SECRET not in _everything(store)
         assert "Yolanda" in _everything(store)
-        assert [e.type for e in store.read_events(types=["erasure.content"])] == [
-            "erasure.content"
-        ]
+        assert [e.type for e in store.read_events(types=["erasure.content"])] == ["erasure.content"]
         assert SECRET.encode() not in file_bytes(db_path)
     assert SECRET.encode() not in file_bytes(db_path)

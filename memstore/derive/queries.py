@@ -291,6 +291,19 @@ def forgotten_memories(conn: Connection, user_id: str) -> list[Forgotten]:
     return [Forgotten(str(r.memory_id), str(r.content), int(r.updated_position)) for r in rows]
 
 
+def forgotten_sources(conn: Connection, user_id: str) -> set[str]:
+    """The messages memories forgotten on request were extracted from: recall
+    and conversation search leave them out (they hold the forgotten fact),
+    the log keeps them until they are erased."""
+    m = l1_memories.c
+    rows = conn.execute(
+        select(m.source_message_ids).where(
+            m.user_id == user_id, m.status == "retired", m.retired_by == "forgotten"
+        )
+    )
+    return {str(i) for (ids,) in rows for i in json.loads(ids)}
+
+
 def erased_since(conn: Connection, user_id: str, position: int) -> bool:
     """Was ``user_id`` erased, whole or in part, after log position
     ``position``? (A tombstone is always appended above the erased head.)"""

@@ -42,7 +42,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memstore.db.schema import embedding_cache
 from memstore.db.sqlfn import driver_rows
-from memstore.derive.queries import memories_by_id
+from memstore.derive.queries import forgotten_sources, memories_by_id
 from memstore.embeddings import check_vectors, content_hash, from_blob, to_blob
 from memstore.errors import MemstoreError
 from memstore.recall.text import WORD_RE, term_matches
@@ -338,7 +338,9 @@ def collect(
         msg_rows = message_rows(conn, [c.rowid for c in cands if c.kind == "message"])
         for c in cands:
             c.row = rows.get(c.ref, {}) if c.kind == "memory" else msg_rows.get(c.rowid, {})
-        cands = [c for c in cands if c.row]
+        # A forgotten memory's source messages hold the forgotten fact.
+        hidden = forgotten_sources(conn, user_id)
+        cands = [c for c in cands if c.row and not (c.kind == "message" and c.ref in hidden)]
         # A memory stands for the messages it came from (and words of a
         # memory are the deriver's, not the user's: "love" became "likes"),
         # so its sources are scored too, found or not.
@@ -348,7 +350,7 @@ def collect(
             for c in cands
             if c.kind == "memory" and not c.standing
             for src in c.row.get("source_message_ids") or ()
-        } - have
+        } - have - hidden
         sources = [
             Candidate("message", int(r["id"]), str(r["message_id"]), str(r["text"]), 0.0, row=r)
             for r in source_rows(conn, user_id, sorted(wanted))
