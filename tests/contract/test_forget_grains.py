@@ -84,12 +84,13 @@ def _reads(store: Store) -> str:
 
 
 def _state(store: Store) -> tuple[Any, ...]:
+    mems = store.list_memories("alice", include_retired=True)
+    scenes = store.list_scenes("alice")
     return (
-        sorted((m["memory_id"], m["content"], m["status"]) for m in store.list_memories(
-            "alice", include_retired=True)),
-        sorted((s["scene_id"], s["name"], s["body"], s["heat"]) for s in store.list_scenes("alice")),
+        sorted((m["memory_id"], m["content"], m["status"]) for m in mems),
+        sorted((s["scene_id"], s["name"], s["body"], s["heat"]) for s in scenes),
         store.get_persona("alice"),
-    )  # fmt: skip
+    )
 
 
 def _forget(store: Store, grain: str, ids: dict[str, Any]) -> Any:
