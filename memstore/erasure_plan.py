@@ -14,7 +14,9 @@ events, and everything whose text came from them goes too:
   operations are all dropped, and the erasure re-places their surviving
   memories (``memstore.derive.follow.replace_lost``);
 - every persona version built from such a memory, or not known to be free
-  of one (written before personas recorded their sources).
+  of one (written before personas recorded their sources);
+- the error text of the user's failed runs (it may quote a model's answer):
+  only the kind of error stays.
 
 Extraction and scene events themselves stay (with what is left in them):
 their cursors say how far derivation got, so nothing is derived twice.
@@ -33,6 +35,7 @@ from memstore.derive.events import (
     MemoryForgotten,
     MemoryWritten,
     PersonaUpdated,
+    RunFailed,
     ScenesUpdated,
 )
 from memstore.derive.scenes.projection import op_sources
@@ -168,6 +171,8 @@ def plan(events: Sequence[StoredEvent], sel: Selection) -> Plan:
     _plan_l1(events, gone_msgs, tainted, out)
     _plan_scenes(events, tainted, out)
     _plan_persona(events, tainted, out)
+    if not (out.empty and not out.memories):
+        _plan_failures(events, out)
     out.delete.sort()
     return out
 
@@ -282,6 +287,17 @@ def _plan_scenes(events: Sequence[StoredEvent], tainted: set[str], out: Plan) ->
             out.rewrite[ev.position] = dataclasses.replace(
                 p, operations=kept, memory_ids=chunk, notes=[]
             )
+
+
+def _plan_failures(events: Sequence[StoredEvent], out: Plan) -> None:
+    """A failed run's error may quote what the model answered about any of
+    the user's text: only the kind of error is kept."""
+    for ev in events:
+        p = ev.payload
+        if isinstance(p, RunFailed):
+            kind = p.error.split(":", 1)[0][:100]
+            if kind != p.error:
+                out.rewrite[ev.position] = dataclasses.replace(p, error=kind)
 
 
 def _plan_persona(events: Sequence[StoredEvent], tainted: set[str], out: Plan) -> None:
