@@ -89,3 +89,37 @@ def test_v1_forget_routes(gw: Running) -> None:
         )
         assert r.status_code == 400 and "before" in r.json()["error"]
         assert store.event_count() == head
+
+
+def test_upstream_delete_routes(gw: Running) -> None:
+    with gw.client() as c:
+        for session, text in (("k1", "I live in Porto."), ("k2", "My sister is called Yolanda.")):
+            r = c.post("/capture", json={"user_content": text, "assistant_content": "ok",
+                                         "session_key": session, "user_id": "alice"})  # fmt: skip
+            assert r.status_code == 200, r.text
+        _capture(c, "k3", "I like green tea.", "2024-06-01")
+        store = gw.store
+        for s in ("k1", "k2", "k3"):
+            store.end_session("alice", s)
+        store.run_pipeline("alice")
+        [tea] = [m for m in store.list_memories("alice") if "green tea" in m["content"]]
+
+        r = c.post("/v2/atomic/delete", json={"ids": [tea["memory_id"]], "user_id": "alice"})
+        assert r.status_code == 200 and r.json()["deleted_count"] == 1
+        assert "green tea" not in repr(c.get("/v1/users/alice/persona").json())
+
+        r = c.post("/v2/conversation/delete", json={"session_id": "k1", "user_id": "alice"})
+        assert r.status_code == 200 and r.json()["deleted_count"] == 2 and r.json()["compacted"]
+        assert "Porto" not in _everything(c)
+        mid = store.search_conversations("Yolanda", user_id="alice", strategy="keyword")[0].ref
+        r = c.post("/v2/conversation/delete", json={"message_ids": [mid], "user_id": "alice"})
+        assert r.status_code == 200 and r.json()["deleted_count"] == 1
+        assert "Yolanda" not in _everything(c)
+
+        both = {"message_ids": ["x"], "session_id": "k2", "user_id": "alice"}
+        assert c.post("/v2/conversation/delete", json=both).status_code == 400
+        assert c.post("/v2/conversation/delete", json={"user_id": "alice"}).status_code == 400
+        r = c.post("/v2/conversation/delete", json={"session_id": "", "user_id": "alice"})
+        assert r.status_code == 400
+        assert c.post("/v2/atomic/delete", json={"ids": [], "user_id": "alice"}).status_code in (
+            400, 422)  # fmt: skip
