@@ -23,7 +23,7 @@ from sqlalchemy import Connection
 
 from memstore.db.schema import events, vector_quarantine
 from memstore.derive.events import derive_stream
-from memstore.derive.follow import queue_persona, replace_lost
+from memstore.derive.follow import replace_lost
 from memstore.derive.queries import active_generation, memory, persona, scenes
 from memstore.embeddings import content_hash
 from memstore.erasure import ErasureReport, rebuild_after_delete
@@ -194,12 +194,8 @@ def erase_part(
         new = [NewEvent("erasure", tombstone)]
         new += [NewEvent(derive_stream(user_id), p, user_id=user_id) for p in follow]
 
-        def then(c: Connection, stored: list[Any]) -> None:
-            mark_pending(c, stored[0].position)
-            if llm and follow:
-                queue_persona(c, user_id, kernel.clock())
-
-        return Batch(new, after=head, then=then)
+        # The pipeline's in-transaction hook queues the LLM's persona run.
+        return Batch(new, after=head, then=lambda c, st: mark_pending(c, st[0].position))
 
     only_txn = Hooks(in_transaction=kernel.hooks.in_transaction)
     try:

@@ -9,7 +9,9 @@ with the forget itself: there is no moment at which a read (recall, persona,
 scenes, navigation, export, tools) can see the old text, whatever the deriver.
 
 With an LLM deriver the rule-built text is a stand-in: the persona is queued
-for the LLM at once (``persona_refresh`` plus an L3 queue item), and until
+for the LLM at once (the scene event carries ``persona_refresh`` and
+``FORGET_NOTE``; the pipeline's in-transaction hook queues an L3 item when it
+sees one), and until
 that run succeeds the stand-in, which holds none of the forgotten text, is
 what is served. A failing LLM therefore never brings stale text back. Scene
 stand-ins keep the rules' text until the next scene run updates them.
@@ -159,13 +161,6 @@ def _scene_event(
     )
 
 
-def queue_persona(conn: Connection, user_id: str, now: Any) -> None:
-    """Queue the LLM's persona run (the pipeline's durable queue)."""
-    from memstore.pipeline import queue  # the pipeline builds on derive, not the reverse
-
-    queue.enqueue(conn, user_id, "l3", now=now)
-
-
 def retire(
     store: DeriveContext,
     user_id: str,
@@ -193,12 +188,10 @@ def retire(
         gen = active_generation(conn, user_id)
         payloads: list[Event] = [MemoryForgotten(chosen, reason)]
         payloads += follow_forget(conn, user_id, gen, {chosen}, llm=llm)
-        if llm and any(isinstance(p, ScenesUpdated) and p.persona_refresh for p in payloads):
-            queue_persona(conn, user_id, store.clock())
         return [NewEvent(derive_stream(user_id), p, user_id=user_id) for p in payloads]
 
     stored = store.kernel.append_if(build)
     return chosen if stored else None
 
 
-__all__ = ["FORGET_NOTE", "follow_forget", "queue_persona", "replace_lost", "retire", "stale"]
+__all__ = ["FORGET_NOTE", "follow_forget", "replace_lost", "retire", "stale"]

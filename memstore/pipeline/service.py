@@ -46,6 +46,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
+from memstore.derive.events import ScenesUpdated
+from memstore.derive.follow import FORGET_NOTE
 from memstore.errors import MemstoreError, PipelineError
 from memstore.events.log import StoredEvent
 from memstore.l0.events import MessagesCaptured
@@ -82,6 +84,13 @@ if TYPE_CHECKING:
     from memstore.derive.context import DeriveContext
 
 log = logging.getLogger(__name__)
+
+
+def _asks_llm_persona(ev: StoredEvent) -> bool:
+    """A forget's rule-built stand-in, written for an LLM deriver: the LLM is
+    to write the persona again."""
+    p = ev.payload
+    return isinstance(p, ScenesUpdated) and p.persona_refresh and FORGET_NOTE in p.notes
 
 
 class PipelineService:
@@ -253,9 +262,12 @@ class PipelineService:
 
     def on_captured(self, conn: Connection, stored: Sequence[StoredEvent]) -> None:
         """In the capture transaction, after the inline projections applied:
-        at the warm-up threshold, queue the session's L1 work."""
+        at the warm-up threshold, queue the session's L1 work. In a forget's
+        transaction: queue the persona for the LLM (``derive.follow``)."""
         now = self.clock()
         for ev in stored:
+            if _asks_llm_persona(ev):
+                queue.enqueue(conn, ev.user_id, "l3", now=now)
             if ev.duplicate or not isinstance(ev.payload, MessagesCaptured):
                 continue
             session = ev.payload.session_id
@@ -279,6 +291,8 @@ class PipelineService:
             for ev in stored
             if not ev.duplicate and isinstance(ev.payload, MessagesCaptured)
         }
+        if any(_asks_llm_persona(ev) for ev in stored):
+            self._submit_timer_work(self.arm_drain, self.clock())
         if not sessions:
             return
         now = self.clock()
