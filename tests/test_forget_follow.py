@@ -159,3 +159,33 @@ def test_llm_stale_text_is_never_served_while_the_rederivation_waits_or_fails(
         assert "Alice" in (store.get_persona("alice") or "")
     finally:
         store.close()
+
+
+def test_llm_erasure_rebuilds_by_rules_and_queues_the_llm(
+    tmp_path: Path, settings: Settings, llm: tuple[FakeOpenAI, ScriptedLLM]
+) -> None:
+    fake, script = llm
+    s = settings.replace(
+        llm_base_url=fake.base_url, llm_model="fake-model", llm_max_retries=1, llm_timeout_s=5.0
+    )
+    store = open_store(tmp_path / "e.db", s)
+    try:
+        say(store, "alice", "s1", "Hi, my name is Alice.")
+        say(store, "alice", "s2", "I live in Berlin and I'm vegetarian.")
+        for sid in ("s1", "s2"):
+            assert api.run_l1(store.derivation, "alice", sid).ok
+        assert api.run_l2(store.derivation, "alice").ok
+        assert api.run_l3(store.derivation, "alice").ok
+        assert "Berlin" in _served(store)
+        script.override["persona"] = "this is not {json"
+        report = store.forget_session("alice", "s2")
+        assert report.compacted and report.memories_removed == 2
+        with store.db.read() as conn:
+            assert "l3" in [i.stage for i in queue.pending(conn, "alice")]
+        assert "Berlin" not in _served(store) and "vegetarian" not in _served(store)
+        assert "Alice" in (store.get_persona("alice") or "")
+        store.run_pipeline("alice")  # the LLM persona run fails: the stand-in stays
+        assert "Berlin" not in _served(store)
+        assert [e.payload.stage for e in store.read_events(types=[RunFailed.TYPE])] == ["l3"]  # type: ignore[attr-defined]
+    finally:
+        store.close()
