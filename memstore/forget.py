@@ -16,6 +16,7 @@ and the next open finishes (``memstore.erasure_compaction``).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,90 +111,141 @@ def erase_part(
     reason: str = "request",
     wait_s: float = 10.0,
     vacuum_full: bool = False,
-    compact: bool = True,
 ) -> ForgetReport:
     """Erase what ``sel`` chooses of ``user_id``'s data (see the module doc).
 
     Unknown messages, sessions or memories raise ``NotFoundError`` and change
     nothing; a time range with nothing in it reports zeros. ``llm``: the
-    store derives with an LLM (the persona is queued for it). ``compact``
-    False leaves the compaction to the caller (one for many erasures; the
-    marker is written all the same)."""
-    pl = Plan()
+    store derives with an LLM (the persona is queued for it)."""
+    [report] = erase_many(
+        kernel, [(user_id, sel)], llm=llm, reason=reason, wait_s=wait_s, vacuum_full=vacuum_full
+    )
+    return report
+
+
+@dataclass
+class _User:
+    """One user's part of an erasure, as planned before the change."""
+
+    user_id: str
+    sel: Selection
+    pl: Plan
+    generation: int
+    lost: set[str]  # memories of the scenes that go, to place again
+    had_persona: bool
+    ctx_before: dict[tuple[str, str, str], str]
+
+
+def _prepare(conn: Connection, kernel: Kernel, user_id: str, sel: Selection) -> _User:
+    evs = kernel.log.read(conn, user_id=user_id)
+    if not evs:
+        raise NotFoundError(f"user {user_id!r} has no data: nothing to erase")
+    pl = plan(evs, sel)
+    _check_found(conn, user_id, sel, pl)
+    gen = active_generation(conn, user_id)
+    lost = {
+        m
+        for s in scenes(conn, user_id, gen)
+        if any(a in pl.scenes for a in lineage(s["scene_id"]))
+        for m in s["memory_ids"]
+    }
+    had = persona(conn, user_id, gen) is not None
+    return _User(user_id, sel, pl, gen, lost, had, context_texts(conn, user_id))
+
+
+def _apply(conn: Connection, pl: Plan) -> None:
+    ordered = pl.delete
+    for i in range(0, len(ordered), 500):
+        conn.execute(events.delete().where(events.c.position.in_(ordered[i : i + 500])))
+    for pos, payload in sorted(pl.rewrite.items()):
+        conn.execute(
+            events.update()
+            .where(events.c.position == pos)
+            .values(payload=encode_payload(payload), version=type(payload).VERSION)
+        )
+
+
+def erase_many(
+    kernel: Kernel,
+    wanted: Sequence[tuple[str, Selection]],
+    *,
+    llm: bool,
+    reason: str = "request",
+    wait_s: float = 10.0,
+    vacuum_full: bool = False,
+) -> list[ForgetReport]:
+    """``erase_part`` for several users in one transaction, one replay of the
+    projections and one compaction (retention); one report per user, in
+    order. A time range with nothing in it for a user reports zeros."""
+    users: list[_User] = []
     gone = 0
 
     def build(conn: Connection) -> Batch:
-        nonlocal pl, gone
-        evs = kernel.log.read(conn, user_id=user_id)
-        if not evs:
-            raise NotFoundError(f"user {user_id!r} has no data: nothing to erase")
-        pl = plan(evs, sel)
-        _check_found(conn, user_id, sel, pl)
+        nonlocal users, gone
+        users = []
+        for user_id, sel in wanted:
+            with contextlib.suppress(_Nothing):
+                users.append(_prepare(conn, kernel, user_id, sel))
+        if not users:
+            raise _Nothing()
         head = kernel.log.last_position(conn)
-        gen = active_generation(conn, user_id)
-        lost = {
-            m
-            for s in scenes(conn, user_id, gen)
-            if any(a in pl.scenes for a in lineage(s["scene_id"]))
-            for m in s["memory_ids"]
-        }
-        had_persona = persona(conn, user_id, gen) is not None
-        ctx_before = context_texts(conn, user_id)
         before = {k: spaces.natural_ids(conn, k, without_user="") for k in spaces.KINDS}
-        ordered = pl.delete
-        for i in range(0, len(ordered), 500):
-            conn.execute(events.delete().where(events.c.position.in_(ordered[i : i + 500])))
-        for pos, payload in sorted(pl.rewrite.items()):
-            conn.execute(
-                events.update()
-                .where(events.c.position == pos)
-                .values(payload=encode_payload(payload), version=type(payload).VERSION)
-            )
+        for u in users:
+            _apply(conn, u.pl)
         at("rewritten")  # a kill here rolls the whole erasure back
-        ctx_after: dict[tuple[str, str, str], str] = {}
+        ctx_after: dict[str, dict[tuple[str, str, str], str]] = {}
+
+        def after(c: Connection, user_id: str) -> dict[tuple[str, str, str], str]:
+            if user_id not in ctx_after:
+                ctx_after[user_id] = context_texts(c, user_id)
+            return ctx_after[user_id]
 
         def erased_hashes(c: Connection) -> set[str]:
-            ctx_after.update(context_texts(c, user_id))
-            texts = pl.texts | (set(ctx_before.values()) - set(ctx_after.values()))
+            texts: set[str] = set()
+            for u in users:
+                texts |= u.pl.texts | (
+                    set(u.ctx_before.values()) - set(after(c, u.user_id).values())
+                )
             return {content_hash(t) for t in texts if t}
 
         # A message whose previous message was erased has a context vector
         # built from erased text: it goes, and is embedded again (below).
         recontext: set[Any] = set()
+        by_user = {u.user_id: u for u in users}
 
         def keep(kind: str, key: Any) -> bool:
-            if kind != "l0" or key not in ctx_before:
+            u = by_user.get(key[0]) if kind == "l0" else None
+            if u is None or key not in u.ctx_before:
                 return True
-            if key not in ctx_after:
-                ctx_after.update(context_texts(conn, user_id))
-            if ctx_after.get(key) != ctx_before[key]:
+            if after(conn, u.user_id).get(key) != u.ctx_before[key]:
                 recontext.add(key)
                 return False
             return True
 
         gone = rebuild_after_delete(kernel, conn, before, erased_hashes, keep=keep)
         _requeue(conn, kernel, recontext)
-        follow = replace_lost(
-            conn,
-            user_id,
-            gen,
-            lost - pl.memories,
-            rewrite_persona=had_persona and pl.personas > 0,
-            llm=llm,
-            max_scenes=kernel.settings.pipeline.max_scenes,
-        )
-        tombstone = ContentErased(
-            erased_user_id=user_id,
-            grain=sel.grain,
-            events_removed=len(pl.delete),
-            events_rewritten=len(pl.rewrite),
-            messages_removed=len(pl.messages),
-            memories_removed=len(pl.memories),
-            reason=reason,
-        )
-        new = [NewEvent("erasure", tombstone)]
-        new += [NewEvent(derive_stream(user_id), p, user_id=user_id) for p in follow]
-
+        new: list[NewEvent] = []
+        for u in users:
+            tombstone = ContentErased(
+                erased_user_id=u.user_id,
+                grain=u.sel.grain,
+                events_removed=len(u.pl.delete),
+                events_rewritten=len(u.pl.rewrite),
+                messages_removed=len(u.pl.messages),
+                memories_removed=len(u.pl.memories),
+                reason=reason,
+            )
+            follow = replace_lost(
+                conn,
+                u.user_id,
+                u.generation,
+                u.lost - u.pl.memories,
+                rewrite_persona=u.had_persona and u.pl.personas > 0,
+                llm=llm,
+                max_scenes=kernel.settings.pipeline.max_scenes,
+            )
+            new.append(NewEvent("erasure", tombstone))
+            new += [NewEvent(derive_stream(u.user_id), p, user_id=u.user_id) for p in follow]
         # The pipeline's in-transaction hook queues the LLM's persona run.
         return Batch(new, after=head, then=lambda c, st: mark_pending(c, st[0].position))
 
@@ -201,23 +253,20 @@ def erase_part(
     try:
         stored = kernel.append_if(build, hooks=only_txn, exclusive=True)
     except _Nothing:
-        return _report(user_id, sel, pl)
+        return [_report(user_id, sel, Plan()) for user_id, sel in wanted]
     at("committed")
-    if not compact:
-        return _report(
-            user_id, sel, pl, position=stored[0].position, gone=gone, compacted=False,
-            detail="compaction pending",
-        )  # fmt: skip
     result = kernel.compactor.run(wait_s, full=vacuum_full)
-    return _report(
-        user_id,
-        sel,
-        pl,
-        position=stored[0].position,
-        gone=gone,
-        compacted=result.done,
-        detail=result.detail,
-    )
+    tombs = {
+        e.payload.erased_user_id: e.position for e in stored if isinstance(e.payload, ContentErased)
+    }
+    done = {u.user_id: u for u in users}
+    return [
+        _report(user_id, sel, done[user_id].pl, position=tombs[user_id], gone=gone,
+                compacted=result.done, detail=result.detail)
+        if user_id in done
+        else _report(user_id, sel, Plan())
+        for user_id, sel in wanted
+    ]  # fmt: skip
 
 
 def _requeue(conn: Connection, kernel: Kernel, keys: set[Any]) -> None:
@@ -249,4 +298,4 @@ def _requeue(conn: Connection, kernel: Kernel, keys: set[Any]) -> None:
         )
 
 
-__all__ = ["ForgetReport", "erase_part", "preview"]
+__all__ = ["ForgetReport", "erase_many", "erase_part", "preview"]

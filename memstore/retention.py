@@ -4,9 +4,9 @@ What goes is exactly what ``Store.forget_between(user, None, cutoff)`` erases
 for every user: the messages said before the cutoff (by their own time, so an
 imported conversation of 2023 is as old as it says), the memories extracted
 from them or stated directly before it, and the scene and persona text built
-from those, which are rebuilt from what is left. Each user's erasure is its
-own transaction (with the crash-safe compaction marker); the file is
-compacted once at the end. The pipeline's scheduler runs it every
+from those, which are rebuilt from what is left. All users are erased in one
+transaction (one replay of the projections, with the crash-safe compaction
+marker), then the file is compacted once. The pipeline's scheduler runs it every
 ``CHECK_EVERY_S`` seconds while ``retention_days`` is above 0, as a durable
 APScheduler job (``memstore.pipeline.scheduler``); ``memstore retention run``
 runs it now.
@@ -14,14 +14,13 @@ runs it now.
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime, timedelta
 
 from sqlalchemy import text
 
 from memstore.derive.events import MemoryWritten
 from memstore.erasure_plan import Selection
-from memstore.forget import ForgetReport, erase_part, preview
+from memstore.forget import ForgetReport, erase_many, preview
 from memstore.kernel import Kernel
 from memstore.timeutil import to_iso
 
@@ -59,18 +58,14 @@ def run_retention(
         return []
     sel = Selection("between", end=cutoff(days, kernel.clock()))
     assert sel.end is not None
-    out: list[ForgetReport] = []
-    for user in users_with_data_before(kernel, sel.end):
-        if dry_run:
-            rep = preview(kernel, user, sel)
-        else:
-            rep = erase_part(kernel, user, sel, llm=llm, reason="retention", compact=False)
-        if rep.events_removed or rep.events_rewritten:
-            out.append(rep)
-    if dry_run or not out:
-        return out
-    done = kernel.compactor.run(wait_s)
-    return [dataclasses.replace(r, compacted=done.done, detail=done.detail) for r in out]
+    users = users_with_data_before(kernel, sel.end)
+    if dry_run:
+        reports = [preview(kernel, user, sel) for user in users]
+    else:
+        reports = erase_many(
+            kernel, [(u, sel) for u in users], llm=llm, reason="retention", wait_s=wait_s
+        )
+    return [r for r in reports if r.events_removed or r.events_rewritten]
 
 
 __all__ = ["CHECK_EVERY_S", "cutoff", "run_retention", "users_with_data_before"]

@@ -54,6 +54,9 @@ def rstore(tmp_path: Path, settings: Settings, clock: FakeClock) -> Iterator[Sto
                                                "timestamp": to_iso(when)}])  # fmt: skip
             store.end_session("alice", session)
         store.capture_turn("bob", "b1", "I live in Porto too.", "ok")  # said now: stays
+        old = to_iso(cut - timedelta(days=2))
+        store.capture("carol", "c1", [{"role": "user", "content": "I live in Lima.",
+                                       "timestamp": old}])  # fmt: skip
         store.run_pipeline()
         yield store
     finally:
@@ -78,7 +81,8 @@ def test_retention_removes_exactly_what_is_older_than_the_limit(
     assert all(w in before for w in GONE + KEPT)
     head = rstore.event_count()
 
-    [dry] = rstore.apply_retention(dry_run=True)
+    dry, carol = rstore.apply_retention(dry_run=True)
+    assert (dry.user_id, carol.user_id) == ("alice", "carol")
     assert dry.dry_run and dry.messages_removed == 2 and dry.memories_removed == 3
     assert rstore.event_count() == head and _alice(rstore) == before
 
@@ -92,9 +96,12 @@ def test_retention_removes_exactly_what_is_older_than_the_limit(
     assert "Porto" in "\n".join(
         h.text for h in rstore.search_conversations("Porto", user_id="bob", strategy="keyword")
     )
-    [tomb] = rstore.read_events(types=[ContentErased.TYPE])
-    assert isinstance(tomb.payload, ContentErased)
-    assert (tomb.payload.reason, tomb.payload.messages_removed) == ("retention", 2)
+    # Both users in one erasure: a tombstone each.
+    tombs = [e.payload for e in rstore.read_events(types=[ContentErased.TYPE])]
+    assert [(t.erased_user_id, t.reason, t.messages_removed) for t in tombs] == [  # type: ignore[attr-defined]
+        ("alice", "retention", 2), ("carol", "retention", 1)
+    ]  # fmt: skip
+    assert rstore.search_conversations("Lima", user_id="carol", strategy="keyword") == []
     # Armed again for the next check; nothing more to erase until time passes.
     assert rstore.pipeline.timers.get(RETENTION_JOB_ID) == clock() + timedelta(
         seconds=CHECK_EVERY_S
