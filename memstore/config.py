@@ -138,6 +138,15 @@ class PipelineSettings:
     # Erase what was said more than this many days ago, with everything derived
     # from it (memstore/retention.py); 0 = keep everything.
     retention_days: float = field(default=0.0, metadata=_flat("retention_days"))
+    # Per layer (0 = only retention_days applies): messages alone (the
+    # memories extracted from them stay), and memories of one type alone
+    # (with the scene and persona text built from them; messages stay).
+    retention_messages_days: float = field(default=0.0, metadata=_flat("retention_messages_days"))
+    retention_persona_days: float = field(default=0.0, metadata=_flat("retention_persona_days"))
+    retention_episodic_days: float = field(default=0.0, metadata=_flat("retention_episodic_days"))
+    retention_instruction_days: float = field(
+        default=0.0, metadata=_flat("retention_instruction_days")
+    )
     max_retries: int = field(default=5, metadata=_flat("max_retries"))
     scheduler: bool = field(default=True, metadata=_flat("scheduler"))
     background_indexer: bool = field(default=True, metadata=_flat("background_indexer"))

@@ -49,7 +49,9 @@ GRAINS = ("messages", "session", "memory", "between")
 @dataclass(frozen=True)
 class Selection:
     """What to erase of one user. ``start``/``end``: stored ISO instants,
-    ``start`` included, ``end`` not."""
+    ``start`` included, ``end`` not. ``with_sources`` (memory grain): the
+    memories' source messages go too. ``messages_only``: the chosen messages
+    go, the memories extracted from them stay (retention of L0 alone)."""
 
     grain: str
     message_ids: frozenset[str] = frozenset()
@@ -57,6 +59,8 @@ class Selection:
     memory_ids: frozenset[str] = frozenset()
     start: str | None = None
     end: str | None = None
+    with_sources: bool = True
+    messages_only: bool = False
 
 
 @dataclass
@@ -141,12 +145,13 @@ def plan(events: Sequence[StoredEvent], sel: Selection) -> Plan:
     out = Plan()
     gone_msgs = _chosen_messages(events, sel)
     tainted: set[str] = {a for m in sel.memory_ids for a in lineage(m)}
-    if sel.grain == "memory":
+    if sel.grain == "memory" and sel.with_sources:
         sources = _memory_sources(events)
         for mid, msgs in sources.items():
             if _hit([mid], tainted):
                 gone_msgs |= msgs
     # Memories, in log order: a taint only flows to later decisions.
+    by_source = set() if sel.messages_only else gone_msgs
     for ev in events:
         p = ev.payload
         direct = (
@@ -160,15 +165,15 @@ def plan(events: Sequence[StoredEvent], sel: Selection) -> Plan:
             action = d["action"]
             made = targets[0] if action == "update" and targets else d["new_id"]
             if (
-                direct
-                or own & gone_msgs
+                (direct and not sel.messages_only)
+                or own & by_source
                 or _hit([made], tainted)
                 or (action in ("update", "merge") and _hit(targets, tainted))
             ) and action != "skip":
                 tainted.add(made)
     out.memories = tainted
     _plan_l0(events, sel, gone_msgs, out)
-    _plan_l1(events, gone_msgs, tainted, out)
+    _plan_l1(events, by_source, tainted, out)
     _plan_scenes(events, tainted, out)
     _plan_persona(events, tainted, out)
     if not (out.empty and not out.memories):

@@ -18,7 +18,7 @@ from memstore.erasure_plan import Selection
 from memstore.errors import InvalidInputError
 from memstore.forget import ForgetReport, erase_part, preview
 from memstore.kernel import Kernel
-from memstore.retention import run_retention
+from memstore.retention import Policy, run_retention
 from memstore.timeutil import parse_when, to_iso
 
 
@@ -54,17 +54,21 @@ class Forgetting:
     def apply_retention(
         self, *, days: float | None = None, dry_run: bool = False, wait_s: float = 10.0
     ) -> list[ForgetReport]:
-        """Erase, for every user, what was said (or stated) more than ``days``
-        days ago (default: the ``retention_days`` setting; 0 = nothing), as
-        ``forget_between``; one report per user with something erased.
-        ``dry_run``: only report what would go."""
+        """Erase, for every user, what is past the retention limits (the
+        ``retention_*`` settings; docs/forgetting.md), or with ``days``, what
+        was said (or stated) more than ``days`` days ago, as
+        ``forget_between``; one report per user and limit with something
+        erased. ``dry_run``: only report what would go."""
         self._check_open()
-        limit = self.kernel.settings.pipeline.retention_days if days is None else days
-        if isinstance(limit, bool) or not isinstance(limit, int | float) or not limit >= 0:
-            raise InvalidInputError(f"days must be a number of days >= 0, got {limit!r}")
+        if days is None:
+            policy = Policy.of(self.kernel.settings)
+        elif isinstance(days, bool) or not isinstance(days, int | float) or not days >= 0:
+            raise InvalidInputError(f"days must be a number of days >= 0, got {days!r}")
+        else:
+            policy = Policy(float(days))
         return run_retention(
             self.kernel,
-            days=float(limit),
+            policy,
             llm=self.derivation.llm_client() is not None,
             dry_run=v.check_bool("dry_run", dry_run),
             wait_s=v.check_seconds("wait_s", wait_s),

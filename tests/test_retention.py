@@ -18,7 +18,7 @@ from memstore import Settings
 from memstore.cli import cli
 from memstore.l0.events import ContentErased
 from memstore.pipeline.scheduler import RETENTION_JOB_ID
-from memstore.retention import CHECK_EVERY_S
+from memstore.retention import CHECK_EVERY_S, Policy, run_retention
 from memstore.store import Store
 from memstore.timeutil import to_iso
 from tests.pipeline_support import T0, FakeClock
@@ -138,3 +138,42 @@ def test_retention_is_off_by_default_and_the_cli_dry_run_changes_nothing(
     assert out.exit_code == 0 and "alice: erased 1 message(s)" in out.output
     with Store.open(path, settings=settings) as store:
         assert store.search_conversations("Porto", user_id="alice", strategy="keyword") == []
+
+
+def _messages(store: Store, user: str = "alice") -> list[str]:
+    with store.db.read() as conn:
+        q = text("SELECT text FROM l0_messages WHERE user_id = :u ORDER BY id")
+        return [str(r[0]) for r in conn.execute(q, {"u": user})]
+
+
+def test_messages_alone_past_their_limit_keep_their_memories(rstore: Store) -> None:
+    mems = sorted(m["content"] for m in rstore.list_memories("alice"))
+    [rep] = [r for r in run_retention(rstore.kernel, Policy(messages_days=DAYS), llm=False)
+             if r.user_id == "alice"]  # fmt: skip
+    assert rep.messages_removed == 2 and rep.memories_removed == 0
+    assert _messages(rstore) == ["I am allergic to peanuts.", "I like green tea."]
+    assert sorted(m["content"] for m in rstore.list_memories("alice")) == mems
+    assert "Porto" in (rstore.get_persona("alice") or "")  # the memory's text stays
+    assert rstore.search_conversations("Porto", user_id="alice", strategy="keyword") == []
+
+
+def test_memories_of_one_type_past_their_limit_go_with_their_derived_text(
+    rstore: Store,
+) -> None:
+    assert Policy.of(Settings().replace(retention_persona_days=DAYS)).memory_days["persona"] == DAYS
+    msgs = _messages(rstore)
+    old = [m for m in rstore.list_memories("alice") if any(w in m["content"] for w in GONE)]
+    assert {m["type"] for m in old} == {"persona"}
+    reps = run_retention(rstore.kernel, Policy(memory_days={"persona": DAYS}), llm=False)
+    assert [(r.user_id, r.memories_removed, r.messages_removed) for r in reps] == [
+        ("alice", 3, 0), ("carol", 1, 0)
+    ]  # fmt: skip
+    assert _messages(rstore) == msgs  # messages stay
+    left = "\n".join(
+        [*(m["content"] for m in rstore.list_memories("alice", include_retired=True)),
+         rstore.get_persona("alice") or "", *(s["body"] for s in rstore.list_scenes("alice"))]
+    )  # fmt: skip
+    assert [w for w in GONE if w in left] == []
+    assert [w for w in KEPT if w not in left] == []
+    # Another type's limit leaves persona memories alone.
+    assert run_retention(rstore.kernel, Policy(memory_days={"episodic": 1}), llm=False) == []

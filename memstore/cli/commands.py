@@ -53,7 +53,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "rederive": (("memstore.cli.derive",),
                  "Derive memories again from the captured conversations into a new generation."),
     "retention": (("memstore.cli.forget",),
-                  "Erase what is older than retention_days (MEMSTORE_RETENTION_DAYS)."),
+                  "Erase what is older than the retention limits (MEMSTORE_RETENTION_DAYS)."),
     "reindex": (("memstore.cli.data",),
                 "Embed every message and memory not yet embedded with the configured model."),
     "scenes": (("memstore.cli.derive",), "L2 scene blocks."),

@@ -120,7 +120,7 @@ def sessions_forget(
 
 @cli.group("retention")
 def retention_group() -> None:
-    """Erase what is older than retention_days (MEMSTORE_RETENTION_DAYS)."""
+    """Erase what is older than the retention limits (MEMSTORE_RETENTION_DAYS)."""
 
 
 @retention_group.command("run")
@@ -140,12 +140,13 @@ def retention_run(
     Example:
       MEMSTORE_RETENTION_DAYS=365 memstore retention run --dry-run
     """
+    from memstore.retention import Policy
+
     with open_store(db, must_exist=True) as store:
-        limit = store.settings.pipeline.retention_days if days is None else days
-        if limit <= 0:
-            click.echo("retention is off (retention_days is 0): nothing to do")
+        if days is None and not Policy.of(store.settings).active:
+            click.echo("retention is off (no retention_* limit is set): nothing to do")
             return
-        reps = store.apply_retention(days=limit, dry_run=dry_run, wait_s=wait)
+        reps = store.apply_retention(days=days, dry_run=dry_run, wait_s=wait)
     if not reps and not as_json:
-        click.echo(f"nothing older than {limit:g} day(s)")
+        click.echo("nothing is past the retention limits")
     echo_report(reps, db, as_json)

@@ -96,6 +96,12 @@ def arm_sessions(svc: Arming, sessions: Collection[tuple[str, str]]) -> int:
     return armed
 
 
+def retention_active(settings: Settings) -> bool:
+    from memstore.retention import Policy  # retention builds on the erasure parts
+
+    return Policy.of(settings).active
+
+
 def reconcile(svc: Arming) -> dict[str, int]:
     now = svc.clock()
     armed = enqueued = 0
@@ -125,7 +131,7 @@ def reconcile(svc: Arming) -> dict[str, int]:
             armed += 1
     if waiting is not None:
         svc.arm_drain(from_iso(waiting))
-    if svc.settings.pipeline.retention_days > 0 and RETENTION_JOB_ID not in jobs:
+    if retention_active(svc.settings) and RETENTION_JOB_ID not in jobs:
         svc.arm_retention(now)
         armed += 1
     return {"timers_armed": armed, "enqueued": enqueued}

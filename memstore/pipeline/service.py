@@ -404,15 +404,13 @@ class PipelineService:
         self.drain()
 
     def on_retention_timer(self) -> None:
-        """Erase what is past ``retention_days``, then look again later."""
-        days = self.settings.pipeline.retention_days
-        if days <= 0:
-            return  # switched off since the job was armed
-        from memstore.retention import CHECK_EVERY_S, run_retention
+        """Erase what is past the retention limits, then look again later."""
+        from memstore.retention import CHECK_EVERY_S, Policy, run_retention
 
-        reports = run_retention(
-            self.store.kernel, days=days, llm=self.store.llm_client() is not None
-        )
+        policy = Policy.of(self.settings)
+        if not policy.active:
+            return  # switched off since the job was armed
+        reports = run_retention(self.store.kernel, policy, llm=self.store.llm_client() is not None)
         if reports:
             log.info("retention erased data of %d user(s)", len(reports))
         self.arm_retention(self.clock() + timedelta(seconds=CHECK_EVERY_S))
