@@ -123,3 +123,19 @@ def test_upstream_delete_routes(gw: Running) -> None:
         assert r.status_code == 400
         assert c.post("/v2/atomic/delete", json={"ids": [], "user_id": "alice"}).status_code in (
             400, 422)  # fmt: skip
+
+
+def test_v1_retention_run(gw: Running) -> None:
+    with gw.client() as c:
+        _capture(c, "s1", "I live in Porto.", "2001-01-01")
+        _capture(c, "s2", "I like green tea.", "2099-01-01")
+        r = c.post("/v1/retention/run", json={})
+        assert r.status_code == 200 and r.json() == []  # no limit set
+        r = c.post("/v1/retention/run", json={"days": 365, "dry_run": True})
+        assert [(x["user_id"], x["messages_removed"], x["dry_run"]) for x in r.json()] == [
+            ("alice", 2, True)
+        ]
+        r = c.post("/v1/retention/run", json={"days": 365})
+        assert [(x["messages_removed"], x["compacted"]) for x in r.json()] == [(2, True)]
+        assert "Porto" not in _everything(c) and "green tea" in _everything(c)
+        assert c.post("/v1/retention/run", json={"days": -1}).status_code in (400, 422)

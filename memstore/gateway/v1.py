@@ -141,6 +141,20 @@ def forget_session(
     return dataclasses.asdict(store.forget_session(user_id, session_id, reason=reason))
 
 
+class RetentionBody(_Strict):
+    days: float | None = Field(None, ge=0)
+    dry_run: bool = False
+
+
+@router.post("/retention/run")
+def retention_run(store: StoreDep, body: RetentionBody) -> list[dict[str, Any]]:
+    """Erase what is past the retention limits (or ``days``) for every user;
+    one erasure report per user and limit with something erased."""
+    return [
+        dataclasses.asdict(r) for r in store.apply_retention(days=body.days, dry_run=body.dry_run)
+    ]
+
+
 @router.post("/users/{user_id}/forget-between")
 def forget_between(store: StoreDep, user_id: str, body: ForgetBetweenBody) -> dict[str, Any]:
     """Erase what was said in ``[start, end)`` with everything derived from it."""
