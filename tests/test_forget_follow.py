@@ -189,3 +189,32 @@ def test_llm_erasure_rebuilds_by_rules_and_queues_the_llm(
         assert [e.payload.stage for e in store.read_events(types=[RunFailed.TYPE])] == ["l3"]  # type: ignore[attr-defined]
     finally:
         store.close()
+
+
+def test_a_persona_of_unknown_sources_is_rewritten_by_any_forget(rstore: Store) -> None:
+    from memstore.derive.events import derive_stream
+    from memstore.events.log import NewEvent
+
+    # As written before personas recorded their sources (no memory_ids field).
+    old = PersonaUpdated("r0", 0, "llm", "m", "v", "# Old\n- lives in Porto", "manual")
+    assert old.memory_ids is None
+    assert (
+        PersonaUpdated.from_dict({k: v for k, v in old.to_dict().items() if k != "memory_ids"})
+        == old
+    )
+    rstore.append([NewEvent(derive_stream("alice"), old, user_id="alice")])
+    assert "Porto" in (rstore.get_persona("alice") or "")
+    [peanuts] = [m for m in rstore.list_memories("alice") if "peanuts" in m["content"]]
+    rstore.forget_memory("alice", peanuts["memory_id"])
+    persona = rstore.get_persona("alice") or ""
+    assert "# Old" not in persona and "peanuts" not in persona and "Porto" in persona
+
+
+def test_a_derivation_that_ran_across_an_erasure_is_discarded(rstore: Store) -> None:
+    from memstore.derive.runs import append_checked
+
+    since = rstore.kernel.head()  # a run starts, reads the messages ...
+    rstore.forget_session("alice", "s1")  # ... the user erases them meanwhile
+    stale = PersonaUpdated("r1", 0, "llm", "m", "v", "- lives in Porto", "manual", memory_ids=[])
+    assert append_checked(rstore.derivation, "alice", [stale], since=since) is None
+    assert "Porto" not in (rstore.get_persona("alice") or "")
