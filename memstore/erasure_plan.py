@@ -220,8 +220,10 @@ def _plan_l1(
             targets = list(d.get("target_ids", []))
             made = targets[0] if d["action"] == "update" and targets else d["new_id"]
             own = set(d.get("source_message_ids", []))
-            if _hit([made], tainted) or own & gone_msgs or (
-                d["action"] in ("update", "merge", "skip") and _hit(targets, tainted)
+            if (
+                _hit([made], tainted)
+                or own & gone_msgs
+                or (d["action"] in ("update", "merge", "skip") and _hit(targets, tainted))
             ):
                 out.texts.update(str(d.get(k) or "") for k in ("content", "candidate"))
                 changed = True

@@ -345,12 +345,16 @@ def collect(
         # memory are the deriver's, not the user's: "love" became "likes"),
         # so its sources are scored too, found or not.
         have = {c.ref for c in cands if c.kind == "message"}
-        wanted = {
-            str(src)
-            for c in cands
-            if c.kind == "memory" and not c.standing
-            for src in c.row.get("source_message_ids") or ()
-        } - have - hidden
+        wanted = (
+            {
+                str(src)
+                for c in cands
+                if c.kind == "memory" and not c.standing
+                for src in c.row.get("source_message_ids") or ()
+            }
+            - have
+            - hidden
+        )
         sources = [
             Candidate("message", int(r["id"]), str(r["message_id"]), str(r["text"]), 0.0, row=r)
             for r in source_rows(conn, user_id, sorted(wanted))
