@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from memstore.derive.runs import RunOutcome
     from memstore.erasure import ErasureReport
     from memstore.events.log import NewEvent, StoredEvent
+    from memstore.forget import ForgetReport
     from memstore.l0.capture import CaptureResult
     from memstore.pipeline.runner import Outcome
     from memstore.projections.base import ProjectionStatus
@@ -35,6 +36,7 @@ _LAZY = {
     "RecalledMessage": "memstore.recall.compose",
     "Hit": "memstore.search",
     "ErasureReport": "memstore.erasure",
+    "ForgetReport": "memstore.forget",
     "RunOutcome": "memstore.derive.runs",
     "Outcome": "memstore.pipeline.runner",
     "NewEvent": "memstore.events.log",
@@ -47,6 +49,7 @@ __all__ = [
     "__version__",
     "CaptureResult",
     "ErasureReport",
+    "ForgetReport",
     "Hit",
     "NewEvent",
     "Outcome",

@@ -135,6 +135,18 @@ class PipelineSettings:
     max_scenes: int = field(default=15, metadata=_flat("max_scenes"))
     persona_every: int = field(default=50, metadata=_flat("persona_every"))
     retry_delay_s: float = field(default=30.0, metadata=_flat("retry_delay_s"))
+    # Erase what was said more than this many days ago, with everything derived
+    # from it (memstore/retention.py); 0 = keep everything.
+    retention_days: float = field(default=0.0, metadata=_flat("retention_days"))
+    # Per layer (0 = only retention_days applies): messages alone (the
+    # memories extracted from them stay), and memories of one type alone
+    # (with the scene and persona text built from them; messages stay).
+    retention_messages_days: float = field(default=0.0, metadata=_flat("retention_messages_days"))
+    retention_persona_days: float = field(default=0.0, metadata=_flat("retention_persona_days"))
+    retention_episodic_days: float = field(default=0.0, metadata=_flat("retention_episodic_days"))
+    retention_instruction_days: float = field(
+        default=0.0, metadata=_flat("retention_instruction_days")
+    )
     # Failed jobs are retried for as long as their work is pending: the first
     # ``max_retries`` after ``retry_delay_s``, then doubling up to the cap.
     max_retries: int = field(default=5, metadata=_flat("max_retries"))

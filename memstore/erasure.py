@@ -12,7 +12,9 @@ that last step survive a crash and a reader that is in the way).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Connection, select, text
 
@@ -97,6 +99,55 @@ def _shared_hashes(conn: Connection, hashes: set[str]) -> set[str]:
     return shared
 
 
+def _drop_cached(conn: Connection, hashes: set[str]) -> int:
+    """Delete the cached embeddings of ``hashes`` no remaining row uses."""
+    dropped = sorted(hashes - _shared_hashes(conn, hashes))
+    gone = 0
+    for i in range(0, len(dropped), 500):
+        gone += (
+            conn.execute(
+                embedding_cache.delete().where(
+                    embedding_cache.c.content_hash.in_(dropped[i : i + 500])
+                )
+            ).rowcount
+            or 0
+        )
+    return gone
+
+
+def rebuild_after_delete(
+    kernel: Kernel,
+    conn: Connection,
+    before: dict[str, dict[Any, int]],
+    hashes: Callable[[Connection], set[str]],
+    *,
+    keep: Callable[[str, Any], bool] = lambda _kind, _key: True,
+) -> int:
+    """The part every erasure shares, once its events are deleted or rewritten:
+    replay every projection from what is left (no derived row can outlive its
+    source), move the surviving vectors to their rows' new ids in fresh vec0
+    tables (no bytes of erased vectors stay in vec0 chunks, nothing is
+    re-embedded; the new epoch drops every in-memory copy), drop cached
+    embeddings of erased texts, and merge FTS5 segments (deleted rows
+    otherwise linger in old ones). ``before``: ``spaces.natural_ids`` per
+    kind, read before the change; ``keep(kind, key)`` False drops a surviving
+    row's vector too; ``hashes``: the cache keys of what went, asked once the
+    projections are rebuilt. Returns the vectors and cached embeddings removed."""
+    kernel.log.forget_cache()
+    kernel.projections.rebuild(conn)
+    gone = 0
+    for kind, old_ids in before.items():
+        new_ids = spaces.natural_ids(conn, kind, without_user="")
+        moved = {
+            old: new_ids[key] for key, old in old_ids.items() if key in new_ids and keep(kind, key)
+        }
+        gone += spaces.carry_over(conn, kind, moved)
+    gone += _drop_cached(conn, hashes(conn))
+    for fts in ("l0_fts", "l1_fts"):
+        backend.of(conn).fts_optimize(conn, fts)
+    return gone
+
+
 def erase_user(
     kernel: Kernel,
     user_id: str,
@@ -121,33 +172,10 @@ def erase_user(
         head = kernel.log.last_position(conn)
         for purge in kernel.erase_hooks:  # the pipeline's queue, locks and timers
             purge(conn, user_id)
-        removed = conn.execute(events.delete().where(events.c.user_id == user_id)).rowcount or 0
-        kernel.log.forget_cache()
-        # Every projection is replayed from what is left; a user's derived rows
-        # cannot outlive their events. Row ids shift, so the other users'
-        # vectors move to their rows' new ids in fresh vec0 tables (no bytes of
-        # the erased user's vectors stay in vec0 chunks; nothing is re-embedded).
+        # Row ids shift, so the other users' vectors move to their rows' new ids.
         before = {k: spaces.natural_ids(conn, k, without_user=user_id) for k in spaces.KINDS}
-        kernel.projections.rebuild(conn)
-        gone = 0
-        for kind, old_ids in before.items():
-            new_ids = spaces.natural_ids(conn, kind, without_user=user_id)
-            moved = {old: new_ids[key] for key, old in old_ids.items() if key in new_ids}
-            gone += spaces.carry_over(conn, kind, moved)
-        # Cached embeddings from before migration 0013 (and recall's own).
-        dropped = hashes - _shared_hashes(conn, hashes)
-        ordered = sorted(dropped)
-        for i in range(0, len(ordered), 500):
-            gone += (
-                conn.execute(
-                    embedding_cache.delete().where(
-                        embedding_cache.c.content_hash.in_(ordered[i : i + 500])
-                    )
-                ).rowcount
-                or 0
-            )
-        for fts in ("l0_fts", "l1_fts"):
-            backend.of(conn).fts_optimize(conn, fts)
+        removed = conn.execute(events.delete().where(events.c.user_id == user_id)).rowcount or 0
+        gone = rebuild_after_delete(kernel, conn, before, lambda _c: hashes)
         tombstone = UserErased(erased_user_id=user_id, events_removed=int(removed), reason=reason)
         return Batch(
             [NewEvent("erasure", tombstone)],

@@ -19,12 +19,13 @@ from memstore.derive.events import (
     ScenesUpdated,
 )
 from memstore.events.types import Event, Registry, registry
-from memstore.l0.events import MessagesCaptured, SessionEnded, UserErased
+from memstore.l0.events import ContentErased, MessagesCaptured, SessionEnded, UserErased
 
 EVENT_TYPES: tuple[type[Event], ...] = (
     MessagesCaptured,
     SessionEnded,
     UserErased,
+    ContentErased,
     L1Extracted,
     MemoryWritten,
     MemoryForgotten,

@@ -69,6 +69,9 @@ class Scene(TypedDict):
     memory_ids: list[str]
     created_position: int
     updated_position: int
+    # Every memory whose text the scene's text was built from (a forget of
+    # any of them rewrites the scene).
+    source_memory_ids: list[str]
     created_at: NotRequired[str]
     updated_at: NotRequired[str]
 

@@ -11,7 +11,8 @@ Store. ``assembly.Parts`` builds them and the hooks between them:
   pipeline are handed (the kernel plus search and per-store state);
 - ``pipeline.PipelineService``: when L1/L2/L3 run (``run_pipeline``,
   ``end_session``, ``pipeline_status``);
-- ``erasure.erase_user``: ``forget_user``.
+- ``erasure.erase_user``: ``forget_user``; ``store_forget.Forgetting``:
+  ``forget_memory``, ``forget_messages``, ``forget_session``, ``forget_between``.
 
 What the methods return is typed (``memstore.records`` and the dataclasses
 exported from ``memstore``).
@@ -35,6 +36,7 @@ from memstore.db.engine import Database
 from memstore.db.presence import Hold
 from memstore.derive import api
 from memstore.derive.generations import activate_generation, list_generations
+from memstore.derive.queries import forgotten_sources
 from memstore.erasure import ErasureReport, erase_user
 from memstore.errors import InvalidInputError, StorageError
 from memstore.events.log import NewEvent, StoredEvent
@@ -57,11 +59,12 @@ from memstore.records import (
     StoreInfo,
 )
 from memstore.search import Hit
+from memstore.store_forget import Forgetting
 from memstore.timeutil import Clock, system_clock
 from memstore.vectors.status import embedding_status
 
 
-class Store:
+class Store(Forgetting):
     def __init__(
         self,
         db: Database,
@@ -265,17 +268,25 @@ class Store:
         limit: int = 5,
         strategy: str = "hybrid",
     ) -> list[Hit]:
-        """Search a user's captured messages (L0)."""
+        """Search a user's captured messages (L0). Messages a memory
+        forgotten on request came from are left out (docs/forgetting.md)."""
         self._check_open()
         session_id = v.opt_id("session_id", session_id)
-        return self.search_engine.search(
+        asked = v.search_limit(limit)  # lenient: text from a tool call is clamped
+        with self.db.read() as conn:
+            hidden = forgotten_sources(conn, v.check_id("user_id", user_id))
+        hits = self.search_engine.search(
             "l0",
             query,
             user_id=user_id,
             session_id=session_id,
-            limit=v.search_limit(limit),  # lenient: text from a tool call is clamped
+            limit=asked + len(hidden) if hidden and isinstance(asked, int) else asked,
             strategy=strategy,
         )
+        if not hidden:
+            return hits
+        kept = [h for h in hits if h.ref not in hidden]
+        return kept[:asked] if isinstance(asked, int) else kept
 
     def search_memories(
         self,
@@ -416,14 +427,6 @@ class Store:
         self._check_open()
         return api.memory_history(
             self.derivation, v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
-        )
-
-    def forget_memory(self, user_id: str, memory_id: str, reason: str = "user_request") -> None:
-        """Retire one memory on request (recorded as an event; history is kept)."""
-        self._check_open()
-        user_id, memory_id = v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
-        api.forget_memory(
-            self.derivation, user_id, memory_id, reason=v.check_text("reason", reason)
         )
 
     def write_memory(

@@ -123,19 +123,46 @@ def memories_history(db: Location | None, as_json: bool, user: str, memory_id: s
 
 @memories_group.command("forget")
 @db_option
+@json_option
 @user_option
 @click.argument("memory_id")
 @click.option("--reason", default="user_request", show_default=True)
-def memories_forget(db: Location | None, user: str, memory_id: str, reason: str) -> None:
-    """Retire a memory (its history stays in the log).
+@click.option(
+    "--with-sources",
+    is_flag=True,
+    help="Erase it and the messages it came from (and what else came from them).",
+)
+@click.option(
+    "--wait",
+    type=click.FloatRange(0, 3600),
+    default=10.0,
+    show_default=True,
+    help="With --with-sources: seconds to wait for readers before compaction.",
+)
+def memories_forget(
+    db: Location | None, as_json: bool, user: str, memory_id: str, reason: str,
+    with_sources: bool, wait: float,
+) -> None:  # fmt: skip
+    """Retire a memory: it and the scene and persona text built from it leave
+    every read path at once (its history stays in the log). With
+    --with-sources it is erased instead, with its source messages.
 
     \b
     Example:
       memstore memories forget --user alice 3f2a9c...
+      memstore memories forget --user alice 3f2a9c... --with-sources
     """
     with _open(db) as store:
-        store.forget_memory(user, memory_id, reason)
-    click.echo(f"forgot {memory_id}")
+        rep = store.forget_memory(user, memory_id, reason, with_sources=with_sources, wait_s=wait)
+    if rep is None:
+        if as_json:
+            echo_json({"forgotten": memory_id, "user_id": user})
+        else:
+            click.echo(f"forgot {memory_id}")
+        return
+    from memstore.cli.forget import echo_report
+
+    echo_report(rep, db, as_json)
 
 
 @memories_group.command("add")

@@ -328,6 +328,10 @@ l2_scenes = Table(
     Column("memory_ids", Text, nullable=False),
     Column("created_position", Integer, nullable=False),
     Column("updated_position", Integer, nullable=False),
+    # Every memory whose text the scene's text was built from (the placed ones
+    # and, for an LLM run, every memory its prompt showed): what a forget of a
+    # memory makes stale (memstore/derive/follow.py).
+    Column("source_memory_ids", Text, nullable=False, server_default="[]"),
     Index("ix_l2_scenes_user_id_generation", "user_id", "generation"),
 )
 
@@ -357,6 +361,9 @@ l3_persona = Table(
     Column("prompt_version", Text, nullable=False),
     Column("trigger", Text, nullable=False),
     Column("updated_position", Integer, nullable=False),
+    # JSON list of the memories the persona text was built from; NULL when
+    # unknown (written before this was recorded): any forget makes it stale.
+    Column("memory_ids", Text, nullable=True),
 )
 
 # --- pipeline: scheduling state (memstore/pipeline) --------------------------

@@ -20,6 +20,7 @@ from memstore.derive.events import (
     PersonaUpdated,
     ScenesUpdated,
 )
+from memstore.derive.follow import retire
 from memstore.derive.generations import activate_generation, list_generations, rederive
 from memstore.derive.memories import rules
 from memstore.derive.memories.extract import run_l1
@@ -125,7 +126,9 @@ def forget_memory(
         )
     if row["status"] != "active":
         raise NotFoundError(f"memory {memory_id!r} is already {row['status']}: nothing forgotten")
-    append_checked(store, user_id, [MemoryForgotten(memory_id, reason)], since=since)
+    # The scenes and the persona built from it are rewritten in the same
+    # append (memstore/derive/follow.py).
+    retire(store, user_id, memory_id, reason, since=since)
 
 
 def live_copies(conn: Connection, user_id: str, memory_id: str, generation: int) -> list[str]:
@@ -193,12 +196,7 @@ def write_memory(
         target = _find(store, user_id, old_content or content, gen)
         if target is None:
             return None
-        append_checked(
-            store,
-            user_id,
-            [MemoryForgotten(target["memory_id"], f"{origin}_remove")],
-            since=since,
-        )
+        retire(store, user_id, str(target["memory_id"]), f"{origin}_remove", since=since)
         return str(target["memory_id"])
     if not content:
         raise InvalidInputError("memory content must not be empty")

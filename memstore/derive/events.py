@@ -79,9 +79,12 @@ class MemoryForgotten(Event):
 class ScenesUpdated(Event):
     """One L2 run: scene operations with their final text and ids.
 
-    Each operation: ``{"op": "create"|"update"|"merge"|"delete", "scene_id",
-    "source_scene_ids", "name", "summary", "body", "memory_ids"}``; for create
-    and merge ``scene_id`` is the new scene's id, generated at event creation.
+    Each operation: ``{"op": "create"|"update"|"merge"|"delete"|"rewrite",
+    "scene_id", "source_scene_ids", "name", "summary", "body", "memory_ids"}``;
+    for create and merge ``scene_id`` is the new scene's id, generated at event
+    creation. ``rewrite`` (written when a memory is forgotten) replaces a
+    scene's text and memory list, keeping its heat; it may name its
+    ``source_memory_ids``.
     ``memory_cursor`` is the highest L1 ``updated_position`` the run covered.
     """
 
@@ -100,7 +103,12 @@ class ScenesUpdated(Event):
 
 @dataclass(frozen=True)
 class PersonaUpdated(Event):
-    """One L3 run: the whole new persona text (at most 2000 characters)."""
+    """One L3 run: the whole new persona text (at most 2000 characters).
+
+    ``memory_ids``: every memory whose text the persona may hold (the rule
+    deriver's input; for an LLM, the memories and scenes its prompt showed
+    plus the previous persona's). None for events written before it was
+    recorded: such a persona counts as built from every memory."""
 
     TYPE = "l3.persona_updated"
     run_id: str
@@ -111,6 +119,7 @@ class PersonaUpdated(Event):
     persona: str
     trigger: str
     scene_ids: list[str] = field(default_factory=list)
+    memory_ids: list[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from memstore.db.schema import (
     l3_persona,
 )
 from memstore.db.sqlfn import driver_rows, driver_sql
-from memstore.l0.events import UserErased
+from memstore.l0.events import ContentErased, UserErased
 from memstore.validate import check_int
 
 DEFAULT_GENERATION = 0  # a user nobody re-derived shows generation 0 (as search assumes)
@@ -294,14 +294,27 @@ def forgotten_memories(conn: Connection, user_id: str) -> list[Forgotten]:
     return [Forgotten(str(r.memory_id), str(r.content), int(r.updated_position)) for r in rows]
 
 
+def forgotten_sources(conn: Connection, user_id: str) -> set[str]:
+    """The messages memories forgotten on request were extracted from: recall
+    and conversation search leave them out (they hold the forgotten fact),
+    the log keeps them until they are erased."""
+    m = l1_memories.c
+    rows = conn.execute(
+        select(m.source_message_ids).where(
+            m.user_id == user_id, m.status == "retired", m.retired_by == "forgotten"
+        )
+    )
+    return {str(i) for (ids,) in rows for i in json.loads(ids)}
+
+
 def erased_since(conn: Connection, user_id: str, position: int) -> bool:
-    """Was ``user_id`` erased after log position ``position``? (An
-    ``erasure.user`` tombstone is always appended above the erased head.)"""
+    """Was ``user_id`` erased, whole or in part, after log position
+    ``position``? (A tombstone is always appended above the erased head.)"""
     e = events.c
     got = conn.execute(
         select(e.position)
         .where(
-            e.type == UserErased.TYPE,
+            e.type.in_([UserErased.TYPE, ContentErased.TYPE]),
             e.position > position,
             backend.of(conn).json_text(e.payload, "erased_user_id") == user_id,
         )
@@ -371,6 +384,7 @@ def scenes(conn: Connection, user_id: str, generation: int) -> list[dict[str, An
     for r in driver_rows(conn, driver_sql(conn, _SCENES), (user_id, generation)):
         d = dict(zip(_L2_NAMES, r, strict=True))
         d["memory_ids"] = json.loads(d["memory_ids"])
+        d["source_memory_ids"] = json.loads(d["source_memory_ids"])
         out.append(d)
     return out
 
@@ -396,6 +410,7 @@ def scene_named(
         if r is not None:
             d = dict(r._mapping)
             d["memory_ids"] = json.loads(d["memory_ids"])
+            d["source_memory_ids"] = json.loads(d["source_memory_ids"])
             return d
     return None
 

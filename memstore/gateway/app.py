@@ -53,13 +53,14 @@ def create_app(
             store.close()
 
     from memstore import __version__
-    from memstore.gateway import upstream, v1
+    from memstore.gateway import upstream, upstream_delete, v1
 
     api = FastAPI(
         title="memstore gateway",
         version=__version__,
         description="Long-term memory for LLM agents over HTTP: the upstream-compatible "
-        "routes (/health, /recall, /capture, /search/*, /session/end, /seed) and "
+        "routes (/health, /recall, /capture, /search/*, /session/end, /seed, "
+        "/v2/conversation/delete, /v2/atomic/delete) and "
         "memstore's own API under /v1.",
         lifespan=lifespan,
         openapi_url="/v1/openapi.json",
@@ -70,6 +71,7 @@ def create_app(
     api.state.store = None
     api.state.hosts = []
     api.include_router(upstream.router)
+    api.include_router(upstream_delete.router)
     api.include_router(v1.router)
     _install_error_handlers(api)
     _mount_hosts(api, config)

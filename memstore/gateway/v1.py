@@ -105,10 +105,63 @@ def forget_memory(
     user_id: str,
     memory_id: str,
     reason: str = "user_request",
+    with_sources: bool = False,
 ) -> dict[str, Any]:
-    """Retire one memory; its history stays in the log."""
-    store.forget_memory(user_id, memory_id, reason=reason)
-    return {"forgotten": memory_id, "user_id": user_id}
+    """Retire one memory (its scenes and persona are rewritten without it; its
+    history stays in the log), or with ``with_sources=true`` erase it and the
+    messages it came from, returning the erasure report."""
+    report = store.forget_memory(user_id, memory_id, reason=reason, with_sources=with_sources)
+    out: dict[str, Any] = {"forgotten": memory_id, "user_id": user_id}
+    return out if report is None else {**out, **dataclasses.asdict(report)}
+
+
+class ForgetMessagesBody(_Strict):
+    message_ids: list[str] = Field(min_length=1)
+    reason: str = "request"
+
+
+class ForgetBetweenBody(_Strict):
+    start: str | float | None = None
+    end: str | float | None = None
+    reason: str = "request"
+    dry_run: bool = False
+
+
+@router.post("/users/{user_id}/messages/forget")
+def forget_messages(store: StoreDep, user_id: str, body: ForgetMessagesBody) -> dict[str, Any]:
+    """Erase messages by id with everything derived from them; the erasure report."""
+    return dataclasses.asdict(store.forget_messages(user_id, body.message_ids, reason=body.reason))
+
+
+@router.delete("/users/{user_id}/sessions/{session_id}")
+def forget_session(
+    store: StoreDep, user_id: str, session_id: str, reason: str = "request"
+) -> dict[str, Any]:
+    """Erase one session with everything derived from it; the erasure report."""
+    return dataclasses.asdict(store.forget_session(user_id, session_id, reason=reason))
+
+
+class RetentionBody(_Strict):
+    days: float | None = Field(None, ge=0)
+    dry_run: bool = False
+
+
+@router.post("/retention/run")
+def retention_run(store: StoreDep, body: RetentionBody) -> list[dict[str, Any]]:
+    """Erase what is past the retention limits (or ``days``) for every user;
+    one erasure report per user and limit with something erased."""
+    return [
+        dataclasses.asdict(r) for r in store.apply_retention(days=body.days, dry_run=body.dry_run)
+    ]
+
+
+@router.post("/users/{user_id}/forget-between")
+def forget_between(store: StoreDep, user_id: str, body: ForgetBetweenBody) -> dict[str, Any]:
+    """Erase what was said in ``[start, end)`` with everything derived from it."""
+    report = store.forget_between(
+        user_id, body.start, body.end, reason=body.reason, dry_run=body.dry_run
+    )
+    return dataclasses.asdict(report)
 
 
 @router.get("/users/{user_id}/persona")

@@ -154,5 +154,24 @@ class UserErased(Event):
     details: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ContentErased(Event):
+    """Tombstone left after part of a user's data was physically removed
+    (messages, a session, a memory with its sources, a time range).
+
+    Counts and the kind of erasure only, never content or ids: it proves the
+    erasure happened, and tells a derivation that started before it that its
+    result may hold erased text (``derive.queries.erased_since``)."""
+
+    TYPE = "erasure.content"
+    erased_user_id: str
+    grain: str
+    events_removed: int
+    events_rewritten: int
+    messages_removed: int
+    memories_removed: int
+    reason: str = "request"
+
+
 def l0_stream(user_id: str, session_id: str) -> str:
     return stream_name("l0", user_id, session_id)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from memstore.config import Settings
 from memstore.pipeline import queue
-from memstore.pipeline.scheduler import idle_job_id, l2_job_id
+from memstore.pipeline.scheduler import RETENTION_JOB_ID, idle_job_id, l2_job_id
 from memstore.pipeline.state import (
     SessionState,
     UserState,
@@ -50,6 +50,7 @@ class Arming(Protocol):
         self, user: str, session: str, due: datetime, *, if_earlier: bool = False
     ) -> bool: ...
     def arm_drain(self, when: datetime) -> None: ...
+    def arm_retention(self, when: datetime) -> None: ...
     def arm_l2(self, user: str, when: datetime, *, if_earlier: bool = True) -> None: ...
     def l2_not_before(self, us: UserState) -> datetime | None: ...
 
@@ -87,6 +88,12 @@ def arm_sessions(svc: Arming, sessions: Collection[tuple[str, str]]) -> int:
     return armed
 
 
+def retention_active(settings: Settings) -> bool:
+    from memstore.retention import Policy  # retention builds on the erasure parts
+
+    return Policy.of(settings).active
+
+
 def reconcile(svc: Arming) -> dict[str, int]:
     now = svc.clock()
     armed = enqueued = 0
@@ -114,6 +121,9 @@ def reconcile(svc: Arming) -> dict[str, int]:
             armed += 1
     if waiting is not None:
         svc.arm_drain(from_iso(waiting))
+    if retention_active(svc.settings) and RETENTION_JOB_ID not in jobs:
+        svc.arm_retention(now)
+        armed += 1
     return {"timers_armed": armed, "enqueued": enqueued}
 
 

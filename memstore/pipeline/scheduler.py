@@ -11,6 +11,8 @@ Job ids (user and session ids are percent-quoted so ``:`` cannot collide):
 - ``l1-idle:<user>:<session>`` — extract a session idle for ``l1_idle_s``
 - ``l2:<user>`` — the user's scene run (delay / min / max interval)
 - ``drain`` — run queued work (retries that wait, work queued elsewhere)
+- ``retention`` — erase what is older than ``retention_days`` (memstore/retention.py),
+  then arm itself again; armed by reconcile while the setting is above 0
 
 **How a stored job reaches the service, without a global.** A job is
 stored as a textual reference (``memstore.pipeline.scheduler:idle_timer``)
@@ -88,12 +90,14 @@ log = logging.getLogger(__name__)
 JOBSTORE = "memstore"
 EXECUTOR = "default"
 DRAIN_JOB_ID = "drain"
+RETENTION_JOB_ID = "retention"
 JOB_TABLE = "apscheduler_jobs"
 
 # What a stored job calls (resolved by APScheduler in whichever process runs it).
 IDLE_TIMER = "memstore.pipeline.scheduler:idle_timer"
 L2_TIMER = "memstore.pipeline.scheduler:l2_timer"
 DRAIN_TIMER = "memstore.pipeline.scheduler:drain_timer"
+RETENTION_TIMER = "memstore.pipeline.scheduler:retention_timer"
 
 
 def idle_job_id(user_id: str, session_id: str) -> str:
@@ -113,6 +117,7 @@ class JobTarget(Protocol):
     def on_idle_timer(self, user_id: str, session_id: str) -> None: ...
     def on_l2_timer(self, user_id: str) -> None: ...
     def on_drain_timer(self) -> None: ...
+    def on_retention_timer(self) -> None: ...
     @property
     def stopping(self) -> bool: ...
 
@@ -135,6 +140,10 @@ def l2_timer(user_id: str, *, target: JobTarget | None = None) -> None:
 
 def drain_timer(*, target: JobTarget | None = None) -> None:
     _target(target).on_drain_timer()
+
+
+def retention_timer(*, target: JobTarget | None = None) -> None:
+    _target(target).on_retention_timer()
 
 
 def run_job(job: Job, target: JobTarget) -> None:
@@ -469,6 +478,8 @@ __all__ = [
     "DRAIN_TIMER",
     "IDLE_TIMER",
     "L2_TIMER",
+    "RETENTION_JOB_ID",
+    "RETENTION_TIMER",
     "JobTarget",
     "TargetExecutor",
     "Timers",

@@ -47,6 +47,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
+from memstore.derive.events import ScenesUpdated
+from memstore.derive.follow import FORGET_NOTE
 from memstore.errors import MemstoreError, PipelineError
 from memstore.events.log import StoredEvent
 from memstore.l0.events import MessagesCaptured
@@ -60,6 +62,8 @@ from memstore.pipeline.scheduler import (
     DRAIN_TIMER,
     IDLE_TIMER,
     L2_TIMER,
+    RETENTION_JOB_ID,
+    RETENTION_TIMER,
     Timers,
     idle_job_id,
     l2_job_id,
@@ -81,6 +85,13 @@ if TYPE_CHECKING:
     from memstore.derive.context import DeriveContext
 
 log = logging.getLogger(__name__)
+
+
+def _asks_llm_persona(ev: StoredEvent) -> bool:
+    """A forget's rule-built stand-in, written for an LLM deriver: the LLM is
+    to write the persona again."""
+    p = ev.payload
+    return isinstance(p, ScenesUpdated) and p.persona_refresh and FORGET_NOTE in p.notes
 
 
 class PipelineService:
@@ -252,9 +263,12 @@ class PipelineService:
 
     def on_captured(self, conn: Connection, stored: Sequence[StoredEvent]) -> None:
         """In the capture transaction, after the inline projections applied:
-        at the warm-up threshold, queue the session's L1 work."""
+        at the warm-up threshold, queue the session's L1 work. In a forget's
+        transaction: queue the persona for the LLM (``derive.follow``)."""
         now = self.clock()
         for ev in stored:
+            if _asks_llm_persona(ev):
+                queue.enqueue(conn, ev.user_id, "l3", now=now)
             if ev.duplicate or not isinstance(ev.payload, MessagesCaptured):
                 continue
             session = ev.payload.session_id
@@ -278,6 +292,8 @@ class PipelineService:
             for ev in stored
             if not ev.duplicate and isinstance(ev.payload, MessagesCaptured)
         }
+        if any(_asks_llm_persona(ev) for ev in stored):
+            self._submit_timer_work(self.arm_drain, self.clock())
         if not sessions:
             return
         now = self.clock()
@@ -387,6 +403,21 @@ class PipelineService:
 
     def on_drain_timer(self) -> None:
         self.drain()
+
+    def on_retention_timer(self) -> None:
+        """Erase what is past the retention limits, then look again later."""
+        from memstore.retention import CHECK_EVERY_S, Policy, run_retention
+
+        policy = Policy.of(self.settings)
+        if not policy.active:
+            return  # switched off since the job was armed
+        reports = run_retention(self.store.kernel, policy, llm=self.store.llm_client() is not None)
+        if reports:
+            log.info("retention erased data of %d user(s)", len(reports))
+        self.arm_retention(self.clock() + timedelta(seconds=CHECK_EVERY_S))
+
+    def arm_retention(self, when: datetime) -> None:
+        self.timers.set_if_earlier(RETENTION_JOB_ID, RETENTION_TIMER, [], when)
 
     def l2_not_before(self, us: UserState) -> datetime | None:
         if us.last_l2_at is None:

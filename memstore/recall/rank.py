@@ -42,7 +42,7 @@ from memstore.db import backend
 from memstore.db.backend import upsert
 from memstore.db.schema import embedding_cache
 from memstore.db.sqlfn import driver_rows
-from memstore.derive.queries import memories_by_id
+from memstore.derive.queries import forgotten_sources, memories_by_id
 from memstore.embeddings import check_vectors, content_hash, from_blob, to_blob
 from memstore.errors import MemstoreError
 from memstore.logtext import loggable
@@ -327,17 +327,23 @@ def collect(
         msg_rows = message_rows(conn, [c.rowid for c in cands if c.kind == "message"])
         for c in cands:
             c.row = rows.get(c.ref, {}) if c.kind == "memory" else msg_rows.get(c.rowid, {})
-        cands = [c for c in cands if c.row]
+        # A forgotten memory's source messages hold the forgotten fact.
+        hidden = forgotten_sources(conn, user_id)
+        cands = [c for c in cands if c.row and not (c.kind == "message" and c.ref in hidden)]
         # A memory stands for the messages it came from (and words of a
         # memory are the deriver's, not the user's: "love" became "likes"),
         # so its sources are scored too, found or not.
         have = {c.ref for c in cands if c.kind == "message"}
-        wanted = {
-            str(src)
-            for c in cands
-            if c.kind == "memory" and not c.standing
-            for src in c.row.get("source_message_ids") or ()
-        } - have
+        wanted = (
+            {
+                str(src)
+                for c in cands
+                if c.kind == "memory" and not c.standing
+                for src in c.row.get("source_message_ids") or ()
+            }
+            - have
+            - hidden
+        )
         sources = [
             Candidate("message", int(r["id"]), str(r["message_id"]), str(r["text"]), 0.0, row=r)
             for r in source_rows(conn, user_id, sorted(wanted))

@@ -90,13 +90,22 @@ def _pending_l0(conn: Connection, space: Space, limit: int) -> list[_Row]:
     return _l0_rows(conn, space, "m.id > :c ORDER BY m.id LIMIT :n", params)
 
 
-def context_hashes(conn: Connection, user_id: str) -> set[str]:
-    """Cache keys of a user's "previous + this message" texts (for erasure)."""
+def context_texts(conn: Connection, user_id: str) -> dict[tuple[str, str, str], str]:
+    """The "previous + this message" text a context space embeds for each of a
+    user's messages that has a previous one, by (user, session, message id)."""
     rows = conn.execute(
-        text(f"SELECT m.text, {_PREV_TEXT} FROM l0_messages m WHERE m.user_id = :u"),
+        text(
+            f"SELECT m.session_id, m.message_id, m.text, {_PREV_TEXT} "
+            "FROM l0_messages m WHERE m.user_id = :u"
+        ),
         {"u": user_id},
     ).all()
-    return {content_hash(f"{r[1]}\n{r[0]}") for r in rows if r[1]}
+    return {(user_id, str(r[0]), str(r[1])): f"{r[3]}\n{r[2]}" for r in rows if r[3]}
+
+
+def context_hashes(conn: Connection, user_id: str) -> set[str]:
+    """Cache keys of a user's "previous + this message" texts (for erasure)."""
+    return {content_hash(t) for t in context_texts(conn, user_id).values()}
 
 
 _L1_SELECT = (

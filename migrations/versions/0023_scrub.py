@@ -39,7 +39,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0023_scrub"
-down_revision: str | None = "0021_capture"
+down_revision: str | None = "0022_forget"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -16,6 +17,7 @@ from memstore.projections.base import Projection
 
 class L3Projection(Projection):
     name: ClassVar[str] = "l3_persona"
+    version: ClassVar[int] = 2  # 2: memory_ids (replayed on open)
     handles: ClassVar[frozenset[str] | None] = frozenset({PersonaUpdated.TYPE})
     tables = (l3_persona,)
 
@@ -31,6 +33,7 @@ class L3Projection(Projection):
                 "prompt_version": p.prompt_version,
                 "trigger": p.trigger,
                 "updated_position": ev.position,
+                "memory_ids": None if p.memory_ids is None else json.dumps(p.memory_ids),
             }
             stmt = upsert(l3_persona).values(
                 user_id=ev.user_id, generation=p.generation, **values

@@ -7,12 +7,15 @@ the first scene ever written), the scene step asked for a refresh, or
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
 from memstore.derive.events import PersonaUpdated
+from memstore.derive.memories.projection import union
 from memstore.derive.memories.rules import RULES_VERSION
 from memstore.derive.persona import rules as persona_rules
 from memstore.derive.prompts import (
@@ -40,6 +43,24 @@ if TYPE_CHECKING:
 log = logging.getLogger("memstore.derive")
 
 TOP_MEMORIES = 40
+
+
+def built_from(
+    previous: dict[str, Any] | None,
+    scenes_shown: Sequence[dict[str, Any]],
+    memories_shown: Sequence[dict[str, Any]],
+) -> list[str] | None:
+    """The memories an LLM persona may draw on: those its prompt showed, the
+    shown scenes' sources, and the previous persona's (which it rewrites).
+    None when the previous persona's are not known."""
+    if previous is not None and previous.get("memory_ids") is None:
+        return None
+    before: list[str] = json.loads(previous["memory_ids"]) if previous is not None else []
+    return union(
+        before,
+        *(s.get("source_memory_ids", s["memory_ids"]) for s in scenes_shown),
+        [m["memory_id"] for m in memories_shown],
+    )
 
 
 def persona_trigger(conn: Connection, user_id: str, generation: int, every: int) -> str | None:
@@ -89,8 +110,10 @@ def run_l3_generation(store: DeriveContext, user_id: str, generation: int | None
         if client is None:
             text = persona_rules.persona_text(mems)
             model, version = "rules", RULES_VERSION
+            used: list[str] | None = [m["memory_id"] for m in mems]
         else:
             top = sorted(mems, key=scene_rules.rank)[:TOP_MEMORIES]
+            used = built_from(previous, changed, top)
             system, user = build_persona_prompt(
                 previous["persona"] if previous else "",
                 [
@@ -116,6 +139,7 @@ def run_l3_generation(store: DeriveContext, user_id: str, generation: int | None
         persona=text,
         trigger=trigger,
         scene_ids=[s["scene_id"] for s in changed],
+        memory_ids=used,
     )
 
     def unchanged(conn: Connection) -> bool:

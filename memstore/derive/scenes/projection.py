@@ -20,8 +20,23 @@ from memstore.events.log import StoredEvent
 from memstore.projections.base import Projection
 
 
+def op_sources(p: ScenesUpdated, op: dict[str, Any]) -> list[str]:
+    """The memories whose text one scene operation's text may hold.
+
+    The rule deriver writes a scene from its placed memories only; an LLM saw
+    the whole chunk of the run (``p.memory_ids``) and may have used any of
+    it, so all of them count. An operation may also name its sources
+    (``source_memory_ids``: the forget rewrite does)."""
+    named = op.get("source_memory_ids")
+    if named is not None:
+        return union(list(named), list(op.get("memory_ids", [])))
+    own = list(op.get("memory_ids", []))
+    return own if p.deriver == "rules" else union(own, list(p.memory_ids))
+
+
 class L2Projection(Projection):
     name: ClassVar[str] = "l2_scenes"
+    version: ClassVar[int] = 2  # 2: source_memory_ids (replayed on open)
     handles: ClassVar[frozenset[str] | None] = frozenset(
         {ScenesUpdated.TYPE, PersonaUpdated.TYPE, GenerationStarted.TYPE}
     )
@@ -32,7 +47,7 @@ class L2Projection(Projection):
             p = ev.payload
             if isinstance(p, ScenesUpdated):
                 for op in p.operations:
-                    self._operate(conn, ev, p.generation, op)
+                    self._operate(conn, ev, p.generation, op, op_sources(p, op))
                 self._state(conn, ev, p)
             elif isinstance(p, PersonaUpdated):
                 conn.execute(
@@ -54,13 +69,34 @@ class L2Projection(Projection):
             )
         ).first()
 
-    def _operate(self, conn: Connection, ev: StoredEvent, gen: int, op: dict[str, Any]) -> None:
+    def _operate(
+        self, conn: Connection, ev: StoredEvent, gen: int, op: dict[str, Any], used: list[str]
+    ) -> None:
         kind = op["op"]
         mems = list(op.get("memory_ids", []))
         if kind == "create":
             if self._scene(conn, ev.user_id, gen, op["scene_id"]) is None:
                 # Imported scenes carry the heat they had upstream.
-                self._insert(conn, ev, gen, op, heat=int(op.get("heat", 1)), memory_ids=mems)
+                self._insert(
+                    conn, ev, gen, op, heat=int(op.get("heat", 1)), memory_ids=mems, sources=used
+                )
+        elif kind == "rewrite":
+            # A forget rebuilt the scene from what is left: its lists are
+            # replaced, not extended, and its heat stays.
+            row = self._scene(conn, ev.user_id, gen, op["scene_id"])
+            if row is None:
+                return
+            conn.execute(
+                update(l2_scenes)
+                .where(l2_scenes.c.scene_id == row.scene_id)
+                .values(
+                    summary=op.get("summary") or "",
+                    body=op.get("body") or "",
+                    memory_ids=json.dumps(mems),
+                    source_memory_ids=json.dumps(used),
+                    updated_position=ev.position,
+                )
+            )
         elif kind == "update":
             row = self._scene(conn, ev.user_id, gen, op["scene_id"])
             if row is None:
@@ -74,6 +110,7 @@ class L2Projection(Projection):
                     body=op.get("body") or row.body,
                     heat=row.heat + 1,
                     memory_ids=json.dumps(union(json.loads(row.memory_ids), mems)),
+                    source_memory_ids=json.dumps(union(json.loads(row.source_memory_ids), used)),
                     updated_position=ev.position,
                 )
             )
@@ -85,10 +122,11 @@ class L2Projection(Projection):
             ]
             heat = sum(int(r.heat) for r in sources) + 1
             merged = union(*(json.loads(r.memory_ids) for r in sources), mems)
+            built = union(*(json.loads(r.source_memory_ids) for r in sources), used)
             for r in sources:
                 conn.execute(delete(l2_scenes).where(l2_scenes.c.scene_id == r.scene_id))
             if self._scene(conn, ev.user_id, gen, op["scene_id"]) is None:
-                self._insert(conn, ev, gen, op, heat=heat, memory_ids=merged)
+                self._insert(conn, ev, gen, op, heat=heat, memory_ids=merged, sources=built)
         elif kind == "delete":
             conn.execute(
                 delete(l2_scenes).where(
@@ -107,6 +145,7 @@ class L2Projection(Projection):
         *,
         heat: int,
         memory_ids: list[str],
+        sources: list[str],
     ) -> None:
         # Scene ids are unique across users and generations; a log holding one
         # twice keeps the first (``on_conflict_do_nothing``) instead of failing.
@@ -121,6 +160,7 @@ class L2Projection(Projection):
                 body=op.get("body") or "",
                 heat=heat,
                 memory_ids=json.dumps(memory_ids),
+                source_memory_ids=json.dumps(union(memory_ids, sources)),
                 created_position=ev.position,
                 updated_position=ev.position,
             )
@@ -166,6 +206,9 @@ class L2Projection(Projection):
                 generation=p.generation,
                 memory_ids=json.dumps(
                     [copied_id(m, p.generation) for m in json.loads(r.memory_ids)]
+                ),
+                source_memory_ids=json.dumps(
+                    [copied_id(m, p.generation) for m in json.loads(r.source_memory_ids)]
                 ),
             )
             conn.execute(upsert(l2_scenes).values(**values).on_conflict_do_nothing())
