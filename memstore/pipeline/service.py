@@ -253,10 +253,17 @@ class PipelineService:
         """In the capture transaction, after the inline projections applied:
         at the warm-up threshold, queue the session's L1 work."""
         now = self.clock()
-        for ev in stored:
+        done: set[tuple[str, str]] = set()
+        # Newest first, once per session: the state read is the session's
+        # after every capture in this transaction (several share one when
+        # they are committed together), so its last capture answers for all.
+        for ev in reversed(stored):
             if ev.duplicate or not isinstance(ev.payload, MessagesCaptured):
                 continue
             session = ev.payload.session_id
+            if (ev.user_id, session) in done:
+                continue
+            done.add((ev.user_id, session))
             got = pending_reached(conn, ev.user_id, session, self.settings)
             if got is None or got[0] < ev.position:
                 raise PipelineError(
