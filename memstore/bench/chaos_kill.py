@@ -99,6 +99,43 @@ def kill_capture(trials: int, work: Path, snapshot: Snapshot, rng: random.Random
     }
 
 
+def kill_threads_capture(
+    trials: int, work: Path, snapshot: Snapshot, rng: random.Random, threads: int = 8
+) -> dict[str, Any]:
+    """SIGKILL while ``threads`` threads of one process capture (their captures
+    share write transactions): every acknowledged turn must be stored, once,
+    and the projections must equal a rebuild."""
+    db, acks = work / "threads.db", work / "threads.acks"
+    acked = lost = dup = mismatch = batches = 0
+    for t in range(trials):
+        user = f"u{t}"
+        proc = spawn("threads_capture", db, acks, user, threads)
+        wait_ready(proc, acks)
+        time.sleep(rng.uniform(0.5, 1.5))
+        kill(proc)
+        lines = read_acks(acks)
+        got = [ln for ln in lines if not ln.startswith("batches ")]
+        counts = [int(ln.split()[1]) for ln in lines if ln.startswith("batches ")]
+        batches += max(counts, default=0)
+        with _open(db) as store:
+            ids = stored_ids(store, user)
+            lost += len(set(got) - set(ids))
+            dup += len(ids) - len(set(ids))
+            before = snapshot(store)
+            store.rebuild()
+            mismatch += before != snapshot(store)
+        acked += len(got)
+    return {
+        "trials": trials,
+        "threads": threads,
+        "acknowledged": acked,
+        "shared_transactions": batches,
+        "lost": lost,
+        "duplicates": dup,
+        "projection_mismatches": mismatch,
+    }
+
+
 def kill_rebuild(
     trials: int, work: Path, snapshot: Snapshot, rng: random.Random, turns: int = 1500
 ) -> dict[str, Any]:
