@@ -72,6 +72,17 @@ def stored_ids(store: Store, user: str) -> list[str]:
     return [r[0] for r in rows]
 
 
+def check_acked(db: Path, user: str, got: list[str], snapshot: Snapshot) -> tuple[int, int, int]:
+    """After a kill: (acknowledged message ids not stored, ids stored twice,
+    1 if the projections differ from a rebuild)."""
+    with _open(db) as store:
+        ids = stored_ids(store, user)
+        before = snapshot(store)
+        store.rebuild()
+        changed = int(before != snapshot(store))
+    return len(set(got) - set(ids)), len(ids) - len(set(ids)), changed
+
+
 def kill_capture(trials: int, work: Path, snapshot: Snapshot, rng: random.Random) -> dict[str, Any]:
     db, acks = work / "capture.db", work / "capture.acks"
     acked = lost = dup = mismatch = 0
@@ -82,13 +93,8 @@ def kill_capture(trials: int, work: Path, snapshot: Snapshot, rng: random.Random
         time.sleep(rng.uniform(0.2, 1.2))
         kill(proc)
         got = read_acks(acks)
-        with _open(db) as store:
-            ids = stored_ids(store, user)
-            lost += len(set(got) - set(ids))
-            dup += len(ids) - len(set(ids))
-            before = snapshot(store)
-            store.rebuild()
-            mismatch += before != snapshot(store)
+        a, b, c = check_acked(db, user, got, snapshot)
+        lost, dup, mismatch = lost + a, dup + b, mismatch + c
         acked += len(got)
     return {
         "trials": trials,
@@ -117,13 +123,8 @@ def kill_threads_capture(
         got = [ln for ln in lines if not ln.startswith("batches ")]
         counts = [int(ln.split()[1]) for ln in lines if ln.startswith("batches ")]
         batches += max(counts, default=0)
-        with _open(db) as store:
-            ids = stored_ids(store, user)
-            lost += len(set(got) - set(ids))
-            dup += len(ids) - len(set(ids))
-            before = snapshot(store)
-            store.rebuild()
-            mismatch += before != snapshot(store)
+        a, b, c = check_acked(db, user, got, snapshot)
+        lost, dup, mismatch = lost + a, dup + b, mismatch + c
         acked += len(got)
     return {
         "trials": trials,
