@@ -9,6 +9,7 @@ Python instead of spinning in SQLite's busy handler.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.pool import QueuePool
 
+from memstore.db.checkpoint import Checkpointer
 from memstore.db.driver import load_vec, sqlite_module
 from memstore.db.target import looks_like_url, safe_url
 from memstore.errors import ConfigError, InvalidInputError, LockedError, StorageError
@@ -55,6 +57,11 @@ SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
 # space.
 MMAP_BYTES = 1 << 30 if sys.maxsize > 2**32 else 0
 
+# Write connections a forked child inherited from its parent: never used and
+# never closed there (closing would unlock and checkpoint the parent's file
+# from the wrong process), only kept from the garbage collector.
+_INHERITED: list[Connection] = []
+
 
 def translate(err: exc.DBAPIError | Exception, what: str = "database") -> StorageError:
     """Map a driver error to a memstore error (callers ``raise ... from err``)."""
@@ -76,6 +83,11 @@ class Database:
     # and capture paths skip SQLAlchemy's statement layer): translated like
     # SQLAlchemy's wrappers, so callers still see only memstore errors.
     _driver_errors: tuple[type[Exception], ...] = ()
+    # SQLite only (memstore.db.checkpoint); PostgreSQL checkpoints on its own.
+    _checkpointer: Checkpointer | None = None
+    # SQLite only: the connection write transactions run on (``_held_writer``).
+    _held: Connection | None = None
+    _held_pid = 0
 
     def __init__(
         self, path: str | Path, *, busy_timeout_ms: int = 5000, durability: str = "normal"
@@ -108,6 +120,7 @@ class Database:
         self.module = sqlite_module()
         self._driver_errors = (self.module.Error,)
         self._write_lock = threading.RLock()
+        self._checkpointer = Checkpointer(self.path, self.module, busy_timeout_ms)
         self.engine: Engine = create_engine(
             f"sqlite:///{self.path}",
             module=self.module,
@@ -141,6 +154,8 @@ class Database:
         cur.execute(f"PRAGMA synchronous = {self.synchronous}")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+        # No checkpoint inside a commit: memstore.db.checkpoint runs them.
+        cur.execute("PRAGMA wal_autocheckpoint = 0")
         cur.close()
 
     @staticmethod
@@ -166,6 +181,8 @@ class Database:
             try:
                 with self._write_transaction() as conn:
                     yield conn
+                if self._checkpointer is not None:
+                    self._checkpointer.wrote()
             except exc.IntegrityError:
                 raise
             except exc.DBAPIError as e:
@@ -197,10 +214,40 @@ class Database:
     def _write_transaction(self) -> Iterator[Connection]:
         # BEGIN IMMEDIATE: the write lock at BEGIN, so a second process waits
         # on busy_timeout instead of deadlocking on a read-then-write upgrade.
-        with self.engine.connect() as conn:
-            conn = conn.execution_options(sqlite_begin="IMMEDIATE")
-            with conn.begin():
-                yield conn
+        held = self._held_writer()
+        if held is None:  # a write inside a write of this thread
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(sqlite_begin="IMMEDIATE")
+                with conn.begin():
+                    yield conn
+            return
+        with held.begin():
+            yield held
+
+    def _held_writer(self) -> Connection | None:
+        """The connection this process's write transactions run on (with the
+        write lock held), or None when it is in a transaction already.
+
+        Kept out of the pool: a checkout, its events and the reset on check-in
+        cost 100-160 us of CPU per transaction against 25-50 us for BEGIN on
+        a held connection (BENCHMARKS.md, "Idle capture"), and writes keep
+        finding their own pages in its cache. What other connections or
+        processes wrote meanwhile is no risk to that cache: SQLite checks the
+        WAL index at every BEGIN and drops pages that changed. After a fork
+        the child opens its own (the inherited one is the parent's)."""
+        pid = os.getpid()
+        held = self._held
+        if held is not None and self._held_pid != pid:
+            _INHERITED.append(held)
+            held = None
+        if held is not None and (held.closed or held.invalidated):
+            held = None
+        if held is None:
+            held = self.engine.connect().execution_options(sqlite_begin="IMMEDIATE")
+            self._held, self._held_pid = held, pid
+        elif held.in_transaction():
+            return None
+        return held
 
     @contextmanager
     def _read_transaction(self) -> Iterator[Connection]:
@@ -209,6 +256,12 @@ class Database:
             yield conn
 
     def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+        with self._write_lock:
+            held, self._held = self._held, None
+            if held is not None and self._held_pid == os.getpid():
+                held.close()
         self.engine.dispose()
 
     def sqlite_version(self) -> str:
