@@ -12,6 +12,9 @@ setups, each run with one client and then with many, on a fresh store each:
   ``http.client`` connections, the lightest client the standard library has;
   their CPU counts on this machine too).
 
+With ``db_url`` (PostgreSQL) every phase gets a new database on that server
+instead of a file (its user needs CREATEDB).
+
 A phase ends after ``seconds`` or ``max_captures`` captures, whichever comes
 first. Reported per phase: captures per second (over the phase's wall time),
 p50/p99 latency of one call, errors; with the ratio to the one-client phase
@@ -34,6 +37,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -111,12 +115,20 @@ def drive(clients: int, seconds: float, max_captures: int, call: Call) -> dict[s
     }
 
 
+def _target(work: Path, name: str, db_url: str | None) -> AbstractContextManager[Any]:
+    """A fresh store: a file in ``work``, or a new database on ``db_url``'s server."""
+    if db_url is None:
+        return nullcontext(str(work / f"{name}.db"))
+    from memstore.bench.scale_db import fresh_pg
+
+    return fresh_pg(db_url)
+
+
 def _library_phase(
-    work: Path, clients: int, seconds: float, max_captures: int, embedder: str, seed: int
+    target: str, clients: int, seconds: float, max_captures: int, embedder: str, seed: int
 ) -> dict[str, Any]:
     turns = _turns(min(max_captures, 4000), seed)
-    db = work / f"library-{clients}.db"
-    with Store.open(db, settings=_settings(embedder)) as store:
+    with Store.open(target, settings=_settings(embedder)) as store:
 
         def call(c: int, i: int) -> None:
             user, reply = turns[(c * 7919 + i) % len(turns)]
@@ -124,15 +136,17 @@ def _library_phase(
 
         call(-1, 0)  # warm-up, not timed (first statements, caches)
         res = drive(clients, seconds, max_captures, call)
-        res["shared_transactions"] = store.kernel.group.batches
-        res["captures_in_shared"] = store.kernel.group.batched
+        group = getattr(store.kernel, "group", None)  # (absent from older trees compared)
+        if group is not None:
+            res["shared_transactions"] = group.batches
+            res["captures_in_shared"] = group.batched
     return res
 
 
 class Gateway:
     """``memstore serve`` in a child process on a free loopback port."""
 
-    def __init__(self, db: Path, embedder: str) -> None:
+    def __init__(self, db: str, embedder: str) -> None:
         env = dict(os.environ)
         env.update(
             MEMSTORE_EMBEDDER=embedder,
@@ -142,7 +156,7 @@ class Gateway:
         env.pop("MEMSTORE_GATEWAY_API_KEY", None)
         env.pop("TDAI_GATEWAY_API_KEY", None)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memstore", "serve", "--db", str(db), "--port", "0"],
+            [sys.executable, "-m", "memstore", "serve", "--db", db, "--port", "0"],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -172,10 +186,10 @@ class Gateway:
 
 
 def _gateway_phase(
-    work: Path, clients: int, seconds: float, max_captures: int, embedder: str, seed: int
+    target: str, clients: int, seconds: float, max_captures: int, embedder: str, seed: int
 ) -> dict[str, Any]:
     turns = _turns(min(max_captures, 4000), seed)
-    gateway = Gateway(work / f"gateway-{clients}.db", embedder)
+    gateway = Gateway(target, embedder)
     conns: dict[int, http.client.HTTPConnection] = {}
     try:
 
@@ -219,6 +233,7 @@ def run_load(
     max_captures: int = 4000,
     setups: tuple[str, ...] = ("library", "gateway"),
     embedder: str = "hashing",
+    db_url: str | None = None,
     workdir: Path | None = None,
     log: Callable[[str], None] = lambda _m: None,
 ) -> dict[str, Any]:
@@ -228,6 +243,7 @@ def run_load(
         "embedder": embedder,
         "seconds": seconds,
         "max_captures": max_captures,
+        "backend": "postgresql" if db_url else "sqlite",
         "load_before": os.getloadavg(),
     }
     with tempfile.TemporaryDirectory(dir=workdir, prefix="memstore-load-") as tmp:
@@ -235,7 +251,8 @@ def run_load(
             rows = []
             for n in (1, many[setup]):
                 log(f"load: {setup}, {n} client(s) ...")
-                rows.append(phases[setup](Path(tmp), n, seconds, max_captures, embedder, 1))
+                with _target(Path(tmp), f"{setup}-{n}", db_url) as target:
+                    rows.append(phases[setup](target, n, seconds, max_captures, embedder, 1))
             one, lots = rows
             lots["throughput_vs_one"] = round(lots["per_s"] / one["per_s"], 2)
             res[setup] = {"one": one, "many": lots}
@@ -246,7 +263,7 @@ def run_load(
 def format_load(res: dict[str, Any]) -> str:
     lines = [
         "memstore bench load: one conversation turn per call (~245 B messages), "
-        f"{res['embedder']} embedder, phases of <= {res['seconds']} s / "
+        f"{res['backend']}, {res['embedder']} embedder, phases of <= {res['seconds']} s / "
         f"{res['max_captures']} captures",
         f"load average before {res['load_before'][0]:.2f}, after {res['load_after'][0]:.2f}",
         f"{'setup':<9} {'clients':>7} {'captures':>8} {'per s':>8} {'p50 ms':>8} "

@@ -23,6 +23,9 @@ from memstore.cli.bench import _json_opt, _log, _save, _workdir_opt, bench_group
 @click.option("--embedder", type=click.Choice(["hashing", "e5", "none"]), default="hashing",
               show_default=True,
               help="The stores' embedder (its indexer runs meanwhile).")  # fmt: skip
+@click.option("--db", "db_url", default=None,
+              help="Run on this PostgreSQL server instead (a new database per phase; "
+              "needs CREATEDB).")  # fmt: skip
 @_json_opt
 @_workdir_opt
 def bench_load(
@@ -32,6 +35,7 @@ def bench_load(
     max_captures: int,
     setups: tuple[str, ...],
     embedder: str,
+    db_url: str | None,
     json_path: Path | None,
     workdir: Path | None,
 ) -> None:
@@ -46,6 +50,7 @@ def bench_load(
     Example:
       memstore bench load
       memstore bench load --setup library --threads 8 --seconds 5
+      memstore bench load --db postgresql+psycopg://memstore@127.0.0.1:55432/memstore
     """
     from memstore.bench.load import format_load, run_load
 
@@ -56,6 +61,7 @@ def bench_load(
         max_captures=max_captures,
         setups=setups or ("library", "gateway"),
         embedder=embedder,
+        db_url=db_url,
         workdir=workdir,
         log=_log,
     )
