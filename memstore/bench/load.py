@@ -18,7 +18,9 @@ instead of a file (its user needs CREATEDB).
 A phase ends after ``seconds`` or ``max_captures`` captures, whichever comes
 first. Reported per phase: captures per second (over the phase's wall time),
 p50/p99 latency of one call, errors; with the ratio to the one-client phase
-of the same setup in the same run. Targets: 50 gateway clients >= 2x one
+of the same setup in the same run; and the CPU time per capture of the
+process that stores (library: this one, its indexer included; gateway: the
+server), which a loaded machine disturbs less than throughput. Targets: 50 gateway clients >= 2x one
 client's throughput with p99 <= 4x p50; 8 threads >= 1.5x with p99 <= 4x p50.
 
 The store runs as ``memstore serve`` would by default except: the hashing
@@ -60,8 +62,25 @@ def _turns(n: int, seed: int) -> list[tuple[str, str]]:
     return [gen.turn() for _ in range(n)]
 
 
-def drive(clients: int, seconds: float, max_captures: int, call: Call) -> dict[str, Any]:
-    """Run ``clients`` threads calling ``call`` until the time or the count is up."""
+def process_cpu_s(pid: int | None = None) -> float | None:
+    """CPU seconds (user + system) of this process, or of ``pid`` (Linux's
+    /proc; None elsewhere): per capture, a figure a loaded machine disturbs
+    far less than wall-clock throughput."""
+    if pid is None:
+        t = os.times()
+        return t.user + t.system
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def drive(
+    clients: int, seconds: float, max_captures: int, call: Call, *, cpu_of: int | None = None
+) -> dict[str, Any]:
+    """Run ``clients`` threads calling ``call`` until the time or the count is
+    up; ``cpu_of``: the process whose CPU time to count (default this one)."""
     lock = threading.Lock()
     latencies: list[float] = []
     errors: list[str] = []
@@ -96,11 +115,18 @@ def drive(clients: int, seconds: float, max_captures: int, call: Call) -> dict[s
     for t in threads:
         t.start()
     deadline = time.perf_counter() + seconds
+    cpu0 = process_cpu_s(cpu_of)
     t0 = time.perf_counter()
     start.wait()
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
+    cpu1 = process_cpu_s(cpu_of)
+    cpu_ms = (
+        round((cpu1 - cpu0) * 1000 / len(latencies), 3)
+        if cpu0 is not None and cpu1 is not None and latencies
+        else None
+    )
     p50, p99 = percentile(latencies, 50) * 1000, percentile(latencies, 99) * 1000
     return {
         "clients": clients,
@@ -110,6 +136,7 @@ def drive(clients: int, seconds: float, max_captures: int, call: Call) -> dict[s
         "p50_ms": round(p50, 2),
         "p99_ms": round(p99, 2),
         "p99_over_p50": round(p99 / p50, 2) if p50 else None,
+        "cpu_ms_per_capture": cpu_ms,
         "errors": len(errors),
         "first_error": errors[0] if errors else None,
     }
@@ -218,7 +245,7 @@ def _gateway_phase(
                 raise RuntimeError(f"HTTP {resp.status}: {data[:200]!r}")
 
         call(-1, 0)  # warm-up, not timed (the app's first request loads more code)
-        return drive(clients, seconds, max_captures, call)
+        return drive(clients, seconds, max_captures, call, cpu_of=gateway.proc.pid)
     finally:
         for conn in conns.values():
             conn.close()
@@ -267,7 +294,7 @@ def format_load(res: dict[str, Any]) -> str:
         f"{res['max_captures']} captures",
         f"load average before {res['load_before'][0]:.2f}, after {res['load_after'][0]:.2f}",
         f"{'setup':<9} {'clients':>7} {'captures':>8} {'per s':>8} {'p50 ms':>8} "
-        f"{'p99 ms':>8} {'p99/p50':>7} {'vs 1':>6} {'errors':>6}",
+        f"{'p99 ms':>8} {'p99/p50':>7} {'vs 1':>6} {'errors':>6} {'CPU ms/capture':>14}",
     ]
     for setup in ("library", "gateway"):
         if setup not in res:
@@ -278,7 +305,7 @@ def format_load(res: dict[str, Any]) -> str:
             lines.append(
                 f"{setup:<9} {r['clients']:>7} {r['captures']:>8} {r['per_s']:>8.1f} "
                 f"{r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['p99_over_p50'] or 0:>7.2f} "
-                f"{ratio:>6} {r['errors']:>6}"
+                f"{ratio:>6} {r['errors']:>6} {r['cpu_ms_per_capture'] or 0:>14.3f}"
             )
         many = res[setup]["many"]
         want_x, want_tail = TARGETS[setup]
