@@ -40,7 +40,6 @@ GroupBuild = Callable[[Connection, dict[Any, Any]], Sequence[NewEvent]]
 # Appends a whole batch in one transaction: per build, its stored events, and
 # the work to run once the transaction committed (hooks).
 CommitMany = Callable[[Sequence[GroupBuild]], tuple[list[list[StoredEvent]], Callable[[], None]]]
-CommitOne = Callable[[GroupBuild], list[StoredEvent]]
 
 # A bound on one transaction's size (memory, and how long a reader's snapshot
 # of the WAL grows), far above what a host's threads queue in practice.
@@ -70,8 +69,7 @@ class _Request:
 class GroupCommitter:
     """Queues requests and commits them in batches (module docstring)."""
 
-    def __init__(self, commit_one: CommitOne, commit_many: CommitMany) -> None:
-        self._commit_one = commit_one
+    def __init__(self, commit_many: CommitMany) -> None:
         self._commit_many = commit_many
         self._lock = threading.Lock()
         self._waiting: list[_Request] = []
@@ -113,9 +111,14 @@ class GroupCommitter:
             batch = self._waiting[:MAX_BATCH]
             del self._waiting[:MAX_BATCH]
             self._in_flight = len(batch)
-        try:
-            self._commit(batch)
-        finally:
+        handed = False
+
+        def hand_off() -> None:
+            # The oldest queued request leads the next transaction.
+            nonlocal handed
+            if handed:
+                return
+            handed = True
             with self._lock:
                 self._in_flight = 0
                 nxt = self._waiting[0] if self._waiting else None
@@ -124,26 +127,38 @@ class GroupCommitter:
             if nxt is not None:
                 nxt.lead = True
                 nxt.wake.release()
+
+        try:
+            self._commit(batch, hand_off)
+        finally:
+            hand_off()
             for r in batch[1:]:  # batch[0] is the leader itself
                 r.wake.release()
 
-    def _commit(self, batch: list[_Request]) -> None:
+    def _commit(self, batch: list[_Request], hand_off: Callable[[], None]) -> None:
         try:
-            if len(batch) > 1 and self._commit_batch(batch):
-                return
-            # One request, or a batch whose transaction failed (nothing of it
-            # was written): each alone, so a failure is its own caller's only.
-            for r in batch:
-                try:
-                    r.stored = self._commit_one(r.build)
-                except BaseException as e:  # handed to its caller, re-raised there
-                    r.error = e
+            if len(batch) == 1:
+                self._commit_alone(batch[0], hand_off)
+            elif not self._commit_batch(batch, hand_off):
+                # The shared transaction failed and wrote nothing: each
+                # request alone, so a failure is its own caller's only.
+                for r in batch:
+                    self._commit_alone(r, lambda: None)
         except BaseException as e:  # e.g. KeyboardInterrupt in the leader
             for r in batch:
                 if r.stored is None and r.error is None:
                     r.error = e
 
-    def _commit_batch(self, batch: list[_Request]) -> bool:
+    def _commit_alone(self, r: _Request, hand_off: Callable[[], None]) -> None:
+        try:
+            results, after = self._commit_many([r.build])
+        except BaseException as e:  # handed to its caller, re-raised there
+            r.error = e
+            return
+        r.stored = results[0]
+        self._after(after, [r], hand_off)
+
+    def _commit_batch(self, batch: list[_Request], hand_off: Callable[[], None]) -> bool:
         """One transaction for the whole batch; False if it did not commit."""
         try:
             results, after = self._commit_many([r.build for r in batch])
@@ -153,6 +168,17 @@ class GroupCommitter:
             r.stored = stored
         self.batches += 1
         self.batched += len(batch)
+        self._after(after, batch, hand_off)
+        return True
+
+    @staticmethod
+    def _after(
+        after: Callable[[], None], batch: list[_Request], hand_off: Callable[[], None]
+    ) -> None:
+        # The next transaction may begin while this one's after-commit hooks
+        # run (they ran beside other writers before there were batches too);
+        # the callers still wait for them, as a lone capture's caller did.
+        hand_off()
         try:
             after()
         except BaseException as e:
@@ -160,7 +186,6 @@ class GroupCommitter:
             # raises this to its caller, so every caller of the batch sees it.
             for r in batch:
                 r.error = e
-        return True
 
 
 __all__ = ["MAX_BATCH", "GroupBuild", "GroupCommitter"]

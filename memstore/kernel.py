@@ -87,7 +87,7 @@ class Kernel:
         # writers of derived rows (the vector indexer) do not interleave.
         self.exclusive: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
         self.closed = False
-        self.group = GroupCommitter(self._commit_one, self._commit_many)
+        self.group = GroupCommitter(self._commit_many)
 
     def _on_rollback(self, _conn: Any) -> None:
         self.log.forget_cache()
@@ -177,9 +177,6 @@ class Kernel:
         claimed) and must not return a ``Batch``; the registered hooks run."""
         self.check_open()
         return self.group.submit(build)
-
-    def _commit_one(self, build: GroupBuild) -> list[StoredEvent]:
-        return self.append_if(lambda conn: build(conn, {}))
 
     def _commit_many(
         self, builds: Sequence[GroupBuild]
