@@ -160,3 +160,22 @@ def test_many_threads_keep_each_sessions_order(store: Store) -> None:
     before_rebuild = snapshot(store)
     store.rebuild()
     assert snapshot(store) == before_rebuild
+
+
+def test_captures_of_one_session_in_one_batch_queue_its_work_once(store: Store) -> None:
+    from memstore.pipeline import queue
+
+    calls: list[Callable[[], object]] = [
+        (lambda i=i: store.capture_turn("u", "s1", f"I like tea number {i}", turn_id=f"t{i}"))
+        for i in range(5)
+    ]
+    results = _run_queued(store, calls)
+    assert all(not isinstance(r, Exception) for r in results), results
+    with store.db.read() as conn:
+        items = [w for w in queue.pending(conn, "u") if w.stage == "l1"]
+    # The first capture reached the warm-up threshold (one round) on its own;
+    # the rest joined the session's unclaimed item instead of adding one each.
+    assert [(w.user_id, w.session_id) for w in items] == [("u", "s1")]
+    before_rebuild = snapshot(store)
+    store.rebuild()
+    assert snapshot(store) == before_rebuild
