@@ -18,8 +18,9 @@ a checkpoint only moves committed pages into the main file. If the process
 dies the WAL is simply longer; the next open (or the last connection's
 close, which checkpoints) folds it in.
 
-The thread is started on the first write of the process that writes; a
-forked child (which inherits no threads) starts its own.
+The thread (and its connection) starts with the first write of the process
+and lasts until the store closes; a forked child (which inherits no
+threads) starts its own.
 """
 
 from __future__ import annotations
@@ -51,12 +52,12 @@ class Checkpointer:
 
     def wrote(self) -> None:
         """After a write transaction committed (under the write lock)."""
+        if self._pid != os.getpid() or self._thread is None:
+            self._start()  # at the first write: its thread and connection stay from then on
         self._writes += 1
         if self._writes < EVERY:
             return
         self._writes = 0
-        if self._pid != os.getpid() or self._thread is None:
-            self._start()
         self._wake.set()
 
     def _start(self) -> None:
