@@ -1,16 +1,17 @@
 """Group commit: concurrent appends of one process share a write transaction.
 
-Every capture is a durable transaction of its own, and writers queue for the
-one write lock. Under load (the threads of a gateway, several agents in one
-host) they used to wait for each other one transaction at a time, each paying
-its own BEGIN, COMMIT and per-statement set-up. Here the first caller to find
-no transaction under way becomes the *leader*: it takes every request waiting
+A capture returns only once it is durable, and with one transaction per
+capture concurrent callers (the threads of a gateway, several agents in one
+host) waited for each other one transaction at a time, each paying its own
+BEGIN, COMMIT and per-statement set-up. Here the first caller to find no
+transaction under way becomes the *leader*: it takes every request waiting
 at that moment (its own first), appends them in one transaction through the
 kernel, and wakes each caller once the batch is committed. Callers that
-arrive meanwhile queue; when the leader is done it hands the lead to the
-oldest of them, which commits everything queued by then. A lone caller finds
-nobody waiting and commits alone, as before, with no timer and no thread of
-its own (nothing to restart after a ``fork``).
+arrive meanwhile queue; when the leader's transaction committed it hands the
+lead to the oldest of them, which commits everything queued by then. A lone
+caller finds nobody waiting and commits alone, with no timer and no thread
+of its own (nothing to restart after a ``fork``; a forked child starts with
+an empty queue).
 
 What a caller is promised does not change: its call returns only after the
 transaction holding its events committed (a kill after the return loses
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -71,15 +73,20 @@ class GroupCommitter:
 
     def __init__(self, commit_many: CommitMany) -> None:
         self._commit_many = commit_many
-        self._lock = threading.Lock()
-        self._waiting: list[_Request] = []
-        self._leading = False
-        self._in_flight = 0
-        self._pid = os.getpid()
+        self._reset()
+        _COMMITTERS.add(self)
         # Transactions committed for more than one request, and the requests
         # they held (what the load benchmark and the tests read).
         self.batches = 0
         self.batched = 0
+
+    def _reset(self) -> None:
+        # Also in a forked child: the leader and the waiters (and whoever
+        # held the lock at the fork) live on in the parent only.
+        self._lock = threading.Lock()
+        self._waiting: list[_Request] = []
+        self._leading = False
+        self._in_flight = 0
 
     @property
     def pending(self) -> tuple[int, int]:
@@ -91,11 +98,6 @@ class GroupCommitter:
         """Commit what ``build`` returns, alone or with other waiting requests."""
         req = _Request(build)
         with self._lock:
-            if self._pid != os.getpid():
-                # A fork copied this state mid-batch: the leader and the
-                # waiters live on in the parent only.
-                self._pid, self._waiting, self._leading = os.getpid(), [], False
-                self._in_flight = 0
             self._waiting.append(req)
             lead = not self._leading
             self._leading = True
@@ -186,6 +188,18 @@ class GroupCommitter:
             # raises this to its caller, so every caller of the batch sees it.
             for r in batch:
                 r.error = e
+
+
+_COMMITTERS: weakref.WeakSet[GroupCommitter] = weakref.WeakSet()
+
+
+def _reset_in_child() -> None:
+    for committer in list(_COMMITTERS):
+        committer._reset()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_reset_in_child)
 
 
 __all__ = ["MAX_BATCH", "GroupBuild", "GroupCommitter"]
