@@ -482,9 +482,8 @@ class BackgroundIndexer:
     after each batch for ``yield_ratio`` times as long as the batch took: in
     one process it shares the interpreter lock and the write lock with the
     captures, and without a pause a backlog took most of both (8 capturing
-    threads ran at 0.35-0.4x their rate with the
-    indexer stopped). With nothing
-    captured during a batch it goes on at full speed.
+    threads ran at 0.35-0.4x their rate with the indexer stopped). With
+    nothing captured during a batch it goes on at full speed.
     """
 
     def __init__(
