@@ -27,6 +27,7 @@ from memstore.db.engine import Database
 from memstore.erasure_compaction import Compactor
 from memstore.errors import StorageError
 from memstore.events.log import EventLog, NewEvent, StoredEvent
+from memstore.groupcommit import GroupBuild, GroupCommitter
 from memstore.projections.base import Projection, Projections
 from memstore.timeutil import Clock, system_clock
 
@@ -86,6 +87,7 @@ class Kernel:
         # writers of derived rows (the vector indexer) do not interleave.
         self.exclusive: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
         self.closed = False
+        self.group = GroupCommitter(self._commit_many)
 
     def _on_rollback(self, _conn: Any) -> None:
         self.log.forget_cache()
@@ -156,25 +158,75 @@ class Kernel:
         self.check_open()
         hooks = hooks if hooks is not None else self.hooks
         lock = self.exclusive() if exclusive else contextlib.nullcontext()
-        deferred: list[Callable[[], object]] = []
         with lock, self.db.write() as conn:
             built = build(conn)
             batch = built if isinstance(built, Batch) else Batch(built)
             if not batch.events:
                 return []
-            stored = self.log.append(conn, batch.events, after=batch.after)
-            self.projections.apply_inline(conn, stored)
-            for hook in hooks.in_transaction:
-                after = hook(conn, stored)
-                if callable(after):
-                    deferred.append(after)
+            stored, deferred = self._write(conn, batch.events, hooks, after=batch.after)
             if batch.then is not None:
                 batch.then(conn, stored)
+        self._after_commit(stored, deferred, hooks)
+        return stored
+
+    def append_grouped(self, build: GroupBuild) -> list[StoredEvent]:
+        """``append_if`` for a write that may share its transaction with
+        concurrent ones (captures; memstore.groupcommit): returns once the
+        transaction holding its events committed. ``build`` gets a scratch
+        dict shared by the builds of one transaction (what earlier ones
+        claimed) and must not return a ``Batch``; the registered hooks run."""
+        self.check_open()
+        return self.group.submit(build)
+
+    def _commit_many(
+        self, builds: Sequence[GroupBuild]
+    ) -> tuple[list[list[StoredEvent]], Callable[[], None]]:
+        """Every build's events in one transaction: what each stored, and
+        what to run once it committed (the deferred and on-commit hooks)."""
+        self.check_open()
+        hooks = self.hooks
+        scratch: dict[Any, Any] = {}
+        stored: list[StoredEvent] = []
+        deferred: list[Callable[[], object]] = []
+        with self.db.write() as conn:
+            built = [list(b(conn, scratch)) for b in builds]
+            flat = [e for events in built for e in events]
+            if flat:
+                stored, deferred = self._write(conn, flat, hooks)
+        out: list[list[StoredEvent]] = []
+        start = 0
+        for events in built:
+            out.append(stored[start : start + len(events)])
+            start += len(events)
+
+        def after() -> None:
+            if stored:
+                self._after_commit(stored, deferred, hooks)
+
+        return out, after
+
+    def _write(
+        self, conn: Connection, events: Sequence[NewEvent], hooks: Hooks, *, after: int = 0
+    ) -> tuple[list[StoredEvent], list[Callable[[], object]]]:
+        """In the write transaction: the log, the inline projections, the
+        in-transaction hooks (and what they asked to run after the commit)."""
+        stored = self.log.append(conn, events, after=after)
+        self.projections.apply_inline(conn, stored)
+        deferred: list[Callable[[], object]] = []
+        for hook in hooks.in_transaction:
+            then = hook(conn, stored)
+            if callable(then):
+                deferred.append(then)
+        return stored, deferred
+
+    @staticmethod
+    def _after_commit(
+        stored: list[StoredEvent], deferred: list[Callable[[], object]], hooks: Hooks
+    ) -> None:
         for run in deferred:
             run()
         for done in hooks.on_commit:
             done(stored)
-        return stored
 
     # -- reads -------------------------------------------------------------------
 

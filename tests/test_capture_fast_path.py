@@ -113,8 +113,17 @@ def test_the_pool_hands_back_the_connection_returned_last(store: Store) -> None:
     assert a is not b
     first.close()
     second.close()
-    # Each write transaction gets b (returned last), whose page cache holds
-    # what the previous one wrote; first-in-first-out alternated a and b.
+    # Each read transaction gets b (returned last), whose page cache holds
+    # what the previous one read; first-in-first-out alternated a and b.
+    used = []
+    for _ in range(3):
+        with store.db.read() as conn:
+            used.append(conn.connection.driver_connection)
+            rawexec.rows(conn, "SELECT count(*) FROM l0_user_slots")
+    assert all(u is b for u in used)
+
+
+def test_write_transactions_run_on_one_held_connection(store: Store) -> None:
     used = []
     for i in range(3):
         with store.db.write() as conn:
@@ -122,4 +131,11 @@ def test_the_pool_hands_back_the_connection_returned_last(store: Store) -> None:
             rawexec.run(
                 conn, "INSERT INTO l0_user_slots (user_id, slot) VALUES (?, ?)", (f"p{i}", i)
             )
-    assert all(u is b for u in used)
+            # A write inside a write of the same thread gets a pooled
+            # connection (and waits for the first one's lock like any writer).
+            assert store.db._held_writer() is None
+    assert len({id(u) for u in used}) == 1
+    with store.db.read() as conn:
+        assert conn.connection.driver_connection is not used[0]
+        got = rawexec.rows(conn, "SELECT user_id FROM l0_user_slots WHERE user_id LIKE 'p%'")
+    assert sorted(r[0] for r in got) == ["p0", "p1", "p2"]

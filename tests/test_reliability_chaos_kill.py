@@ -21,6 +21,14 @@ def test_sigkill_during_capture_loses_no_acknowledged_capture(tmp_path: Path) ->
     assert (res["lost"], res["duplicates"], res["projection_mismatches"]) == (0, 0, 0)
 
 
+def test_sigkill_while_threads_capture_loses_no_acknowledged_capture(tmp_path: Path) -> None:
+    res = chaos_kill.kill_threads_capture(3, tmp_path, snapshot, random.Random(5))
+    assert res["acknowledged"] > 0
+    # The captures did share transactions before the kill (group commit).
+    assert res["shared_transactions"] > 0
+    assert (res["lost"], res["duplicates"], res["projection_mismatches"]) == (0, 0, 0)
+
+
 def test_sigkill_during_rebuild_leaves_the_log_and_projections_intact(tmp_path: Path) -> None:
     res = chaos_kill.kill_rebuild(3, tmp_path, snapshot, random.Random(2), turns=600)
     assert res["events"] > 0

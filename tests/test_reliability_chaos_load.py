@@ -69,6 +69,7 @@ def test_bench_chaos_prints_the_table(tmp_path: Path, capsys: pytest.CaptureFixt
     table = format_chaos(run_chaos(plan, workdir=tmp_path))
     for row in (
         "SIGKILL during capture",
+        "SIGKILL during capture from 8 threads",
         "SIGKILL during erasure",
         "writers, 8 threads",
         "LLM faults",

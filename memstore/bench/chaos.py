@@ -56,6 +56,10 @@ def run_chaos(
                     lambda: chaos_kill.kill_capture(plan.kill_trials, work, snapshot, rng),
                 ),
                 (
+                    "kill_threads_capture",
+                    lambda: chaos_kill.kill_threads_capture(plan.kill_trials, work, snapshot, rng),
+                ),
+                (
                     "kill_rebuild",
                     lambda: chaos_kill.kill_rebuild(plan.kill_trials, work, snapshot, rng),
                 ),
@@ -83,11 +87,16 @@ def format_chaos(res: dict[str, Any]) -> str:
         res["kill_erase"],
         res["kill_extract"],
     )
+    kt = res["kill_threads_capture"]
     lines = [
         "memstore bench chaos (goal: 0 in every lost / leak / mismatch figure)",
         f"SIGKILL during capture   {kc['trials']} kills: {kc['acknowledged']} acknowledged, "
         f"lost {kc['lost']}, duplicated {kc['duplicates']}, "
         f"projections != rebuild {kc['projection_mismatches']}",
+        f"SIGKILL during capture from {kt['threads']} threads   {kt['trials']} kills: "
+        f"{kt['acknowledged']} acknowledged ({kt['shared_transactions']} shared transactions), "
+        f"lost {kt['lost']}, duplicated {kt['duplicates']}, "
+        f"projections != rebuild {kt['projection_mismatches']}",
         f"SIGKILL during rebuild   {kr['trials']} kills ({kr['killed_mid_work']} mid-rebuild): "
         f"log changed {kr['log_changed']}, projections != reference {kr['projection_mismatches']}",
         f"SIGKILL during erasure   {ke['trials']} kills ({ke['erasure_committed']} after commit, "

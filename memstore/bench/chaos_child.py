@@ -46,6 +46,36 @@ def capture(db: Path, acks: TextIO, user: str, n: int, burst: int) -> None:
                 _ack(acks, m["id"])
 
 
+def threads_capture(db: Path, acks: TextIO, user: str, threads: int) -> None:
+    """``threads`` threads capture one turn per call, each into its own
+    session, until killed; each turn's id is acked once its call returned
+    (concurrent captures share write transactions: memstore.groupcommit).
+    Every 20 turns a thread also writes ``batches N`` (transactions that held
+    more than one capture so far), so the parent can tell they did."""
+    import threading
+
+    lock = threading.Lock()
+    with Store.open(db, settings=child_settings()) as store:
+        _ack(acks, "ready")
+
+        def run(w: int) -> None:
+            for j in range(10**6):
+                mid = f"{user}-{w}-{j}"
+                store.capture(
+                    user, f"s{w}", [{"role": "user", "content": f"{user} turn {j}", "id": mid}]
+                )
+                with lock:
+                    _ack(acks, mid)
+                    if j % 20 == 19:
+                        _ack(acks, f"batches {store.kernel.group.batches}")
+
+        workers = [threading.Thread(target=run, args=(w,), daemon=True) for w in range(threads)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+
+
 def timed_capture(db: Path, acks: TextIO, user: str, n: int) -> None:
     """Capture ``n`` turns one by one; ack ``id latency_s`` (or ``error``)."""
     with Store.open(db, settings=child_settings()) as store:
@@ -95,6 +125,8 @@ def main(argv: list[str]) -> None:
     with Path(ack_path).open("a", encoding="utf-8") as acks:
         if mode == "capture":
             capture(Path(db), acks, rest[0], int(rest[1]), int(rest[2]))
+        elif mode == "threads_capture":
+            threads_capture(Path(db), acks, rest[0], int(rest[1]))
         elif mode == "timed_capture":
             timed_capture(Path(db), acks, rest[0], int(rest[1]))
         elif mode == "rebuild":

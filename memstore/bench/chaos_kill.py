@@ -72,6 +72,17 @@ def stored_ids(store: Store, user: str) -> list[str]:
     return [r[0] for r in rows]
 
 
+def check_acked(db: Path, user: str, got: list[str], snapshot: Snapshot) -> tuple[int, int, int]:
+    """After a kill: (acknowledged message ids not stored, ids stored twice,
+    1 if the projections differ from a rebuild)."""
+    with _open(db) as store:
+        ids = stored_ids(store, user)
+        before = snapshot(store)
+        store.rebuild()
+        changed = int(before != snapshot(store))
+    return len(set(got) - set(ids)), len(ids) - len(set(ids)), changed
+
+
 def kill_capture(trials: int, work: Path, snapshot: Snapshot, rng: random.Random) -> dict[str, Any]:
     db, acks = work / "capture.db", work / "capture.acks"
     acked = lost = dup = mismatch = 0
@@ -82,17 +93,44 @@ def kill_capture(trials: int, work: Path, snapshot: Snapshot, rng: random.Random
         time.sleep(rng.uniform(0.2, 1.2))
         kill(proc)
         got = read_acks(acks)
-        with _open(db) as store:
-            ids = stored_ids(store, user)
-            lost += len(set(got) - set(ids))
-            dup += len(ids) - len(set(ids))
-            before = snapshot(store)
-            store.rebuild()
-            mismatch += before != snapshot(store)
+        a, b, c = check_acked(db, user, got, snapshot)
+        lost, dup, mismatch = lost + a, dup + b, mismatch + c
         acked += len(got)
     return {
         "trials": trials,
         "acknowledged": acked,
+        "lost": lost,
+        "duplicates": dup,
+        "projection_mismatches": mismatch,
+    }
+
+
+def kill_threads_capture(
+    trials: int, work: Path, snapshot: Snapshot, rng: random.Random, threads: int = 8
+) -> dict[str, Any]:
+    """SIGKILL while ``threads`` threads of one process capture (their captures
+    share write transactions): every acknowledged turn must be stored, once,
+    and the projections must equal a rebuild."""
+    db, acks = work / "threads.db", work / "threads.acks"
+    acked = lost = dup = mismatch = batches = 0
+    for t in range(trials):
+        user = f"u{t}"
+        proc = spawn("threads_capture", db, acks, user, threads)
+        wait_ready(proc, acks)
+        time.sleep(rng.uniform(0.5, 1.5))
+        kill(proc)
+        lines = read_acks(acks)
+        got = [ln for ln in lines if not ln.startswith("batches ")]
+        counts = [int(ln.split()[1]) for ln in lines if ln.startswith("batches ")]
+        batches += max(counts, default=0)
+        a, b, c = check_acked(db, user, got, snapshot)
+        lost, dup, mismatch = lost + a, dup + b, mismatch + c
+        acked += len(got)
+    return {
+        "trials": trials,
+        "threads": threads,
+        "acknowledged": acked,
+        "shared_transactions": batches,
         "lost": lost,
         "duplicates": dup,
         "projection_mismatches": mismatch,

@@ -156,6 +156,9 @@ class WriteTimer:
             if "/memstore/" in f.filename
             and "/bench/" not in f.filename
             and "contextlib" not in f.filename
+            # The group committer's own frames sit between an append and its caller.
+            and not f.filename.endswith("groupcommit.py")
+            and f.name not in ("_commit_many", "append_grouped")
         ]
         where = " <- ".join(
             f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in frames[-3:][::-1]

@@ -82,6 +82,9 @@ def main(argv: list[str]) -> None:
     event.remove(store.db.engine, "before_cursor_execute", _count)
     ref = sqlite_module().connect(str(work), isolation_level=None, check_same_thread=False)
     ref.execute("PRAGMA synchronous = NORMAL")
+    # Checkpoints are not the reference's to run (the store's connections leave
+    # them to a thread of their own): a reference commit never pays one.
+    ref.execute("PRAGMA wal_autocheckpoint = 0")
     ref.execute("CREATE TABLE IF NOT EXISTS capture_idle_ref (id INTEGER PRIMARY KEY, body TEXT)")
     kinds = {
         "same": "turn, same session",

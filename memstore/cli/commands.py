@@ -13,6 +13,7 @@ MODULES = (
     "memstore.cli.bench",
     "memstore.cli.bench_workers",
     "memstore.cli.bench_probes",
+    "memstore.cli.bench_load",
     "memstore.cli.data",
     "memstore.cli.demo",
     "memstore.cli.derive",
@@ -27,7 +28,8 @@ MODULES = (
 
 # name -> (modules that define it or its subcommands, short help)
 COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
-    "bench": (("memstore.cli.bench", "memstore.cli.bench_workers", "memstore.cli.bench_probes"),
+    "bench": (("memstore.cli.bench", "memstore.cli.bench_workers", "memstore.cli.bench_probes",
+               "memstore.cli.bench_load"),
               "Benchmarks: event log, capture/search speed, LoCoMo retrieval quality, report."),
     "capture": (("memstore.cli.data",), "Capture one conversation turn into L0."),
     "db": (("memstore.cli.core",), "Schema migrations of the database file."),

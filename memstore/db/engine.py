@@ -9,6 +9,7 @@ Python instead of spinning in SQLite's busy handler.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from abc import ABC, abstractmethod
@@ -22,6 +23,7 @@ from sqlalchemy.pool import QueuePool
 
 from memstore.db.backend import SQLITE
 from memstore.db.backend.base import Backend
+from memstore.db.checkpoint import Checkpointer
 from memstore.db.driver import load_vec, sqlite_module
 from memstore.db.target import looks_like_url, safe_url
 from memstore.errors import ConfigError, InvalidInputError, LockedError, StorageError
@@ -57,6 +59,11 @@ SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
 # VACUUM frees space inside the file only. A 32-bit process keeps its address
 # space.
 MMAP_BYTES = 1 << 30 if sys.maxsize > 2**32 else 0
+
+# Write connections a forked child inherited from its parent: never used and
+# never closed there (closing would unlock and checkpoint the parent's file
+# from the wrong process), only kept from the garbage collector.
+_INHERITED: list[Connection] = []
 
 
 def translate(err: exc.DBAPIError | Exception, what: str = "database") -> StorageError:
@@ -94,6 +101,10 @@ class Database(ABC):
         """The SQLAlchemy dialect name of the engine (the backend's name)."""
         return self.backend.name
 
+    def _after_write(self) -> None:
+        """After each committed write transaction (SQLite counts them for its
+        checkpoints, memstore.db.checkpoint)."""
+
     @abstractmethod
     def translate_error(self, err: Exception, what: str = "database") -> StorageError:
         """A driver error as a memstore error (callers ``raise ... from err``)."""
@@ -119,6 +130,7 @@ class Database(ABC):
             try:
                 with self._write_transaction() as conn:
                     yield conn
+                self._after_write()
             except exc.IntegrityError:
                 raise
             except exc.DBAPIError as e:
@@ -162,6 +174,11 @@ class SqliteDatabase(Database):
     """Owns the engine for one SQLite file."""
 
     backend = SQLITE
+    # memstore.db.checkpoint: WAL checkpoints off the capture path.
+    _checkpointer: Checkpointer | None = None
+    # The connection write transactions run on (``_held_writer``).
+    _held: Connection | None = None
+    _held_pid = 0
 
     def __init__(
         self, path: str | Path, *, busy_timeout_ms: int = 5000, durability: str = "normal"
@@ -194,6 +211,7 @@ class SqliteDatabase(Database):
         self.busy_timeout_ms = busy_timeout_ms
         self.module = sqlite_module()
         self.driver_errors = (self.module.Error,)
+        self._checkpointer = Checkpointer(self.path, self.module, busy_timeout_ms)
         self.engine: Engine = create_engine(
             f"sqlite:///{self.path}",
             module=self.module,
@@ -229,6 +247,8 @@ class SqliteDatabase(Database):
         cur.execute(f"PRAGMA synchronous = {self.synchronous}")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+        # No checkpoint inside a commit: memstore.db.checkpoint runs them.
+        cur.execute("PRAGMA wal_autocheckpoint = 0")
         cur.close()
 
     def translate_error(self, err: Exception, what: str = "database") -> StorageError:
@@ -243,20 +263,63 @@ class SqliteDatabase(Database):
         assert raw is not None
         raw.execute(f"BEGIN {mode}")
 
+    def _after_write(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.wrote()
+
     @contextmanager
     def _write_transaction(self) -> Iterator[Connection]:
         # BEGIN IMMEDIATE: the write lock at BEGIN, so a second process waits
         # on busy_timeout instead of deadlocking on a read-then-write upgrade.
-        with self.engine.connect() as conn:
-            conn = conn.execution_options(sqlite_begin="IMMEDIATE")
-            with conn.begin():
-                yield conn
+        held = self._held_writer()
+        if held is None:  # a write inside a write of this thread
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(sqlite_begin="IMMEDIATE")
+                with conn.begin():
+                    yield conn
+            return
+        with held.begin():
+            yield held
+
+    def _held_writer(self) -> Connection | None:
+        """The connection this process's write transactions run on (with the
+        write lock held), or None when it is in a transaction already.
+
+        Kept out of the pool: a checkout, its events and the reset on check-in
+        cost 100-160 us of CPU per transaction against 25-50 us for BEGIN on
+        a held connection (BENCHMARKS.md, "Idle capture"), and writes keep
+        finding their own pages in its cache. What other connections or
+        processes wrote meanwhile is no risk to that cache: SQLite checks the
+        WAL index at every BEGIN and drops pages that changed. After a fork
+        the child opens its own (the inherited one is the parent's)."""
+        pid = os.getpid()
+        held = self._held
+        if held is not None and self._held_pid != pid:
+            _INHERITED.append(held)
+            held = None
+        if held is not None and (held.closed or held.invalidated):
+            held = None
+        if held is None:
+            held = self.engine.connect().execution_options(sqlite_begin="IMMEDIATE")
+            self._held, self._held_pid = held, pid
+        elif held.in_transaction():
+            return None
+        return held
 
     @contextmanager
     def _read_transaction(self) -> Iterator[Connection]:
         # A deferred BEGIN: the snapshot is taken at the first read.
         with self.engine.connect() as conn, conn.begin():
             yield conn
+
+    def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+        with self._write_lock:
+            held, self._held = self._held, None
+            if held is not None and self._held_pid == os.getpid():
+                held.close()
+        self.engine.dispose()
 
     def sqlite_version(self) -> str:
         with self.read() as conn:

@@ -192,17 +192,25 @@ def capture(
     prepared = prepare_messages(session_id, messages, now=kernel.clock(), max_bytes=max_bytes)
     dropped = len(messages) - len(prepared)
     ids = [m.id for m in prepared]
-    known: set[str] = set()
-    fresh: list[PreparedMessage] = []
+    # What the last run of the build saw (it runs again, alone, when the
+    # transaction it shared with other captures failed).
+    seen: dict[str, Any] = {"known": set(), "fresh": []}
 
-    def only_new(conn: Connection) -> list[NewEvent]:
+    def only_new(conn: Connection, claimed: dict[Any, Any]) -> list[NewEvent]:
         # Inside the append's transaction: two captures of the same
-        # messages cannot both see them as new.
-        known.update(known_message_ids(conn, user_id, session_id, ids))
-        fresh.extend(new_messages(prepared, known))
+        # messages cannot both see them as new. A capture committed in the
+        # same transaction before this one is not in l0_messages yet: the
+        # ids it took are in ``claimed``.
+        taken: set[str] = claimed.setdefault(("l0", user_id, session_id), set())
+        known = known_message_ids(conn, user_id, session_id, ids) | taken.intersection(ids)
+        fresh = new_messages(prepared, known)
+        taken.update(m.id for m in fresh)
+        seen["known"], seen["fresh"] = known, fresh
         return [capture_event(user_id, session_id, agent_id, fresh)] if fresh else []
 
-    stored = kernel.append_if(only_new)
+    stored = kernel.append_grouped(only_new)
+    known: set[str] = seen["known"]
+    fresh: list[PreparedMessage] = seen["fresh"]
     if not stored:
         return CaptureResult(None, [], ids, [], dropped)
     # A repeat within the call is a duplicate too, reported like one stored before.

@@ -1,0 +1,181 @@
+"""Group commit: concurrent captures of one process share a write transaction,
+each caller returns once its transaction committed, and a failing request
+fails only its own caller — on both backends.
+
+To make the batches deterministic (no timing), the test holds the store's
+write transaction while the threads submit: the first capture's transaction
+waits for it, the others queue behind that one, and once the test lets go
+everything queued commits together.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, text
+
+from memstore.errors import InvalidInputError
+from memstore.events.log import NewEvent
+from memstore.l0.events import MessagesCaptured
+from memstore.store import Store
+from tests.snapshot import snapshot
+
+
+class Commits:
+    """Counts the store's committed write transactions (``Database.write``,
+    which every append goes through; read transactions commit too, so the
+    engine's commit event would count those as well)."""
+
+    def __init__(self, store: Store) -> None:
+        self.n = 0
+        self._lock = threading.Lock()
+        write = store.db.write
+
+        @contextmanager
+        def counted() -> Iterator[Connection]:
+            with write() as conn:
+                yield conn
+            with self._lock:
+                self.n += 1
+
+        store.db.write = counted  # type: ignore[method-assign]
+
+
+def _run_queued(store: Store, calls: list[Callable[[], object]]) -> list[object]:
+    """Run ``calls`` on threads while the test holds the write transaction,
+    let go once all of them are in the group committer, and return each
+    call's result (or the exception it raised)."""
+    results: list[object] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        try:
+            results[i] = calls[i]()
+        except Exception as e:  # the test looks at it
+            results[i] = e
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    with store.db.write():
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 60
+        while sum(store.kernel.group.pending) < len(calls):
+            assert time.monotonic() < deadline, "the captures never queued"
+            time.sleep(0.005)
+    for t in threads:
+        t.join(60)
+    return results
+
+
+def _l0_ids(store: Store, user: str) -> list[tuple[str, str]]:
+    with store.db.read() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT session_id, message_id FROM l0_messages WHERE user_id = :u "
+                "ORDER BY position, message_id"
+            ),
+            {"u": user},
+        ).all()
+    return [(r[0], r[1]) for r in rows]
+
+
+def test_queued_captures_share_one_commit_and_all_survive(store: Store) -> None:
+    commits = Commits(store)
+    n = 8
+    calls: list[Callable[[], object]] = [
+        (lambda i=i: store.capture_turn("u", f"s{i}", f"tea number {i}", "noted", turn_id=f"t{i}"))
+        for i in range(n)
+    ]
+    before = commits.n + 1  # the test's own transaction commits on letting go
+    results = _run_queued(store, calls)
+    assert all(not isinstance(r, Exception) for r in results), results
+    # The first capture's transaction (it may hold a few that queued at once)
+    # and one for everything queued behind it: two commits for eight captures.
+    assert commits.n - before == 2
+    assert store.kernel.group.batches >= 1
+    positions = {r.event_position for r in results}  # type: ignore[union-attr]
+    assert len(positions) == n and None not in positions
+    stored = _l0_ids(store, "u")
+    assert sorted(stored) == sorted((f"s{i}", f"t{i}:{j}") for i in range(n) for j in (0, 1))
+    before_rebuild = snapshot(store)
+    store.rebuild()
+    assert snapshot(store) == before_rebuild
+
+
+def test_a_message_captured_twice_in_one_batch_is_stored_once(store: Store) -> None:
+    calls: list[Callable[[], object]] = [
+        (lambda: store.capture("u", "s1", [{"role": "user", "content": "same", "id": "m1"}]))
+        for _ in range(5)
+    ]
+    results = _run_queued(store, calls)
+    stored = [r.stored for r in results]  # type: ignore[union-attr]
+    assert sorted(stored) == [[], [], [], [], ["m1"]]
+    assert all(r.duplicates == ["m1"] for r in results if not r.stored)  # type: ignore[union-attr]
+    assert _l0_ids(store, "u") == [("s1", "m1")]
+
+
+def test_a_failing_request_fails_only_its_own_caller(store: Store) -> None:
+    def bad(_conn: Any, _claimed: dict[Any, Any]) -> list[NewEvent]:
+        # An event the log refuses inside the transaction (bad input).
+        return [NewEvent("", MessagesCaptured(session_id="s", messages=[]), user_id="u")]
+
+    calls: list[Callable[[], object]] = [
+        (lambda i=i: store.capture_turn("u", "s1", f"turn {i} about tea", turn_id=f"t{i}"))
+        for i in range(6)
+    ]
+    calls.insert(3, lambda: store.kernel.append_grouped(bad))
+    results = _run_queued(store, calls)
+    assert isinstance(results[3], InvalidInputError)
+    good = [r for i, r in enumerate(results) if i != 3]
+    assert all(not isinstance(r, Exception) and r.stored for r in good), good  # type: ignore[union-attr]
+    assert len(_l0_ids(store, "u")) == 6
+    before_rebuild = snapshot(store)
+    store.rebuild()
+    assert snapshot(store) == before_rebuild
+
+
+@pytest.mark.slow
+def test_many_threads_keep_each_sessions_order(store: Store) -> None:
+    threads, turns = 6, 25
+
+    def worker(w: int) -> None:
+        for i in range(turns):
+            store.capture_turn("u", f"s{w}", f"thread {w} turn {i} about tea", turn_id=f"{i:03d}")
+
+    ts = [threading.Thread(target=worker, args=(w,)) for w in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    stored = _l0_ids(store, "u")
+    assert len(stored) == threads * turns * 1
+    for w in range(threads):
+        # Capture order is log order within a session.
+        mine = [m for s, m in stored if s == f"s{w}"]
+        assert mine == [f"{i:03d}:0" for i in range(turns)]
+    before_rebuild = snapshot(store)
+    store.rebuild()
+    assert snapshot(store) == before_rebuild
+
+
+def test_captures_of_one_session_in_one_batch_queue_its_work_once(store: Store) -> None:
+    from memstore.pipeline import queue
+
+    calls: list[Callable[[], object]] = [
+        (lambda i=i: store.capture_turn("u", "s1", f"I like tea number {i}", turn_id=f"t{i}"))
+        for i in range(5)
+    ]
+    results = _run_queued(store, calls)
+    assert all(not isinstance(r, Exception) for r in results), results
+    with store.db.read() as conn:
+        items = [w for w in queue.pending(conn, "u") if w.stage == "l1"]
+    # The first capture reached the warm-up threshold (one round) on its own;
+    # the rest joined the session's unclaimed item instead of adding one each.
+    assert [(w.user_id, w.session_id) for w in items] == [("u", "s1")]
+    before_rebuild = snapshot(store)
+    store.rebuild()
+    assert snapshot(store) == before_rebuild

@@ -1,0 +1,79 @@
+"""``memstore bench load`` on a tiny budget: every phase runs, nothing fails,
+and the many-client library phase commits captures in shared transactions."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from memstore.bench.chattext import ChatText
+from memstore.bench.load import drive, format_load, run_load
+from memstore.cli import cli
+
+
+def test_chat_text_is_long_and_varied() -> None:
+    gen = ChatText(3)
+    msgs = [gen.message() for _ in range(2000)]
+    mean = sum(len(m.encode()) for m in msgs) / len(msgs)
+    words = {w.strip(".,?!").lower() for m in msgs for w in m.split()}
+    assert 180 < mean < 320
+    assert len(words) > 2000
+    assert ChatText(3).message() == msgs[0]  # deterministic by seed
+
+
+def test_drive_stops_at_the_capture_budget() -> None:
+    seen: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def call(c: int, i: int) -> None:
+        with lock:
+            seen.append((c, i))
+
+    res = drive(4, 60.0, 25, call)
+    assert res["captures"] == len(seen) == 25
+    assert res["errors"] == 0
+
+
+def test_drive_counts_errors_apart_from_latencies() -> None:
+    def call(_c: int, i: int) -> None:
+        if i % 2:
+            raise RuntimeError("boom")
+
+    res = drive(2, 60.0, 10, call)
+    assert res["captures"] + res["errors"] == 10
+    assert res["errors"] > 0 and "boom" in res["first_error"]
+
+
+@pytest.mark.slow
+def test_run_load_library_and_gateway(tmp_path: Path) -> None:
+    res = run_load(threads=4, clients=4, seconds=20.0, max_captures=40, workdir=tmp_path)
+    for setup in ("library", "gateway"):
+        for key in ("one", "many"):
+            r = res[setup][key]
+            assert r["captures"] == 40 and r["errors"] == 0, (setup, key, r)
+        assert res[setup]["many"]["throughput_vs_one"] > 0
+    assert res["library"]["many"]["captures_in_shared"] <= 40
+    table = format_load(res)
+    assert "library" in table and "gateway" in table and "target" in table
+
+
+def test_cli_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "load.json"
+    got = CliRunner().invoke(
+        cli,
+        ["bench", "load", "--setup", "library", "--threads", "2", "--seconds", "5",
+         "--max-captures", "10", "--json", str(out), "--workdir", str(tmp_path)],
+    )  # fmt: skip
+    assert got.exit_code == 0, got.output
+    data = json.loads(out.read_text())
+    assert data["library"]["many"]["captures"] == 10
+    assert "gateway" not in data
+
+
+def test_cli_refuses_one_thread() -> None:
+    got = CliRunner().invoke(cli, ["bench", "load", "--threads", "1"])
+    assert got.exit_code == 2

@@ -1,0 +1,53 @@
+"""The background indexer rests after a batch during which captures arrived
+(as long as the batch took, by default), and goes on at once otherwise."""
+
+from __future__ import annotations
+
+import time
+
+from memstore.store import Store
+from memstore.vectors.indexer import BackgroundIndexer
+
+
+class Recording(BackgroundIndexer):
+    def __init__(self, *args: object, **kw: object) -> None:
+        super().__init__(*args, **kw)  # type: ignore[arg-type]
+        self.rests: list[float] = []
+
+    def _rest(self, seconds: float) -> None:
+        self.rests.append(seconds)
+
+
+def test_rests_only_after_batches_that_captures_overlapped(store: Store) -> None:
+    assert store.parts.indexer is not None
+    bg = Recording(store.parts.indexer, yield_ratio=2.0)  # never started: _pace by hand
+    bg._step_started = time.monotonic() - 0.01
+    bg._pace(16)  # nothing captured during the batch
+    assert bg.rests == []
+    bg.notify()  # a capture committed during the next batch
+    time.sleep(0.001)
+    began = bg._step_started
+    bg._pace(16)
+    took = bg._step_started - began
+    assert len(bg.rests) == 1 and 0 < bg.rests[0] <= 2.0 * took
+    bg._pace(16)  # and none since
+    assert len(bg.rests) == 1
+
+
+def test_yield_ratio_zero_never_rests(store: Store) -> None:
+    assert store.parts.indexer is not None
+    bg = Recording(store.parts.indexer, yield_ratio=0.0)
+    bg._step_started = time.monotonic() - 0.01
+    bg.notify()
+    bg._pace(16)
+    assert bg.rests == []
+
+
+def test_a_store_captures_and_indexes_with_the_pacing_on(store: Store) -> None:
+    store.parts.start_background()
+    for i in range(30):
+        store.capture_turn("u", "s", f"turn {i} about the pottery class", "noted")
+    deadline = time.monotonic() + 60
+    while store.parts.indexer is not None and store.parts.indexer.pending("l0"):
+        assert time.monotonic() < deadline, "the indexer never caught up"
+        time.sleep(0.05)
