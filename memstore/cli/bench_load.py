@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from memstore.cli.bench import _json_opt, _log, _save, _workdir_opt, bench_group
+from memstore.cli.bench import bench_group, json_opt, log, save, workdir_opt
 
 
 @bench_group.command("load")
@@ -26,8 +26,8 @@ from memstore.cli.bench import _json_opt, _log, _save, _workdir_opt, bench_group
 @click.option("--db", "db_url", default=None,
               help="Run on this PostgreSQL server instead (a new database per phase; "
               "needs CREATEDB).")  # fmt: skip
-@_json_opt
-@_workdir_opt
+@json_opt
+@workdir_opt
 def bench_load(
     threads: int,
     clients: int,
@@ -63,7 +63,7 @@ def bench_load(
         embedder=embedder,
         db_url=db_url,
         workdir=workdir,
-        log=_log,
+        log=log,
     )
     click.echo(format_load(res))
-    _save(res, "load", json_path)
+    save(res, "load", json_path)
