@@ -45,6 +45,7 @@ from memstore.db.sqlfn import driver_rows
 from memstore.derive.queries import memories_by_id
 from memstore.embeddings import check_vectors, content_hash, from_blob, to_blob
 from memstore.errors import MemstoreError
+from memstore.l0.columns import labelled_text
 from memstore.recall.text import WORD_RE, term_matches
 from memstore.text import query_terms
 from memstore.vectors import pg as vector_pg
@@ -304,7 +305,9 @@ def score_candidates(
         # Every memory is about the user, in the deriver's words ("the user"):
         # a query word naming the user by id ("where does alice live?") matches.
         given = sum(1 for t in latin if t == user_id.casefold()) if c.kind == "memory" else 0
-        c.coverage = coverage(latin, grams, c.text, given)
+        # A message is matched with its speaker's name, as search indexes it.
+        said = labelled_text(c.row.get("speaker"), c.text) if c.kind == "message" else c.text
+        c.coverage = coverage(latin, grams, said, given)
         c.relevance = relevance(margin, c.coverage)
 
 
