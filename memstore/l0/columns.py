@@ -23,7 +23,7 @@ from memstore.text.info import _FILLER_WORDS, _LABEL_RE, MAX_WORDS
 from memstore.text.stem import word_root
 from memstore.text.terms import document_stats
 
-__all__ = ["MessageColumns", "labelled_text", "message_columns", "labelled_sql"]
+__all__ = ["MessageColumns", "labelled_sql", "labelled_text", "message_columns"]
 
 
 def labelled_text(speaker: str | None, text: str) -> str:
