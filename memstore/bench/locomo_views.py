@@ -49,12 +49,14 @@ from tqdm import tqdm
 from memstore.bench.locomo_data import Conversation, Turn, load_locomo
 from memstore.bench.metrics import mean, percentile
 from memstore.recall import compose as rc
-from memstore.recall.rank import collect
+from memstore.recall.rank import collect, rescore
 from memstore.store import Store
 
 VIEWS = ("agent", "group", "agent-named", "group-named")
 CATEGORIES = (1, 2, 3, 4)
 SWEEP = (0.6, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4, 1.6, 1.8, 2.0, 2.3)
+AGREES = (0.0, 0.25, 0.5)  # weights of word coverage next to the vector margin
+Gate = tuple[float, float]  # (agree weight, threshold)
 OFF_TOPIC_TARGET = 0.10
 WORDS_CHARS = 80
 ASK_SESSION = "bench-question"
@@ -168,8 +170,8 @@ class ConvResult:
     """Per conversation and view: each question's outcome, shipped and per threshold."""
 
     sample_id: str
-    questions: list[tuple[int, Outcome, dict[float, Outcome]]] = field(default_factory=list)
-    off_topic: list[tuple[str, str, Outcome, dict[float, Outcome]]] = field(default_factory=list)
+    questions: list[tuple[int, Outcome, dict[Gate, Outcome]]] = field(default_factory=list)
+    off_topic: list[tuple[str, str, Outcome, dict[Gate, Outcome]]] = field(default_factory=list)
     ms: list[float] = field(default_factory=list)
 
 
@@ -198,15 +200,17 @@ def run_view_conversation(
         out.ms.append((time.perf_counter() - t0) * 1000)
         shipped = outcome(r.text, r.per_turn, r.memories, r.messages, evidence, words)
         cands = collect(store.derivation, question, user, ASK_SESSION, skip)
-        swept: dict[float, Outcome] = {}
-        for thr in SWEEP:
-            per_turn, mems, msgs, _, _ = rc.per_turn_part(
-                store.derivation, question, cands, room, thr
-            )
-            text = "\n".join(x for x in (stable.text, per_turn) if x)
-            swept[thr] = outcome(
-                text, per_turn, [*stable.instructions, *mems], msgs, evidence, words
-            )
+        swept: dict[Gate, Outcome] = {}
+        for agree in AGREES:
+            cands = rescore(cands, agree)
+            for thr in SWEEP:
+                per_turn, mems, msgs, _, _ = rc.per_turn_part(
+                    store.derivation, question, cands, room, thr
+                )
+                text = "\n".join(x for x in (stable.text, per_turn) if x)
+                swept[agree, thr] = outcome(
+                    text, per_turn, [*stable.instructions, *mems], msgs, evidence, words
+                )
         if isinstance(cat, int):
             out.questions.append((cat, shipped, swept))
         else:
@@ -253,17 +257,22 @@ def _shipped(rest: Any) -> Outcome:
     return shipped
 
 
-def choose_threshold(results: Sequence[ConvResult]) -> float:
+def choose_gate(results: Sequence[ConvResult]) -> Gate:
     """The highest coverage within the off-topic target on the calibration
     half, else the lowest off-topic rate (ties: the higher threshold)."""
     scored = []
-    for thr in SWEEP:
-        s = summarise(results, lambda rest, t=thr: rest[1][t], "calibration")
-        scored.append((thr, s["overall"]["coverage"], s["off_topic"]))
+    for gate in ((a, t) for a in AGREES for t in SWEEP):
+
+        def under(rest: Any, g: Gate = gate) -> Outcome:
+            got: Outcome = rest[1][g]
+            return got
+
+        s = summarise(results, under, "calibration")
+        scored.append((gate, s["overall"]["coverage"], s["off_topic"]))
     ok = [x for x in scored if x[2] <= OFF_TOPIC_TARGET]
     if ok:
-        return max(ok, key=lambda x: (x[1], x[0]))[0]
-    return min(scored, key=lambda x: (x[2], -x[0]))[0]
+        return max(ok, key=lambda x: (x[1], x[0][1]))[0]
+    return min(scored, key=lambda x: (x[2], -x[0][1]))[0]
 
 
 def cross_validate(results: Sequence[ConvResult]) -> dict[str, Any]:
@@ -271,10 +280,10 @@ def cross_validate(results: Sequence[ConvResult]) -> dict[str, Any]:
     folds = [list(results[0::2]), list(results[1::2])]
     if not folds[1]:  # one conversation: nothing to hold out
         return {}
-    chosen: dict[str, float] = {}
-    reported: list[tuple[ConvResult, float]] = []
+    chosen: dict[str, Gate] = {}
+    reported: list[tuple[ConvResult, Gate]] = []
     for fit, test in ((folds[0], folds[1]), (folds[1], folds[0])):
-        thr = choose_threshold(fit)
+        thr = choose_gate(fit)
         for r in test:
             chosen[r.sample_id] = thr
             reported.append((r, thr))
@@ -359,7 +368,10 @@ def format_views_bench(res: dict[str, Any]) -> str:
             )
         cv = v.get("cross_validated") or {}
         if cv:
-            lines.append(f"  thresholds chosen per held-out conversation: {cv['thresholds']}")
+            lines.append(
+                "  gate (agree weight, threshold) chosen per held-out conversation: "
+                + ", ".join(f"{k} {tuple(g)}" for k, g in cv["thresholds"].items())
+            )
         d = v["default"]
         lines.append(
             f"  default gate off-topic: calibration {d['off_topic_calibration']:.3f}, held-out "

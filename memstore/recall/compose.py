@@ -26,9 +26,18 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from memstore.derive.context import RECALL_WORKER_SLOTS
 from memstore.derive.queries import active_generation, persona, scenes, standing_instructions
-from memstore.recall.rank import Candidate, collect, neighbours
-from memstore.recall.text import block, block_overhead, clip_around, fit_lines, join_blocks, safe
+from memstore.recall.rank import Candidate, collect, neighbours, off_topic
+from memstore.recall.text import (
+    WORD_RE,
+    block,
+    block_overhead,
+    clip_around,
+    fit_lines,
+    join_blocks,
+    safe,
+)
 from memstore.text import truncate_chars
+from memstore.text.fts import STOP_WORDS
 
 if TYPE_CHECKING:
     from memstore.derive.context import DeriveContext
@@ -47,6 +56,7 @@ CONTEXT_CAP_CHARS = 240  # a neighbouring turn shown to make sense of a hit
 MIN_ITEM_CHARS = 60  # a clipped item shorter than this says nothing useful
 EXPLAINS = 0.8  # see per_turn_part
 SHORT_REPLY_CHARS = 80  # a hit this short is shown with the turn it answers
+REPEAT_SHARE = 0.8  # see repeats
 MAX_STANDING_INSTRUCTIONS = 5
 # Search workers one store may have running at once. A worker past its
 # deadline keeps its slot until it ends, so a hung embedder costs at most
@@ -217,6 +227,20 @@ def context_side(row: dict[str, Any]) -> bool | None:
     return None
 
 
+def content_words(text_: str) -> frozenset[str]:
+    return frozenset(w for w in WORD_RE.findall(text_.casefold()) if w not in STOP_WORDS)
+
+
+def repeats(words: frozenset[str], said: Sequence[frozenset[str]]) -> bool:
+    """Most of ``words`` (``REPEAT_SHARE``) are in one item already injected:
+    a near-duplicate ("The user likes green tea." after "I like green tea,
+    never coffee after noon") spends characters and adds no evidence."""
+    if len(words) < 2:
+        return False
+    need = REPEAT_SHARE * len(words)
+    return any(len(words & w) >= need for w in said)
+
+
 def per_turn_part(
     store: DeriveContext,
     query: str,
@@ -242,13 +266,14 @@ def per_turn_part(
         if c.standing:
             explain(c)
     live = [c for c in cands if not c.standing]
-    gated = [c for c in live if c.relevance >= threshold]
+    gated = [] if off_topic(query, cands) else [c for c in live if c.relevance >= threshold]
     dropped = len(live) - len(gated)
     mem_lines: list[str] = []
     msg_lines: list[str] = []
     memories: list[RecalledMemory] = []
     messages: list[RecalledMessage] = []
     shown: set[str] = set()  # message ids injected
+    said: list[frozenset[str]] = []  # content words of what is injected
     used = 0
     truncated = False
     # Every neighbouring turn that may be shown, looked up in one query.
@@ -266,6 +291,9 @@ def per_turn_part(
         if used >= budget - MIN_ITEM_CHARS:
             truncated = True
             break
+        words = content_words(c.text)
+        if repeats(words, said):
+            continue
         if c.kind == "memory":
             if len(memories) >= store.settings.recall.limit:
                 continue
@@ -279,6 +307,7 @@ def per_turn_part(
             truncated |= cut
             used += len(line) + over
             mem_lines.append(line)
+            said.append(words)
             memories.append(_record(c.row, round(c.relevance, 4), False, line))
             explain(c)
             continue
@@ -307,6 +336,7 @@ def per_turn_part(
         entry = line + ("\n" + ctx_line if ctx_line else "")
         used += len(entry) + over
         msg_lines.append(entry)
+        said.append(words)
         shown.add(c.ref)
         messages.append(_message_record(c.row, body, cut, c.relevance, None))
         if ctx_rec is not None:

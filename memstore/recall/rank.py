@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ from memstore.errors import MemstoreError
 from memstore.l0.columns import labelled_text
 from memstore.recall.text import WORD_RE, term_matches
 from memstore.text import query_terms
+from memstore.text.fts import STOP_WORDS
+from memstore.text.info import is_small_talk
 from memstore.vectors import pg as vector_pg
 from memstore.vectors import spaces
 
@@ -83,6 +86,7 @@ LEXICAL_EMBEDDERS = ("hashing-",)
 # Coverage of 0.72 (see ``coverage``) maps to the default threshold: the
 # calibrated point for keyword-only relevance.
 COVERAGE_WEIGHT = 0.9 / 0.72
+AGREE_WEIGHT = 0.0
 
 
 @dataclass
@@ -143,8 +147,26 @@ def gate_margin(similarity: float, floor: float) -> float:
     return similarity - floor
 
 
-def relevance(margin: float | None, cov: float) -> float:
-    return margin / SIM_SCALE if margin is not None else cov * COVERAGE_WEIGHT
+def relevance(margin: float | None, cov: float, agree: float | None = None) -> float:
+    """The gate's scale. With vectors, the margin plus ``agree`` times the
+    word coverage: keyword evidence agreeing with a middling vector margin
+    ("what tea do I like?" and "I like green tea"), chosen with the
+    threshold by cross-validation on LoCoMo (BENCHMARKS.md)."""
+    if margin is None:
+        return cov * COVERAGE_WEIGHT
+    return margin / SIM_SCALE + (AGREE_WEIGHT if agree is None else agree) * cov
+
+
+def rescore(cands: list[Candidate], agree: float) -> list[Candidate]:
+    """``cands`` on the gate's scale with another ``agree`` weight, ranked
+    again (the benchmark's sweep)."""
+    for c in cands:
+        for x in (c, *c.sources):
+            margin = (
+                x.similarity - x.floor if x.similarity is not None and x.floor is not None else None
+            )
+            x.relevance = relevance(margin, x.coverage, agree)
+    return rank(cands)
 
 
 # -- similarities -----------------------------------------------------------------
@@ -309,6 +331,46 @@ def score_candidates(
         said = labelled_text(c.row.get("speaker"), c.text) if c.kind == "message" else c.text
         c.coverage = coverage(latin, grams, said, given)
         c.relevance = relevance(margin, c.coverage)
+
+
+# A capitalised word inside a question: a name, a place, a title.
+_CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'’-]{2,})")
+_POSSESSIVE = re.compile(r"['’]s$")
+
+
+def query_names(query: str) -> list[str]:
+    """The capitalised words of ``query`` past its first word (case-folded,
+    possessive dropped), stop words left out."""
+    out = []
+    for m in _CAPITALISED.finditer(query.strip()):
+        w = _POSSESSIVE.sub("", m.group(1)).casefold()
+        if w not in STOP_WORDS:
+            out.append(w)
+    return out
+
+
+def names_unknown(query: str, cands: list[Candidate]) -> bool:
+    """True when the query names someone or something (capitalised words)
+    and none of those names occurs in any candidate, nor in the speakers of
+    the messages: the question is about what this user's memory does not
+    hold ("What did Marguerite say about her trip?", "What is the capital of
+    Australia?"), and whatever came back is only alike in topic."""
+    names = query_names(query)
+    if not names:
+        return False
+    seen: set[str] = set()
+    for c in cands:
+        for x in (c, *c.sources):
+            seen.update(w.casefold() for w in WORD_RE.findall(x.text))
+            if x.kind == "message" and x.row.get("speaker"):
+                seen.update(w.casefold() for w in WORD_RE.findall(str(x.row["speaker"])))
+    # A shared start counts ("Japan" / "Japanese"), as in word coverage.
+    return not any(n in seen or any(term_matches(n, w) for w in seen) for n in names)
+
+
+def off_topic(query: str, cands: list[Candidate]) -> bool:
+    """The query-level gate: small talk, or names this memory does not know."""
+    return is_small_talk(query) or names_unknown(query, cands)
 
 
 def collect(
