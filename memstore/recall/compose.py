@@ -380,6 +380,7 @@ def _collect_with_deadline(
     session_id: str | None,
     skip: set[str],
     timeout_s: float,
+    speaker: str | None = None,
 ) -> list[Candidate] | None:
     """The scored candidates, or None when the searches did not finish in
     time (or every worker slot is taken by searches that did not finish)."""
@@ -394,7 +395,7 @@ def _collect_with_deadline(
 
     def work() -> None:
         try:
-            box.put(collect(store, query, user_id, session_id, skip))
+            box.put(collect(store, query, user_id, session_id, skip, speaker))
         except Exception as exc:  # any failure goes back to the caller, now
             box.put(exc)
         finally:
@@ -426,6 +427,7 @@ class RecallOptions(TypedDict, total=False):
     budget_chars: int | None
     timeout_s: float | None
     threshold: float | None
+    speaker: str | None
 
 
 def recall(
@@ -437,6 +439,8 @@ def recall(
     takes at most ``STABLE_SHARE`` of it, so it does not depend on the query.
     ``session_id`` (the current session) keeps its own messages out of the
     excerpts. ``threshold`` overrides the ``recall_threshold`` setting.
+    ``speaker``: only that participant's messages (the messages' ``name``)
+    and the memories made from them.
     """
     session_id = options.get("session_id")
     budget_chars = options.get("budget_chars")
@@ -456,7 +460,9 @@ def recall(
     found: list[Candidate] | None = []
     if query.strip() and room >= MIN_ITEM_CHARS:
         skip = {m.memory_id for m in stable.instructions}
-        found = _collect_with_deadline(store, query, user_id, session_id, skip, timeout)
+        found = _collect_with_deadline(
+            store, query, user_id, session_id, skip, timeout, options.get("speaker")
+        )
     per_turn, mems, msgs, cut, dropped = per_turn_part(store, query, found or [], room, gate)
     return Recall(
         text=join_blocks((stable.text, per_turn)),

@@ -374,7 +374,12 @@ def off_topic(query: str, cands: list[Candidate]) -> bool:
 
 
 def collect(
-    store: DeriveContext, query: str, user_id: str, session_id: str | None, skip: set[str]
+    store: DeriveContext,
+    query: str,
+    user_id: str,
+    session_id: str | None,
+    skip: set[str],
+    speaker: str | None = None,
 ) -> list[Candidate]:
     """Memories and messages for ``query``, scored, best first. Memories in
     ``skip`` (the stable part's) come back marked ``standing``: not to be
@@ -394,6 +399,7 @@ def collect(
             memories=MEMORY_CANDIDATES,
             messages=MESSAGE_CANDIDATES,
             found_spaces=used,
+            speaker=speaker,
         )
         cands = from_hits("memory", mem_hits)
         for c in cands:
@@ -427,6 +433,14 @@ def collect(
             srcs = c.row.get("source_message_ids") or []
             c.sources = [by_ref[str(s)] for s in srcs if str(s) in by_ref]
     cands = [c for c in cands if c.kind == "memory" or c.row["session_id"] != session_id]
+    if speaker:
+        want = speaker.casefold()
+        cands = [
+            c
+            for c in cands
+            if c.kind == "message"
+            or any(str(s.row.get("speaker") or "").casefold() == want for s in c.sources)
+        ]
     return rank(cands)
 
 
