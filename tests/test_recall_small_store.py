@@ -69,9 +69,7 @@ def rates(store: Store) -> tuple[float, float, list[str]]:
             r = store.recall(ask["q"], user_id=user, session_id="now")
             ids = {m.message_id for m in r.messages}
             ids |= {src for m in r.memories for src in m.source_message_ids}
-            ok = all(
-                _fact_id(user, i) in ids or s["facts"][i] in r.text for i in ask["needs"]
-            )
+            ok = all(_fact_id(user, i) in ids or s["facts"][i] in r.text for i in ask["needs"])
             answered.append(ok)
             if not ok:
                 misses.append(f"needs a fact: {ask['q']}")

@@ -86,7 +86,10 @@ def test_recall_by_speaker_shows_who_spoke(group: Store) -> None:
     assert "m3" in {m.message_id for m in r.messages}
     assert "Ben, user]" in r.per_turn  # the excerpt's head names the speaker
     only = group.recall(
-        "camping trip plans", user_id="trip-chat", session_id="later", speaker="Chloe",
+        "camping trip plans",
+        user_id="trip-chat",
+        session_id="later",
+        speaker="Chloe",
         threshold=0.0,
     )
     hits = [m for m in only.messages if m.context_for is None]
