@@ -273,7 +273,10 @@ def per_turn_part(
     memories: list[RecalledMemory] = []
     messages: list[RecalledMessage] = []
     shown: set[str] = set()  # message ids injected
-    said: list[frozenset[str]] = []  # content words of what is injected
+    # Content words of what is injected, by kind: a message is compared with
+    # messages only, since whether a memory explains its source is decided
+    # below (EXPLAINS), and such a message may be shown with the turn next to it.
+    said: dict[str, list[frozenset[str]]] = {"memory": [], "message": []}
     used = 0
     truncated = False
     # Every neighbouring turn that may be shown, looked up in one query.
@@ -292,7 +295,7 @@ def per_turn_part(
             truncated = True
             break
         words = content_words(c.text)
-        if repeats(words, said):
+        if repeats(words, said[c.kind]):
             continue
         if c.kind == "memory":
             if len(memories) >= store.settings.recall.limit:
@@ -307,7 +310,7 @@ def per_turn_part(
             truncated |= cut
             used += len(line) + over
             mem_lines.append(line)
-            said.append(words)
+            said["memory"].append(words)
             memories.append(_record(c.row, round(c.relevance, 4), False, line))
             explain(c)
             continue
@@ -336,7 +339,7 @@ def per_turn_part(
         entry = line + ("\n" + ctx_line if ctx_line else "")
         used += len(entry) + over
         msg_lines.append(entry)
-        said.append(words)
+        said["message"].append(words)
         shown.add(c.ref)
         messages.append(_message_record(c.row, body, cut, c.relevance, None))
         if ctx_rec is not None:
