@@ -151,7 +151,7 @@ class RecallSettings:
     limit: int = field(default=5, metadata=_flat("recall_limit"))
     # The relevance gate (memstore/recall/rank.py); calibrated on LoCoMo
     # dev against off-topic questions (BENCHMARKS.md, "Recall").
-    threshold: float = field(default=0.9, metadata=_flat("recall_threshold"))
+    threshold: float = field(default=1.1, metadata=_flat("recall_threshold"))
     timeout_s: float = field(default=5.0, metadata=_flat("recall_timeout_s"))
     # Measured on LoCoMo (BENCHMARKS.md): 4000 spent ~3,800 a question, most of
     # it on the stable part and on items past the first evidence.

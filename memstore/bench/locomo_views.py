@@ -55,7 +55,7 @@ from memstore.store import Store
 VIEWS = ("agent", "group", "agent-named", "group-named")
 CATEGORIES = (1, 2, 3, 4)
 SWEEP = (0.6, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4, 1.6, 1.8, 2.0, 2.3)
-AGREES = (0.0, 0.25, 0.5)  # weights of word coverage next to the vector margin
+AGREES = (0.0, 0.25, 0.5, 0.75, 1.0)  # weights of word coverage next to the vector margin
 Gate = tuple[float, float]  # (agree weight, threshold)
 OFF_TOPIC_TARGET = 0.10
 WORDS_CHARS = 80
