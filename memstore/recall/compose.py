@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from memstore.derive.context import RECALL_WORKER_SLOTS
 from memstore.derive.queries import active_generation, persona, scenes, standing_instructions
-from memstore.recall.rank import Candidate, collect, neighbours, off_topic
+from memstore.recall.query import off_topic
+from memstore.recall.rank import Candidate, collect, neighbours
 from memstore.recall.text import (
     WORD_RE,
     block,

@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -51,10 +50,9 @@ from memstore.derive.queries import memories_by_id
 from memstore.embeddings import check_vectors, content_hash, from_blob, to_blob
 from memstore.errors import MemstoreError
 from memstore.l0.columns import labelled_text
+from memstore.recall.query import dated, query_dates
 from memstore.recall.text import WORD_RE, term_matches
 from memstore.text import query_terms
-from memstore.text.fts import STOP_WORDS
-from memstore.text.info import is_small_talk
 from memstore.vectors import pg as vector_pg
 from memstore.vectors import spaces
 
@@ -90,6 +88,9 @@ LEXICAL_EMBEDDERS = ("hashing-",)
 # Coverage of 0.72 (see ``coverage``) maps to the default threshold: the
 # calibrated point for keyword-only relevance.
 COVERAGE_WEIGHT = 1.1 / 0.72
+# Added to the relevance of an item dated in a month or year the question
+# names ("What did Mel paint in July 2023?"); see query_dates.
+DATE_BOOST = 0.3
 AGREE_WEIGHT = 0.5  # chosen with the threshold by cross-validation (BENCHMARKS.md)
 
 
@@ -108,6 +109,7 @@ class Candidate:
     standing: bool = False  # a standing instruction: in the stable part already
     row: dict[str, Any] = field(default_factory=dict)
     sources: list[Candidate] = field(default_factory=list)  # a memory's source messages
+    dated: float = 0.0  # added to the relevance: the item's date is one the query names
 
 
 def matched_words(query_words: list[str], text_: str) -> int:
@@ -169,7 +171,7 @@ def rescore(cands: list[Candidate], agree: float) -> list[Candidate]:
             margin = (
                 x.similarity - x.floor if x.similarity is not None and x.floor is not None else None
             )
-            x.relevance = relevance(margin, x.coverage, agree)
+            x.relevance = relevance(margin, x.coverage, agree) + x.dated
     return rank(cands)
 
 
@@ -304,6 +306,7 @@ def score_candidates(
     (``conn``: the caller's read transaction, else one of its own;
     ``found_spaces``: the vector spaces the searches used, by layer)."""
     known = found_spaces or {}
+    dates = query_dates(query)
     latin_terms, cjk_terms = query_terms(query)
     latin = [t.casefold() for t in latin_terms]
     grams = [g.rstrip("*") for g in cjk_terms]
@@ -334,47 +337,8 @@ def score_candidates(
         # A message is matched with its speaker's name, as search indexes it.
         said = labelled_text(c.row.get("speaker"), c.text) if c.kind == "message" else c.text
         c.coverage = coverage(latin, grams, said, given)
-        c.relevance = relevance(margin, c.coverage)
-
-
-# A capitalised word inside a question: a name, a place, a title.
-_CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'’-]{2,})")
-_POSSESSIVE = re.compile(r"['’]s$")
-
-
-def query_names(query: str) -> list[str]:
-    """The capitalised words of ``query`` past its first word (case-folded,
-    possessive dropped), stop words left out."""
-    out = []
-    for m in _CAPITALISED.finditer(query.strip()):
-        w = _POSSESSIVE.sub("", m.group(1)).casefold()
-        if w not in STOP_WORDS:
-            out.append(w)
-    return out
-
-
-def names_unknown(query: str, cands: list[Candidate]) -> bool:
-    """True when the query names someone or something (capitalised words)
-    and none of those names occurs in any candidate, nor in the speakers of
-    the messages: the question is about what this user's memory does not
-    hold ("What did Marguerite say about her trip?", "What is the capital of
-    Australia?"), and whatever came back is only alike in topic."""
-    names = query_names(query)
-    if not names:
-        return False
-    seen: set[str] = set()
-    for c in cands:
-        for x in (c, *c.sources):
-            seen.update(w.casefold() for w in WORD_RE.findall(x.text))
-            if x.kind == "message" and x.row.get("speaker"):
-                seen.update(w.casefold() for w in WORD_RE.findall(str(x.row["speaker"])))
-    # A shared start counts ("Japan" / "Japanese"), as in word coverage.
-    return not any(n in seen or any(term_matches(n, w) for w in seen) for n in names)
-
-
-def off_topic(query: str, cands: list[Candidate]) -> bool:
-    """The query-level gate: small talk, or names this memory does not know."""
-    return is_small_talk(query) or names_unknown(query, cands)
+        c.dated = DATE_BOOST if dates and dated(c.row, dates) else 0.0
+        c.relevance = relevance(margin, c.coverage) + c.dated
 
 
 def collect(
