@@ -267,9 +267,12 @@ class Store(Forgetting):
         session_id: str | None = None,
         limit: int = 5,
         strategy: str = "hybrid",
+        speaker: str | None = None,
     ) -> list[Hit]:
-        """Search a user's captured messages (L0). Messages a memory
-        forgotten on request came from are left out (docs/forgetting.md)."""
+        """Search a user's captured messages (L0); ``speaker``: only the
+        messages of that participant (their ``name``, case-insensitive).
+        Messages a memory forgotten on request came from are left out
+        (docs/forgetting.md)."""
         self._check_open()
         session_id = v.opt_id("session_id", session_id)
         asked = v.search_limit(limit)  # lenient: text from a tool call is clamped
@@ -282,6 +285,7 @@ class Store(Forgetting):
             session_id=session_id,
             limit=asked + len(hidden) if hidden and isinstance(asked, int) else asked,
             strategy=strategy,
+            speaker=v.opt_name("speaker", speaker),
         )
         if not hidden:
             return hits
@@ -379,6 +383,7 @@ class Store(Forgetting):
         budget_chars: int | None = None,
         timeout_s: float | None = None,
         threshold: float | None = None,
+        speaker: str | None = None,
     ) -> Recall:
         """What a host injects before a turn, in one call, within one character budget.
 
@@ -387,7 +392,9 @@ class Store(Forgetting):
         conversation excerpts relevant to ``query`` that pass the relevance
         gate (``threshold``, default the ``recall_threshold`` setting); an
         off-topic query gets none. ``.text`` is both. ``.memories`` and
-        ``.messages`` are typed records of what was injected."""
+        ``.messages`` are typed records of what was injected. ``speaker``: only
+        that participant's messages (their ``name``, case-insensitive) and
+        the memories made from them."""
         self._check_open()
         return recall_api.recall(
             self.derivation,
@@ -397,6 +404,7 @@ class Store(Forgetting):
             budget_chars=v.opt_int("budget_chars", budget_chars),
             timeout_s=v.opt_seconds("timeout_s", timeout_s),
             threshold=v.opt_number("threshold", threshold),
+            speaker=v.opt_name("speaker", speaker),
         )
 
     def list_memories(

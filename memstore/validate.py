@@ -82,6 +82,11 @@ def opt_text(name: str, value: object) -> str | None:
     return None if value is None else check_text(name, value)
 
 
+def opt_name(name: str, value: object) -> str | None:
+    """A participant's name as a filter: None, or non-empty text."""
+    return None if value is None else check_text(name, value, allow_empty=False).strip()
+
+
 def check_int(name: str, value: object, *, low: int = 0, high: int = MAX_INT) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInputError(f"{name} must be an integer, got {type(value).__name__}")

@@ -63,8 +63,11 @@ def test_recall_bench_on_a_hand_made_conversation(tmp_path: Path) -> None:
     assert r["overall"]["hit"] > 0
     assert 0 < r["chars"]["mean"] <= res["budget_chars"]
     assert set(res["sweep"]) == {str(t) for t in SWEEP}
-    # A gate of 0 lets everything found through, so off-topic questions inject.
-    assert res["sweep"]["0.0"]["off_topic_injected"]["all"] == 1.0
+    # A gate of 0 lets everything found through, except for questions the
+    # query-level gate refuses (small talk, names the store does not hold):
+    # "What is the capital of Australia?" injects nothing even then.
+    low = res["sweep"]["0.0"]["off_topic_injected"]["all"]
+    assert 0.0 < low < 1.0
     # Off-topic injection can only fall as the gate rises.
     offs = [res["sweep"][str(t)]["off_topic_injected"]["all"] for t in SWEEP]
     assert offs == sorted(offs, reverse=True)

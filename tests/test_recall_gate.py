@@ -87,4 +87,5 @@ def test_relevance_is_the_margin_over_everyday_talk(e5chat: Store) -> None:
         assert c.similarity is not None and c.floor is not None
         margin = rr.gate_margin(c.similarity, c.floor)
         assert c.relevance == pytest.approx(rr.relevance(margin, c.coverage))
-        assert c.relevance == pytest.approx(margin / rr.SIM_SCALE)
+        # ... plus the agreeing word evidence, weighted.
+        assert c.relevance == pytest.approx(margin / rr.SIM_SCALE + rr.AGREE_WEIGHT * c.coverage)

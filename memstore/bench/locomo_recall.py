@@ -14,8 +14,10 @@ scored against the question's evidence turns:
 
 The off-topic figure is the share of general questions (``OFF_TOPIC``: a
 fixed list, none answered by any conversation) whose recall injects any
-memory or excerpt. The list has two halves: the gate's default was chosen
-on ``CALIBRATION`` only; ``HELD_OUT`` checks it.
+memory or excerpt, in two halves (``CALIBRATION``, ``HELD_OUT``). The
+gate's defaults are chosen with the views bench (``locomo_views``), which
+stores the speaker as data and asks a wider off-topic list; this one runs
+with ``--chatlike`` or ``--peers``.
 
 Per conversation the store is built as the layer bench builds it (every
 turn captured, speaker A as the user; the conversation again with speaker B

@@ -264,6 +264,14 @@ _cs_command(
     default=None,
     help="With --recall: keep the built stores here and reuse them on the next run.",
 )
+@click.option(
+    "--views",
+    default="agent,group,agent-named,group-named",
+    show_default=True,
+    help="With --recall: the views to store each conversation in (speaker as the message's "
+    "name; -named: in the text too). --chatlike or --peers run the earlier two-perspective "
+    "recall bench instead.",
+)
 @json_opt
 @workdir_opt
 def bench_locomo(
@@ -277,6 +285,7 @@ def bench_locomo(
     recall_mode: bool,
     chatlike: bool,
     cache: Path | None,
+    views: str,
     json_path: Path | None,
     workdir: Path | None,
 ) -> None:
@@ -290,6 +299,8 @@ def bench_locomo(
       memstore bench locomo ../shared/data/locomo/locomo-dev.json
       memstore bench locomo data.json --layers --peers mem0,holographic
       memstore bench locomo data.json --strategies hybrid --no-variants --json out.json
+      memstore bench locomo data.json --recall --cache ~/.cache/ms-bench
+      memstore bench locomo data.json --recall --views agent,group --conversations 2
       memstore bench locomo data.json --recall --peers holographic --cache ~/.cache/ms-bench
       memstore bench locomo data.json --chatlike --no-variants --json chatlike.json
     """
@@ -308,6 +319,17 @@ def bench_locomo(
         "log": log,
         "progress": sys.stderr.isatty(),
     }
+    if recall_mode and not chatlike and not peer_names:
+        from memstore.bench.locomo_views import VIEWS, format_views_bench, run_views_bench
+
+        picked = [x.strip() for x in views.split(",") if x.strip()]
+        if not picked or any(x not in VIEWS for x in picked):
+            raise click.BadParameter(f"views must be among {', '.join(VIEWS)}")
+        del common["peers"]
+        vres = run_views_bench(path, views=picked, cache=cache, **common)
+        click.echo(format_views_bench(vres))
+        save(vres, "locomo_recall_views", json_path)
+        return
     if recall_mode:
         from memstore.bench.locomo_recall import format_recall_bench, run_recall_bench
 

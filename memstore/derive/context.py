@@ -91,6 +91,7 @@ class DeriveContext:
         memories: int,
         messages: int,
         found_spaces: dict[str, Space | None] | None = None,
+        speaker: str | None = None,
     ) -> tuple[list[Hit], list[Hit]]:
         """``search_memories`` and ``search_conversations`` (hybrid) in
         ``conn``, both keyword lists before both vector lists
@@ -99,6 +100,7 @@ class DeriveContext:
             conn,
             [("l1", query, user_id, memories), ("l0", query, user_id, messages)],
             found_spaces,
+            speaker,
         )
         return mem, msg
 

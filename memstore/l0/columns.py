@@ -23,7 +23,30 @@ from memstore.text.info import FILLER_WORDS, LABEL_RE, MAX_WORDS
 from memstore.text.stem import word_root
 from memstore.text.terms import document_stats
 
-__all__ = ["MessageColumns", "message_columns"]
+__all__ = ["MessageColumns", "labelled_sql", "labelled_text", "message_columns"]
+
+
+def labelled_text(speaker: str | None, text: str) -> str:
+    """A message as search indexes it: ``"<speaker>: <text>"`` when the
+    message names its speaker and the text does not start with that name
+    already. A question naming a participant ("what did James say about the
+    game?") then matches their turns by keyword and by vector whether a host
+    wrote the name into the text or passed it only as the message's ``name``
+    (measured on LoCoMo with ``memstore bench locomo --recall``: see
+    BENCHMARKS.md). The stored text stays as captured."""
+    if not speaker or text[: len(speaker) + 1].casefold() == f"{speaker}:".casefold():
+        return text
+    return f"{speaker}: {text}"
+
+
+def labelled_sql(alias: str) -> str:
+    """:func:`labelled_text` of row ``alias`` of ``l0_messages`` in SQL (the
+    same on SQLite and PostgreSQL)."""
+    t, s = f"{alias}.text", f"{alias}.speaker"
+    return (
+        f"(CASE WHEN {s} IS NULL OR {s} = '' OR lower(substr({t}, 1, length({s}) + 1)) = "
+        f"lower({s} || ':') THEN {t} ELSE {s} || ': ' || {t} END)"
+    )
 
 
 MessageColumns = tuple[int, str, str, str, int, str | None]

@@ -19,7 +19,7 @@ from memstore.db import backend, rawexec
 from memstore.db.schema import l0_messages, l0_term_repeats, l0_user_slots
 from memstore.db.sqlfn import driver_sql
 from memstore.events.log import StoredEvent
-from memstore.l0.columns import message_columns
+from memstore.l0.columns import labelled_text, message_columns
 from memstore.l0.events import MessagesCaptured
 from memstore.projections.base import Projection
 
@@ -157,7 +157,10 @@ def _rows(
             seen.add(key)
             next_id += 1
             text_ = m["text"]
-            low_info, latin, cjk, stem, length, repeats = message_columns(text_)
+            # The speaker's name is indexed with the words (labelled_text).
+            speaker = m.get("name")
+            indexed = labelled_text(speaker, text_) if speaker else text_
+            low_info, latin, cjk, stem, length, repeats = message_columns(indexed)
             add_row(
                 (
                     next_id,

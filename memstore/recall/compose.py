@@ -27,9 +27,19 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 from memstore.derive.context import RECALL_WORKER_SLOTS
 from memstore.derive.queries import active_generation, persona, scenes, standing_instructions
 from memstore.logtext import debug_detail, loggable
+from memstore.recall.query import off_topic
 from memstore.recall.rank import Candidate, collect, neighbours
-from memstore.recall.text import block, block_overhead, clip_around, fit_lines, join_blocks, safe
+from memstore.recall.text import (
+    WORD_RE,
+    block,
+    block_overhead,
+    clip_around,
+    fit_lines,
+    join_blocks,
+    safe,
+)
 from memstore.text import truncate_chars
+from memstore.text.fts import STOP_WORDS
 
 if TYPE_CHECKING:
     from memstore.derive.context import DeriveContext
@@ -41,13 +51,14 @@ INSTRUCTIONS_TAG = "standing-instructions"
 NAVIGATION_TAG = "scene-navigation"
 MEMORIES_TAG = "relevant-memories"
 EXCERPTS_TAG = "conversation-excerpts"
-STABLE_SHARE = 0.5  # of the budget the stable part may take
+STABLE_SHARE = 0.3  # of the budget the stable part may take (persona, instructions, navigation)
 MIN_PERSONA_CHARS = 40  # below this a cut persona says nothing useful
 ITEM_CAP_CHARS = 600  # one memory or message line at most
 CONTEXT_CAP_CHARS = 240  # a neighbouring turn shown to make sense of a hit
 MIN_ITEM_CHARS = 60  # a clipped item shorter than this says nothing useful
 EXPLAINS = 0.8  # see per_turn_part
 SHORT_REPLY_CHARS = 80  # a hit this short is shown with the turn it answers
+REPEAT_SHARE = 0.8  # see repeats
 MAX_STANDING_INSTRUCTIONS = 5
 # Search workers one store may have running at once. A worker past its
 # deadline keeps its slot until it ends, so a hung embedder costs at most
@@ -218,6 +229,20 @@ def context_side(row: dict[str, Any]) -> bool | None:
     return None
 
 
+def content_words(text_: str) -> frozenset[str]:
+    return frozenset(w for w in WORD_RE.findall(text_.casefold()) if w not in STOP_WORDS)
+
+
+def repeats(words: frozenset[str], said: Sequence[frozenset[str]]) -> bool:
+    """Most of ``words`` (``REPEAT_SHARE``) are in one item already injected:
+    a near-duplicate ("The user likes green tea." after "I like green tea,
+    never coffee after noon") spends characters and adds no evidence."""
+    if len(words) < 2:
+        return False
+    need = REPEAT_SHARE * len(words)
+    return any(len(words & w) >= need for w in said)
+
+
 def per_turn_part(
     store: DeriveContext,
     query: str,
@@ -243,13 +268,17 @@ def per_turn_part(
         if c.standing:
             explain(c)
     live = [c for c in cands if not c.standing]
-    gated = [c for c in live if c.relevance >= threshold]
+    gated = [] if off_topic(query, cands) else [c for c in live if c.relevance >= threshold]
     dropped = len(live) - len(gated)
     mem_lines: list[str] = []
     msg_lines: list[str] = []
     memories: list[RecalledMemory] = []
     messages: list[RecalledMessage] = []
     shown: set[str] = set()  # message ids injected
+    # Content words of what is injected, by kind: a message is compared with
+    # messages only, since whether a memory explains its source is decided
+    # below (EXPLAINS), and such a message may be shown with the turn next to it.
+    said: dict[str, list[frozenset[str]]] = {"memory": [], "message": []}
     used = 0
     truncated = False
     # Every neighbouring turn that may be shown, looked up in one query.
@@ -267,6 +296,9 @@ def per_turn_part(
         if used >= budget - MIN_ITEM_CHARS:
             truncated = True
             break
+        words = content_words(c.text)
+        if repeats(words, said[c.kind]):
+            continue
         if c.kind == "memory":
             if len(memories) >= store.settings.recall.limit:
                 continue
@@ -280,6 +312,7 @@ def per_turn_part(
             truncated |= cut
             used += len(line) + over
             mem_lines.append(line)
+            said["memory"].append(words)
             memories.append(_record(c.row, round(c.relevance, 4), False, line))
             explain(c)
             continue
@@ -308,6 +341,7 @@ def per_turn_part(
         entry = line + ("\n" + ctx_line if ctx_line else "")
         used += len(entry) + over
         msg_lines.append(entry)
+        said["message"].append(words)
         shown.add(c.ref)
         messages.append(_message_record(c.row, body, cut, c.relevance, None))
         if ctx_rec is not None:
@@ -351,6 +385,7 @@ def _collect_with_deadline(
     session_id: str | None,
     skip: set[str],
     timeout_s: float,
+    speaker: str | None = None,
 ) -> list[Candidate] | None:
     """The scored candidates, or None when the searches did not finish in
     time (or every worker slot is taken by searches that did not finish)."""
@@ -365,7 +400,7 @@ def _collect_with_deadline(
 
     def work() -> None:
         try:
-            box.put(collect(store, query, user_id, session_id, skip))
+            box.put(collect(store, query, user_id, session_id, skip, speaker))
         except Exception as exc:  # any failure goes back to the caller, now
             box.put(exc)
         finally:
@@ -396,6 +431,7 @@ class RecallOptions(TypedDict, total=False):
     budget_chars: int | None
     timeout_s: float | None
     threshold: float | None
+    speaker: str | None
 
 
 def recall(
@@ -407,6 +443,8 @@ def recall(
     takes at most ``STABLE_SHARE`` of it, so it does not depend on the query.
     ``session_id`` (the current session) keeps its own messages out of the
     excerpts. ``threshold`` overrides the ``recall_threshold`` setting.
+    ``speaker``: only that participant's messages (the messages' ``name``)
+    and the memories made from them.
     """
     session_id = options.get("session_id")
     budget_chars = options.get("budget_chars")
@@ -426,7 +464,9 @@ def recall(
     found: list[Candidate] | None = []
     if query.strip() and room >= MIN_ITEM_CHARS:
         skip = {m.memory_id for m in stable.instructions}
-        found = _collect_with_deadline(store, query, user_id, session_id, skip, timeout)
+        found = _collect_with_deadline(
+            store, query, user_id, session_id, skip, timeout, options.get("speaker")
+        )
     per_turn, mems, msgs, cut, dropped = per_turn_part(store, query, found or [], room, gate)
     return Recall(
         text=join_blocks((stable.text, per_turn)),

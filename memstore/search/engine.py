@@ -62,6 +62,8 @@ _L1_ACTIVE = (
 # Extra candidates fetched per list for conversation search, so that
 # content-free messages pushed to the end do not leave the list short.
 _L0_OVERFETCH = 2
+# And again when only one speaker's messages are wanted.
+_SPEAKER_OVERFETCH = 3
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class Ask:
     session_id: str | None
     type_: str | None
     scene: str | None
+    speaker: str | None = None  # messages of this speaker only (l0)
 
     @property
     def where(self) -> RowFilter:
@@ -134,11 +137,16 @@ class SearchEngine:
         type: str | None = None,
         scene: str | None = None,
         conn: Connection | None = None,
+        speaker: str | None = None,
     ) -> list[Hit]:
         """``conn``: search inside the caller's read transaction (recall runs
-        both of its searches and its row reads in one snapshot)."""
+        both of its searches and its row reads in one snapshot). ``speaker``:
+        messages whose speaker (the message's ``name``) is this one, case
+        folded, from the fused candidates."""
         with self.reading(conn) as c:
-            begun = self._begin(c, kind, query, user_id, limit, strategy, session_id, type, scene)
+            begun = self._begin(
+                c, kind, query, user_id, limit, strategy, session_id, type, scene, speaker
+            )
             return self._finish(c, begun)
 
     def search_together(
@@ -146,6 +154,7 @@ class SearchEngine:
         conn: Connection,
         asks: list[tuple[str, str, str, int]],
         found_spaces: dict[str, spaces.Space | None] | None = None,
+        speaker: str | None = None,
     ) -> list[list[Hit]]:
         """Several hybrid searches ``(kind, query, user_id, limit)`` in one
         read transaction, each the same as ``search``: every keyword list
@@ -154,9 +163,21 @@ class SearchEngine:
         computed; searched one after the other, the second keyword search
         would start only after the first one had waited for the vector.
         ``found_spaces``: filled with the vector space of each kind searched
-        (recall reads its candidates' vectors from them)."""
+        (recall reads its candidates' vectors from them); ``speaker``: as in
+        ``search``, for the message searches."""
         begun = [
-            self._begin(conn, kind, q, user, limit, "hybrid", None, None, None)
+            self._begin(
+                conn,
+                kind,
+                q,
+                user,
+                limit,
+                "hybrid",
+                None,
+                None,
+                None,
+                speaker if kind == "l0" else None,
+            )
             for kind, q, user, limit in asks
         ]
         if found_spaces is not None:
@@ -174,6 +195,7 @@ class SearchEngine:
         session_id: str | None,
         type_: str | None,
         scene: str | None,
+        speaker: str | None = None,
     ) -> _Begun:
         """Check the arguments and run the keyword half of a search."""
         user_id = check_id("user_id", user_id)
@@ -186,10 +208,12 @@ class SearchEngine:
         n = clamp_limit(limit)
         fetch = max(n, self.candidates)
         deep = fetch * (_L0_OVERFETCH if kind == "l0" else 1)
+        if speaker:  # the filter keeps a part of the candidates: fetch more
+            deep *= _SPEAKER_OVERFETCH
         # One look-up of the space serves both halves.
         sp = self.space(conn, kind) if strategy != "keyword" else None
         use_vec = sp is not None and sp.ready
-        ask = Ask(kind, query, user_id, deep, session_id, type_, scene)
+        ask = Ask(kind, query, user_id, deep, session_id, type_, scene, speaker)
         kw: list[tuple[int, float]] = []
         if strategy != "vector" or not use_vec:
             kw = self.keyword_list(conn, ask)
@@ -236,6 +260,8 @@ class SearchEngine:
         if filler and keep_filler:
             # Lending never reaches them (_ADJACENT), so no new ones appear here.
             ranked = rescore.demote(ranked, filler)
+        if kind == "l0" and b.ask.speaker:
+            ranked = rescore.of_speaker(conn, ranked, b.ask.speaker)
         return materialise(conn, kind, b.ask.user_id, ranked[: b.n], kw, vec, rows)
 
     @contextmanager

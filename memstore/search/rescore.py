@@ -153,3 +153,18 @@ def conversation_context(
                 if sp == who and i in out:
                     out[i] += speaker_boost
     return _ordered(out)
+
+
+def of_speaker(
+    conn: Connection, ranked: list[tuple[int, float]], speaker: str
+) -> list[tuple[int, float]]:
+    """``ranked`` without the messages of other speakers (names case-folded)."""
+    if not ranked:
+        return ranked
+    ids = ",".join(str(int(i)) for i, _ in ranked)
+    who = {
+        int(r[0]): r[1]
+        for r in rawexec.rows(conn, f"SELECT id, speaker FROM l0_messages WHERE id IN ({ids})")
+    }
+    want = speaker.casefold()
+    return [(i, s) for i, s in ranked if (who.get(i) or "").casefold() == want]

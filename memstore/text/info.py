@@ -22,7 +22,7 @@ import re
 from memstore.text.cjk import CJK_CHAR_CLASS, cjk_runs
 from memstore.text.fts import STOP_WORDS
 
-__all__ = ["MAX_WORDS", "PHATIC_WORDS", "is_low_information"]
+__all__ = ["MAX_WORDS", "PHATIC_WORDS", "is_low_information", "is_small_talk"]
 
 MAX_WORDS = 12
 """Longer messages are never filler, whatever their words: a long run of
@@ -87,3 +87,39 @@ def is_low_information(text: str) -> bool:
     if words + len(runs) > MAX_WORDS:
         return False
     return all(r in _PHATIC_CJK for r in runs)
+
+
+# Words of chat openers and closers on top of the filler vocabulary: they
+# carry no topic in a question ("how's your day going?", "are you still
+# there?"), though a message using them may say something.
+_SMALL_TALK_TEXT = """
+    going doing today tonight up there still now go went funny best hear everything
+    everyone guys buddy mate dear friend fellow whats hows wassup sup yo bye-bye soon
+    ttyl brb gtg see doing well fine thanks talk speak catch next time
+    """
+_SMALL_TALK_WORDS = _FILLER_WORDS | frozenset(_SMALL_TALK_TEXT.split())
+_SMALL_TALK_CJK_TEXT = """
+    你好 您好 早上好 晚上好 晚安 再见 拜拜 回头见 下次聊 谢谢 好的 嗨 哈喽 在吗 在不在
+    """
+_PHATIC_CJK_QUERY = _PHATIC_CJK | frozenset(_SMALL_TALK_CJK_TEXT.split())
+_CJK_SPLIT = re.compile(r"[，。！？、,.!?\s]+")
+
+
+def is_small_talk(query: str) -> bool:
+    """True when a question or remark to the assistant has no topic: a
+    greeting, thanks, a farewell, "how's your day going?". Recall injects
+    nothing for it. Stricter than :func:`is_low_information` in what counts
+    as filler, since it reads one short query, not a stored message.
+
+    >>> is_small_talk("Thanks, talk soon!"), is_small_talk("How's your day going?")
+    (True, True)
+    >>> is_small_talk("What tea do I like?"), is_small_talk("谢谢，再见！")
+    (False, True)
+    """
+    for n, m in enumerate(_WORD_RE.finditer(query)):
+        if n >= MAX_WORDS or m.group().casefold() not in _SMALL_TALK_WORDS:
+            return False
+    if query.isascii():
+        return True
+    pieces = [p for r in cjk_runs(query) for p in _CJK_SPLIT.split(r) if p]
+    return all(p in _PHATIC_CJK_QUERY for p in pieces)

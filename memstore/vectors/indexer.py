@@ -32,6 +32,7 @@ from memstore.db.engine import Database
 from memstore.db.schema import embedding_cache, vector_index, vector_spaces
 from memstore.embeddings import Embedder, check_vectors, content_hash, to_blob
 from memstore.errors import EmbeddingError, MemstoreError
+from memstore.l0.columns import labelled_sql
 from memstore.logtext import debug_detail, loggable
 from memstore.text import fts_tidy
 from memstore.timeutil import Clock, system_clock, to_iso
@@ -60,8 +61,9 @@ class _Row:
 # The previous message with content of the same session (same user), found
 # through the (user_id, session_id, position) index: an acknowledgement
 # ("Noted.") in between would otherwise replace the context that matters.
+# Both texts carry their speaker's name (memstore.l0.columns.labelled_text).
 _PREV_TEXT = (
-    "(SELECT p.text FROM l0_messages p WHERE p.user_id = m.user_id "
+    f"(SELECT {labelled_sql('p')} FROM l0_messages p WHERE p.user_id = m.user_id "
     "AND p.session_id = m.session_id AND p.position <= m.position AND p.id < m.id "
     "AND p.low_info = 0 ORDER BY p.position DESC, p.id DESC LIMIT 1)"
 )
@@ -72,7 +74,8 @@ def _l0_rows(conn: Connection, space: Space, where: str, params: dict[str, Any])
     prev = _PREV_TEXT if context else "NULL"
     rows = conn.execute(
         text(
-            f"SELECT m.id, m.user_id, m.text, m.session_id, {prev} FROM l0_messages m WHERE {where}"
+            f"SELECT m.id, m.user_id, {labelled_sql('m')}, m.session_id, {prev}, m.text "
+            f"FROM l0_messages m WHERE {where}"
         ),
         params,
     ).all()
@@ -80,9 +83,9 @@ def _l0_rows(conn: Connection, space: Space, where: str, params: dict[str, Any])
     for r in rows:
         # l0_messages keeps no hash column (migration 0019: 65 B a message);
         # hashing a message here costs a microsecond.
-        own = content_hash(r[2])
+        own = content_hash(r[5])
         body = f"{r[4]}\n{r[2]}" if r[4] else r[2]
-        out.append(_Row(r[0], r[1], body, content_hash(body) if r[4] else own, own, (r[3],)))
+        out.append(_Row(r[0], r[1], body, content_hash(body), own, (r[3],)))
     return out
 
 
@@ -96,7 +99,7 @@ def context_texts(conn: Connection, user_id: str) -> dict[tuple[str, str, str], 
     user's messages that has a previous one, by (user, session, message id)."""
     rows = conn.execute(
         text(
-            f"SELECT m.session_id, m.message_id, m.text, {_PREV_TEXT} "
+            f"SELECT m.session_id, m.message_id, {labelled_sql('m')}, {_PREV_TEXT} "
             "FROM l0_messages m WHERE m.user_id = :u"
         ),
         {"u": user_id},

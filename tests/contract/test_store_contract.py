@@ -264,3 +264,30 @@ def test_recall_reads_persona_instructions_and_scenes_alike(store: Store) -> Non
     nav = r.stable.split("<scene-navigation>")[1]
     assert [nav.index(f"- {n} (") for n in names] == sorted(nav.index(f"- {n} (") for n in names)
     assert store.recall("How is Biscuit doing?", user_id="nobody").stable == ""
+
+
+def test_a_speaker_named_only_in_metadata_is_found_and_filtered(store: Store) -> None:
+    store.capture(
+        "room",
+        "s1",
+        [
+            {
+                "role": "user",
+                "name": "Ana",
+                "content": "I booked the cabin by the lake",
+                "id": "r1",
+            },
+            {"role": "user", "name": "Ben", "content": "I can drive us in my van", "id": "r2"},
+            {"role": "user", "name": "Ben", "content": "No shellfish for me please", "id": "r3"},
+        ],
+    )
+    store.reindex()
+    for strategy in ("keyword", "hybrid"):
+        hits = store.search_conversations("ben", user_id="room", strategy=strategy, limit=2)
+        assert {h.ref for h in hits} == {"r2", "r3"}, strategy
+    only = store.search_conversations("cabin van", user_id="room", speaker="ANA", limit=5)
+    assert [h.ref for h in only] == ["r1"]
+    # A rebuild indexes the names again, from the log.
+    store.rebuild()
+    hits = store.search_conversations("ben", user_id="room", strategy="keyword", limit=2)
+    assert {h.ref for h in hits} == {"r2", "r3"}

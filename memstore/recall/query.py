@@ -1,0 +1,101 @@
+"""What recall reads from the question itself, before any candidate counts.
+
+- The query-level gate (``off_topic``): small talk, or a question naming
+  people, places or titles that none of the candidates found for it holds.
+- Dates (``query_dates``): a month or year the question names, so items
+  dated then can be lifted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from memstore.recall.text import WORD_RE, term_matches
+from memstore.text.fts import STOP_WORDS
+from memstore.text.info import is_small_talk
+
+if TYPE_CHECKING:
+    from memstore.recall.rank import Candidate
+
+_MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
+_MONTH_RE = re.compile(
+    r"\b(" + "|".join(m.capitalize() for m in _MONTHS) + r")\b(?:\s+\d{1,2}(?:st|nd|rd|th)?\b)?"
+    r"(?:,?\s+((?:19|20)\d\d))?"
+)
+_YEAR_RE = re.compile(r"\b(?:in|during|of)\s+((?:19|20)\d\d)\b")
+
+
+def query_dates(query: str) -> list[str]:
+    """Date prefixes a question names: "in July 2023" → "2023-07", "in June"
+    → "-06" (any year), "in 2022" → "2022"."""
+    out = [
+        f"{m.group(2)}-{_MONTHS.index(m.group(1).lower()) + 1:02d}"
+        if m.group(2)
+        else f"-{_MONTHS.index(m.group(1).lower()) + 1:02d}"
+        for m in _MONTH_RE.finditer(query)
+    ]
+    # "May I ..." is not a month: only a month after a word counts.
+    out = [d for d, m in zip(out, _MONTH_RE.finditer(query), strict=True) if m.start() > 0]
+    return out + [m.group(1) for m in _YEAR_RE.finditer(query)]
+
+
+def dated(row: dict[str, Any], dates: list[str]) -> bool:
+    """The row (a message, or a memory with an activity date) falls in one of
+    ``dates`` (``query_dates``)."""
+    when = str(row.get("occurred_at") or row.get("activity_start") or "")
+    return any(when[4:7] == d if d.startswith("-") else when.startswith(d) for d in dates)
+
+
+# A capitalised word inside a question: a name, a place, a title.
+_CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'’-]{2,})")
+_POSSESSIVE = re.compile(r"['’]s$")
+
+
+def query_names(query: str) -> list[str]:
+    """The capitalised words of ``query`` past its first word (case-folded,
+    possessive dropped), stop words left out."""
+    out = []
+    for m in _CAPITALISED.finditer(query.strip()):
+        w = _POSSESSIVE.sub("", m.group(1)).casefold()
+        if w not in STOP_WORDS:
+            out.append(w)
+    return out
+
+
+def names_unknown(query: str, cands: Sequence[Candidate]) -> bool:
+    """True when the query names someone or something (capitalised words)
+    and none of those names occurs in any candidate, nor in the speakers of
+    the messages: the question is about what this user's memory does not
+    hold ("What did Marguerite say about her trip?", "What is the capital of
+    Australia?"), and whatever came back is only alike in topic."""
+    names = query_names(query)
+    if not names:
+        return False
+    seen: set[str] = set()
+    for c in cands:
+        for x in (c, *c.sources):
+            seen.update(w.casefold() for w in WORD_RE.findall(x.text))
+            if x.kind == "message" and x.row.get("speaker"):
+                seen.update(w.casefold() for w in WORD_RE.findall(str(x.row["speaker"])))
+    # A shared start counts ("Japan" / "Japanese"), as in word coverage.
+    return not any(n in seen or any(term_matches(n, w) for w in seen) for n in names)
+
+
+def off_topic(query: str, cands: Sequence[Candidate]) -> bool:
+    """The query-level gate: small talk, or names this memory does not know."""
+    return is_small_talk(query) or names_unknown(query, cands)
