@@ -163,7 +163,7 @@ class RecallScores:
         }
 
 
-def _digest(conv: Conversation, embedder: str) -> str:
+def conv_digest(conv: Conversation, embedder: str) -> str:
     h = hashlib.sha256(embedder.encode())
     for t in conv.turns:
         h.update(f"{t.dia_id}\x00{t.speaker}\x00{t.text}\x00{t.occurred_at}\x01".encode())
@@ -231,7 +231,7 @@ def open_store(conv: Conversation, embedder: str, cache: Path, label: str) -> St
     from memstore.bench.locomo_index import locomo_settings
 
     cache.mkdir(parents=True, exist_ok=True)
-    path = cache / f"{conv.sample_id}-{label}-{_digest(conv, embedder)}.db"
+    path = cache / f"{conv.sample_id}-{label}-{conv_digest(conv, embedder)}.db"
     done = path.with_suffix(".complete")
     if done.exists():
         return Store.open(path, settings=locomo_settings(embedder))

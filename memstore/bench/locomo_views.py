@@ -111,10 +111,10 @@ def capture_view(conv: Conversation, store: Store, view: str) -> None:
 
 def open_view_store(conv: Conversation, view: str, embedder: str, cache: Path) -> Store:
     from memstore.bench.locomo_index import locomo_settings
-    from memstore.bench.locomo_recall import _digest, seed_embedding_cache
+    from memstore.bench.locomo_recall import conv_digest, seed_embedding_cache
 
     cache.mkdir(parents=True, exist_ok=True)
-    path = cache / f"{conv.sample_id}-view-{view}-{_digest(conv, embedder)}.db"
+    path = cache / f"{conv.sample_id}-view-{view}-{conv_digest(conv, embedder)}.db"
     done = path.with_suffix(".complete")
     settings = locomo_settings(embedder)
     if done.exists():

@@ -10,14 +10,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from memstore.recall.text import WORD_RE, term_matches
 from memstore.text.fts import STOP_WORDS
 from memstore.text.info import is_small_talk
 
-if TYPE_CHECKING:
-    from memstore.recall.rank import Candidate
+
+class Candidate(Protocol):
+    """What the query-level gate reads of a candidate (``recall.rank.Candidate``;
+    a protocol here, so this module does not import the ranking back)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def row(self) -> dict[str, Any]: ...
+    @property
+    def sources(self) -> Sequence[Candidate]: ...
 
 _MONTHS = (
     "january",

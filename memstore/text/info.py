@@ -97,7 +97,7 @@ _SMALL_TALK_TEXT = """
     everyone guys buddy mate dear friend fellow whats hows wassup sup yo bye-bye soon
     ttyl brb gtg see doing well fine thanks talk speak catch next time
     """
-_SMALL_TALK_WORDS = _FILLER_WORDS | frozenset(_SMALL_TALK_TEXT.split())
+_SMALL_TALK_WORDS = FILLER_WORDS | frozenset(_SMALL_TALK_TEXT.split())
 _SMALL_TALK_CJK_TEXT = """
     你好 您好 早上好 晚上好 晚安 再见 拜拜 回头见 下次聊 谢谢 好的 嗨 哈喽 在吗 在不在
     """
