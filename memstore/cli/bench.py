@@ -272,6 +272,43 @@ _cs_command(
     "name; -named: in the text too). --chatlike or --peers run the earlier two-perspective "
     "recall bench instead.",
 )
+@click.option(
+    "--qa",
+    "qa_mode",
+    is_flag=True,
+    help="Instead of search quality: a model answers each question from a context "
+    "(memstore's recall, and the --contexts to compare) and a judge model grades the "
+    "answer against the gold one (LoCoMo's J score); needs --llm-base-url and --llm-model.",
+)
+@click.option(
+    "--llm-base-url",
+    default=None,
+    help="With --qa: the OpenAI-compatible endpoint that answers and judges.",
+)
+@click.option("--llm-model", default=None, help="With --qa: the model that answers.")
+@click.option(
+    "--judge-model", default=None, help="With --qa: the model that grades (default: --llm-model)."
+)
+@click.option(
+    "--llm-api-key",
+    envvar="MEMSTORE_QA_API_KEY",
+    default="x",
+    show_default=False,
+    help="With --qa: the endpoint's API key (or $MEMSTORE_QA_API_KEY).",
+)
+@click.option(
+    "--contexts",
+    default="memstore,holographic,none,full",
+    show_default=True,
+    help="With --qa: the contexts to answer from, comma-separated: memstore, holographic, "
+    "none, full.",
+)
+@click.option(
+    "--questions",
+    type=int,
+    default=None,
+    help="With --qa: only the first N questions per conversation.",
+)
 @json_opt
 @workdir_opt
 def bench_locomo(
@@ -286,6 +323,13 @@ def bench_locomo(
     chatlike: bool,
     cache: Path | None,
     views: str,
+    qa_mode: bool,
+    llm_base_url: str | None,
+    llm_model: str | None,
+    judge_model: str | None,
+    llm_api_key: str,
+    contexts: str,
+    questions: int | None,
     json_path: Path | None,
     workdir: Path | None,
 ) -> None:
@@ -303,6 +347,8 @@ def bench_locomo(
       memstore bench locomo data.json --recall --views agent,group --conversations 2
       memstore bench locomo data.json --recall --peers holographic --cache ~/.cache/ms-bench
       memstore bench locomo data.json --chatlike --no-variants --json chatlike.json
+      memstore bench locomo data.json --qa --llm-base-url http://127.0.0.1:8080/v1 \\
+        --llm-model qwen2.5-7b-instruct --judge-model gpt-4o-mini
     """
     from memstore.bench.locomo import format_locomo, run_locomo
     from memstore.bench.locomo_index import STRATEGIES
@@ -329,6 +375,20 @@ def bench_locomo(
         vres = run_views_bench(path, views=picked, cache=cache, **common)
         click.echo(format_views_bench(vres))
         save(vres, "locomo_recall_views", json_path)
+    if qa_mode:
+        _bench_qa(
+            path,
+            embedder,
+            conversations,
+            llm_base_url,
+            llm_model,
+            judge_model,
+            llm_api_key,
+            contexts,
+            questions,
+            json_path,
+            workdir,
+        )
         return
     if recall_mode:
         from memstore.bench.locomo_recall import format_recall_bench, run_recall_bench
@@ -346,6 +406,40 @@ def bench_locomo(
     )
     click.echo(format_locomo(res))
     save(res, "locomo_chatlike" if chatlike else "locomo", json_path)
+
+
+def _bench_qa(
+    path: Path,
+    embedder: str,
+    conversations: int | None,
+    base_url: str | None,
+    model: str | None,
+    judge_model: str | None,
+    api_key: str,
+    contexts: str,
+    questions: int | None,
+    json_path: Path | None,
+    workdir: Path | None,
+) -> None:
+    from memstore.bench.locomo_qa import Chat, format_qa, run_qa
+
+    if not base_url or not model:
+        raise click.UsageError("--qa needs --llm-base-url and --llm-model")
+    if questions is not None and questions < 1:
+        raise click.BadParameter("--questions must be at least 1")
+    res = run_qa(
+        path,
+        answer=Chat(base_url, model, api_key),
+        judge=Chat(base_url, judge_model or model, api_key),
+        contexts=[c.strip() for c in contexts.split(",") if c.strip()],
+        embedder=embedder,
+        limit_conversations=conversations,
+        limit_questions=questions,
+        workdir=workdir,
+        log=log,
+    )
+    click.echo(format_qa(res))
+    save(res, "locomo_qa", json_path)
 
 
 _PER_SIZE = frozenset({"sizes", "million", "distinct"})
