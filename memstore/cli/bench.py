@@ -282,7 +282,7 @@ def bench_locomo(
 ) -> None:
     """Turn-level recall@1/5/10/20, hit@k and NDCG@10 on a LoCoMo JSON file, per
     category, for each strategy, next to BM25 (rank-bm25) and dense-only baselines.
-    --layers adds L1 memory quality; --peers runs mem0 (pip install "memstore[peers]")
+    --layers adds L1 memory quality; --peers runs mem0 (pip install "memstore-agent[peers]")
     and Hermes' holographic provider on the same turns and questions.
 
     \b
@@ -695,7 +695,7 @@ def bench_hermes(
 ) -> None:
     """Hermes provider costs through hermes-agent's real MemoryManager: initialize cold
     and warm, sync_turn p50/p99 and prefetch p50/p95 with 1k and 10k memories.
-    Needs hermes-agent (pip install "memstore[hermes]").
+    Needs hermes-agent (pip install "memstore-agent[hermes]").
 
     \b
     Example:

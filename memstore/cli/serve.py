@@ -50,7 +50,7 @@ def serve(
     Set MEMSTORE_GATEWAY_API_KEY (or TDAI_GATEWAY_API_KEY) to require
     "Authorization: Bearer <key>" on every route except GET /health; a
     non-loopback --host needs a key unless --insecure. Stops cleanly on
-    SIGTERM or Ctrl-C. Needs the "server" extra: pip install "memstore[server]".
+    SIGTERM or Ctrl-C. Needs the "server" extra: pip install "memstore-agent[server]".
 
     \b
     With --workers N (PostgreSQL only) N processes serve one port and share
@@ -70,7 +70,7 @@ def serve(
     except ImportError as exc:  # fastapi / uvicorn missing
         raise ConfigError(
             f'the gateway needs the "server" extra ({exc.name} is missing): '
-            'pip install "memstore[server]"'
+            'pip install "memstore-agent[server]"'
         ) from exc
     config = GatewayConfig.from_env(
         host=host,
