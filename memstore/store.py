@@ -117,6 +117,7 @@ class Store:
         return store
 
     def close(self) -> None:
+        """Stop background work (bounded) and close the database; safe to call twice."""
         if self._closed:
             return
         # Background work finishes (bounded) before the store refuses calls:
@@ -137,6 +138,7 @@ class Store:
 
     @property
     def path(self) -> Path:
+        """Where the store lives, as the database layer names it."""
         return self.db.path
 
     def _check_open(self) -> None:
@@ -158,6 +160,7 @@ class Store:
         user_id: str | None = None,
         limit: int | None = None,
     ) -> list[StoredEvent]:
+        """Events after position ``after``, optionally only some types or one user's."""
         self._check_open()
         after = v.check_int("after", after)
         types = v.check_strings("types", types)
@@ -167,6 +170,7 @@ class Store:
             return self.log.read(conn, after=after, types=types, user_id=user_id, limit=limit)
 
     def read_stream(self, stream: str, *, after_seq: int = 0) -> list[StoredEvent]:
+        """One stream's events after its sequence number ``after_seq``."""
         self._check_open()
         stream = v.check_text("stream", stream)
         after_seq = v.check_int("after_seq", after_seq)
@@ -174,6 +178,7 @@ class Store:
             return self.log.read_stream(conn, stream, after_seq=after_seq)
 
     def tail(self, n: int = 20) -> list[StoredEvent]:
+        """The last ``n`` events of the log."""
         self._check_open()
         n = v.check_int("n", n)
         with self.db.read() as conn:
@@ -278,6 +283,7 @@ class Store:
         return done
 
     def embedding_status(self) -> EmbeddingStatus:
+        """Embedder, model and how many messages and memories still wait for a vector."""
         return embedding_status(self.db, self.embedder, self.indexer)
 
     # -- pipeline ------------------------------------------------------------------
@@ -309,6 +315,7 @@ class Store:
         )
 
     def pipeline_status(self, user_id: str | None = None) -> list[PipelineStatus]:
+        """The derivation pipeline's state, per session (one user's, or everyone's)."""
         return self._pipeline().status(v.opt_id("user_id", user_id))
 
     # -- derived layers (L1 memories, L2 scenes, L3 persona) ----------------------
@@ -350,6 +357,8 @@ class Store:
         generation: int | None = None,
         include_retired: bool = False,
     ) -> list[Memory]:
+        """A user's live memories in the active generation (``include_retired`` adds forgotten
+        and superseded ones)."""
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
         type = v.opt_choice("type", type, v.MEMORY_TYPES)
@@ -409,6 +418,7 @@ class Store:
         )
 
     def list_scenes(self, user_id: str, *, generation: int | None = None) -> list[Scene]:
+        """A user's scene blocks (L2)."""
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
         return list(api.list_scenes(self.derivation, user_id, generation=generation))
@@ -423,6 +433,7 @@ class Store:
         )
 
     def get_persona(self, user_id: str, *, generation: int | None = None) -> str | None:
+        """A user's persona (Markdown), or None before one was written."""
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
         return api.get_persona(self.derivation, user_id, generation=generation)
@@ -464,6 +475,7 @@ class Store:
     # -- projections -----------------------------------------------------------
 
     def projection_status(self) -> list[ProjectionStatus]:
+        """Each projection's checkpoint against the head of the log."""
         self._check_open()
         with self.db.read() as conn:
             return self.projections.status(conn)
@@ -479,6 +491,7 @@ class Store:
             return self.projections.rebuild(conn, names, progress)
 
     def catch_up(self) -> dict[str, int]:
+        """Apply events the projections have not seen yet; returns how many per projection."""
         self._check_open()
         out: dict[str, int] = {}
         with self.db.write() as conn:
@@ -487,11 +500,13 @@ class Store:
         return out
 
     def event_count(self) -> int:
+        """The position of the newest event (the log never reuses a position)."""
         self._check_open()
         with self.db.read() as conn:
             return self.log.last_position(conn)
 
     def info(self) -> StoreInfo:
+        """Path, schema revision and event count."""
         return {
             "path": str(self.path),
             "revision": migrate.current_revision(self.db),

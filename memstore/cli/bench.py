@@ -225,7 +225,13 @@ _cs_command(
     show_default=True,
     help="Comma-separated search strategies to score.",
 )
-@click.option("--embedder", type=click.Choice(["e5", "hashing"]), default="e5", show_default=True)
+@click.option(
+    "--embedder",
+    type=click.Choice(["e5", "hashing"]),
+    default="e5",
+    show_default=True,
+    help="Embedder for the vector and hybrid runs.",
+)
 @click.option("--conversations", type=int, default=None, help="Only the first N conversations.")
 @click.option(
     "--variants/--no-variants",

@@ -95,10 +95,11 @@ def _print_hits(hits: list[Hit], as_json: bool) -> None:
 @json_option
 @click.argument("query")
 @click.option("--user", "user_id", required=True, envvar="MEMSTORE_USER", help="User id.")
-@click.option("--session", "session_id", default=None)
+@click.option("--session", "session_id", default=None, help="Only this session's messages.")
 @click.option("--limit", type=click.IntRange(1, 20), default=5, show_default=True,
               help="How many results (1-20).")  # fmt: skip
-@click.option("--strategy", type=click.Choice(["keyword", "vector", "hybrid"]), default="hybrid")
+@click.option("--strategy", type=click.Choice(["keyword", "vector", "hybrid"]), default="hybrid",
+              show_default=True, help="Keyword (BM25), vector, or both fused.")
 def search_conversations(
     db: Location | None,
     as_json: bool,
@@ -127,9 +128,13 @@ def search_conversations(
 @click.argument("query")
 @click.option("--user", "user_id", required=True, envvar="MEMSTORE_USER", help="User id.")
 @click.option(
-    "--type", "type_", type=click.Choice(["persona", "episodic", "instruction"]), default=None
+    "--type",
+    "type_",
+    type=click.Choice(["persona", "episodic", "instruction"]),
+    default=None,
+    help="Only memories of this type.",
 )
-@click.option("--scene", default=None)
+@click.option("--scene", default=None, help="Only memories of this scene.")
 @click.option("--limit", type=click.IntRange(1, 20), default=5, show_default=True,
               help="How many results (1-20).")  # fmt: skip
 def search_memories(

@@ -54,7 +54,12 @@ def memories_group() -> None:
 @db_option
 @json_option
 @user_option
-@click.option("--type", "type_", type=click.Choice(["persona", "episodic", "instruction"]))
+@click.option(
+    "--type",
+    "type_",
+    type=click.Choice(["persona", "episodic", "instruction"]),
+    help="Only memories of this type.",
+)
 @generation_option
 @click.option("--all", "include_retired", is_flag=True, help="Include retired memories.")
 def memories_list(
@@ -122,7 +127,9 @@ def memories_history(db: Location | None, as_json: bool, user: str, memory_id: s
 @db_option
 @user_option
 @click.argument("memory_id")
-@click.option("--reason", default="user_request", show_default=True)
+@click.option(
+    "--reason", default="user_request", show_default=True, help="Recorded in the event."
+)
 def memories_forget(db: Location | None, user: str, memory_id: str, reason: str) -> None:
     """Retire a memory (its history stays in the log).
 
@@ -140,7 +147,8 @@ def memories_forget(db: Location | None, user: str, memory_id: str, reason: str)
 @user_option
 @click.argument("content")
 @click.option("--type", "type_", default="persona", show_default=True,
-              type=click.Choice(["persona", "episodic", "instruction"]))  # fmt: skip
+              type=click.Choice(["persona", "episodic", "instruction"]),
+              help="Kind of memory.")  # fmt: skip
 @click.option("--scene", default="", help="Scene name.")
 def memories_add(db: Location | None, user: str, content: str, type_: str, scene: str) -> None:
     """Add a memory the user stated directly.

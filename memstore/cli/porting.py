@@ -16,15 +16,39 @@ from memstore.errors import InvalidInputError
 FORMATS = ["jsonl", "upstream", "seed", "memstore"]
 
 
+def is_export(text: str) -> bool:
+    """Whether ``text`` starts with the header line ``memstore export`` writes."""
+    from memstore.porting.events_io import EXPORT_FORMAT
+
+    first = text.lstrip("\ufeff").split("\n", 1)[0].strip()
+    try:
+        head = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(head, dict) and head.get("format") == EXPORT_FORMAT and "type" not in head
+
+
 @cli.command("import")
 @db_option
 @click.argument("path", type=click.Path(path_type=Path, allow_dash=True))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="jsonl", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default=None,
+    help="What PATH holds (below). Default: a directory is upstream, a file whose "
+    "first line is a memstore export header is memstore, else jsonl.",
+)
 @user_option_optional
 @click.option("--session-key", default="", help="seed: session for entries without sessionKey.")
 @click.option("--no-embed", is_flag=True, help="Leave embedding to the background indexer.")
 def import_(
-    db: Location | None, path: Path, fmt: str, user: str | None, session_key: str, no_embed: bool
+    db: Location | None,
+    path: Path,
+    fmt: str | None,
+    user: str | None,
+    session_key: str,
+    no_embed: bool,
 ) -> None:
     """Import conversations or a whole memory, checking every line.
 
@@ -47,9 +71,12 @@ def import_(
       memstore import chats.jsonl
       memstore import ~/.memory-tencentdb/memory-tdai --format upstream --user alice
       memstore import history.json --format seed --user alice
-      memstore export --user alice | memstore import - --format memstore --db copy.db
+      memstore export --user alice | memstore import - --db copy.db
     """
     from memstore.porting.report import ImportReport, read_text
+
+    if fmt is None and str(path) != "-" and path.is_dir():
+        fmt = "upstream"
 
     if fmt in ("upstream", "seed") and not user:
         raise click.UsageError(f"--format {fmt} needs --user (or MEMSTORE_USER)")
@@ -68,6 +95,9 @@ def import_(
         if str(path) != "-" and path.is_dir():
             raise InvalidInputError(f"{path} is a directory; --format {fmt} reads a file")
         text = read_text(sys.stdin.buffer if str(path) == "-" else path, name)
+        if fmt is None:
+            fmt = "memstore" if is_export(text) else "jsonl"
+    assert fmt is not None
     with open_store(db) as store:
         if fmt == "upstream":
             from memstore.porting.upstream import read_upstream
@@ -136,7 +166,7 @@ def export(
     """Export a user's data (or everyone's) as JSONL events or Markdown.
 
     The JSONL is the user's part of the event log; `memstore import
-    --format memstore` restores it exactly, into this or another database.
+    ` restores it exactly (the format is recognised), into this or another database.
 
     \b
     Example:
