@@ -1,4 +1,4 @@
-"""Filtered KNN on pgvector: which plan gives a user's full top-k fast (issue 13).
+"""Filtered KNN on pgvector: which plan gives a user's full top-k fast.
 
 Two layouts of 100k 384-d vectors, each in its own table with a btree on
 ``user_id`` and an HNSW index (m 16, ef_construction 64, cosine):

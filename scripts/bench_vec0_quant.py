@@ -1,7 +1,7 @@
 """vec0 element types on one large partition: float, int8, bit (+ float
 re-scoring), and memstore's in-memory partition copy (``HotPartitions``,
 through a SQLAlchemy connection as the engine uses it), next to numpy over
-the same vectors, in one process (issue 14, finding 4).
+the same vectors, in one process.
 
 Usage: PYTHONPATH=. .venv/bin/python scripts/bench_vec0_quant.py [N] [db path]
 Vectors are synthetic (rank-64 signal + noise, unit length), so the recall

@@ -1,4 +1,4 @@
-"""Bytes per message of a store filled the way a host fills it (issue 14).
+"""Bytes per message of a store filled the way a host fills it.
 
 Every call is one ``capture_turn`` (a user message and its reply, with a
 turn id and a timestamp, as the Hermes provider captures), users round-robin,

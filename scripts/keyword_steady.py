@@ -2,7 +2,7 @@
 for ``bench keyword``'s queries and target users, timed on a second pass in
 the same process (the first pass reads every query's pages once, as a
 long-running host will have), wall and CPU time of the thread (the
-measurement behind BENCHMARKS.md, "Keyword search per user", session 6).
+measurement behind the keyword figures in BENCHMARKS.md).
 
 Usage: .venv/bin/python scripts/keyword_steady.py STORE [QUERIES] [RESULTS.json]
 STORE (a ``bench keyword`` store of 100 users) is copied first. To compare two

@@ -577,7 +577,7 @@ def bench_keyword(
 @click.option("--queries", type=int, default=200, show_default=True, help="Timed queries.")
 @_json_opt
 def bench_large_user(store: Path, embedder: str, queries: int, json_path: Path | None) -> None:
-    """One large user's hybrid search (issue 14: 1 user x 100k), next to FTS5 +
+    """One large user's hybrid search (1 user x 100k), next to FTS5 +
     bm25() over the same rows, numpy over the same vectors and the query
     embedding alone.
 

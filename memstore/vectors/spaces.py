@@ -32,7 +32,7 @@ KINDS = tuple(_KIND_COLUMNS)
 
 # vec0 allocates a whole chunk per partition (user). The default of 1024 costs
 # 1.5 MB per user at 384-d (100 users of 5 messages: 158 MB); 256 left chunks
-# 39% full at 100 users x 100 messages (issue 14). Small chunks slow the KNN
+# 39% full at 100 users x 100 messages. Small chunks slow the KNN
 # of a large partition (64 was 40% slower than 256 at 50k rows), but those are
 # searched in memory now (memstore.vectors.hot), so vec0 serves partitions
 # under hot.MIN_ROWS rows, where 128 costs a few chunks more per query.
