@@ -98,6 +98,7 @@ def _doctor_database(db: Location, report: dict[str, Any], problems: list[str]) 
 def _doctor_llm(db: Location, report: dict[str, Any], problems: list[str]) -> None:
     """Who derives with this configuration, and who did last (from the log)."""
     from memstore.config import Settings
+    from memstore.derive.fallback import describe_failures, output_failures
     from memstore.derive.runs import describe_derivation, last_derivation
 
     try:
@@ -105,12 +106,15 @@ def _doctor_llm(db: Location, report: dict[str, Any], problems: list[str]) -> No
     except MemstoreError as e:
         problems.append(f"llm: {e}")
         return
-    report["llm"] = (
-        f"llm: {settings.llm.base_url} (model {settings.llm.model})"
-        if settings.llm.configured
-        else "rules: offline rule-based deriver (no MEMSTORE_LLM_BASE_URL / MEMSTORE_LLM_MODEL;"
-        " inside Hermes, Hermes' own model derives)"
-    )
+    if settings.llm.deriver == "rules":
+        report["llm"] = 'rules: offline rule-based deriver (forced by deriver = "rules")'
+    elif settings.llm.configured:
+        report["llm"] = f"llm: {settings.llm.base_url} (model {settings.llm.model})"
+    else:
+        report["llm"] = (
+            "rules: offline rule-based deriver (no MEMSTORE_LLM_BASE_URL / MEMSTORE_LLM_MODEL;"
+            " inside Hermes, Hermes' own model derives)"
+        )
     if report.get("schema_revision") is None:
         return
     try:
@@ -118,6 +122,9 @@ def _doctor_llm(db: Location, report: dict[str, Any], problems: list[str]) -> No
         try:
             with database.read() as conn:
                 report["last_derivation"] = describe_derivation(last_derivation(conn))
+                line = describe_failures(*output_failures(conn), settings.llm.fallback_after)
+            if line is not None:
+                report["llm_output"] = line
         finally:
             database.close()
     except MemstoreError as e:
