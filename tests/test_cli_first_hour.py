@@ -28,3 +28,38 @@ def test_import_of_plain_jsonl_still_reads_messages(cli_env: Path, tmp_path: Pat
     done = run_cli("import", str(src))
     assert done.exit_code == 0, done.output
     assert "messages stored" in done.output
+
+
+def test_users_list_loads_no_engine_and_no_llm_client(cli_env: Path) -> None:
+    # What a short command imports decides its start-up time (measured by
+    # scripts/cli_startup.py); importing is checked here, not timed.
+    import subprocess
+    import sys
+
+    run_cli("capture", "--user", "alice", "--session", "s1", "--user-text", "I like green tea")
+    code = (
+        "import sys\n"
+        "from memstore.cli import main\n"
+        f"try:\n    main(['users', 'list', '--db', {str(cli_env)!r}])\n"
+        "except SystemExit:\n    pass\n"
+        "print('HEAVY', [m for m in ('openai', 'numpy', 'memstore.store', 'alembic',"
+        " 'apscheduler', 'tqdm') if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "alice" in out.stdout
+    assert "HEAVY []" in out.stdout, out.stdout + out.stderr
+
+
+def test_opening_a_store_does_not_import_openai(cli_env: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from memstore import Store\n"
+        f"with Store.open({str(cli_env)!r}) as s:\n"
+        "    s.search_conversations('tea', user_id='alice')\n"
+        "print('OPENAI', 'openai' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "OPENAI False" in out.stdout, out.stdout + out.stderr

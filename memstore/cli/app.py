@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -15,6 +16,7 @@ from memstore.config import Settings, default_db_path
 from memstore.errors import MemstoreError, NotFoundError
 
 if TYPE_CHECKING:
+    from memstore.db.engine import Database
     from memstore.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -185,6 +187,29 @@ def open_store(
     if not background:
         settings = settings.replace(background_indexer=False, scheduler=False)
     return Store.open(path, settings=settings, **kwargs)
+
+
+@contextmanager
+def read_database(db: Location | None) -> Iterator[Database]:
+    """The database of an existing store, without the engine around it.
+
+    For commands that only read a few rows (``users list``): no search, no
+    derivation, no LLM client and no migration code is imported, so they start in
+    a fraction of the time a whole ``Store`` takes. The schema is not upgraded:
+    an out-of-date store answers the query it can, or the error names it."""
+    path = existing_db(db)
+    from memstore.db.connect import open_database
+
+    settings = Settings.load()
+    database = open_database(
+        path,
+        busy_timeout_ms=settings.storage.busy_timeout_ms,
+        durability=settings.storage.durability,
+    )
+    try:
+        yield database
+    finally:
+        database.close()
 
 
 def echo_json(data: Any) -> None:

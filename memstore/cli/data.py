@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from tqdm import tqdm
 
 from memstore.cli.app import (
     Location,
@@ -20,9 +19,10 @@ from memstore.cli.app import (
 )
 from memstore.cli.doctor_extra import HOOKS
 from memstore.cli.table import print_table
-from memstore.erasure_compaction import is_pending_at
 from memstore.errors import InvalidInputError, MemstoreError
-from memstore.search import Hit
+
+if TYPE_CHECKING:
+    from memstore.search import Hit
 
 
 @cli.command()
@@ -174,6 +174,8 @@ def reindex(db: Location | None) -> None:
         if store.indexer is None:
             raise InvalidInputError("embedder is 'none': nothing to index")
         total = sum(store.indexer.pending(k) for k in ("l0", "l1"))
+        from tqdm import tqdm
+
         with tqdm(total=total, unit="row", desc="reindex", disable=None) as bar:
             n = store.reindex(progress=bar.update)
     click.echo(f"embedded {n} row(s) with {store.embedder.model_id if store.embedder else 'none'}")
@@ -253,6 +255,8 @@ def users_forget(
         f"erased {rep.events_removed} event(s) and {rep.embeddings_removed} cached embedding(s) "
         f"of {user_id}; tombstone at position {rep.tombstone_position}"
     )
+    from memstore.erasure_compaction import is_pending_at
+
     if not rep.compacted and is_pending_at(resolve_db(db)):
         # The store retried on close; the bytes are still in the file.
         click.echo(f"error: the erased content is still in the file: {rep.detail}", err=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from memstore.cli.app import Location, db_option, echo_json, json_option, open_store
+from memstore.cli.app import Location, db_option, echo_json, json_option, read_database
 from memstore.cli.data import users
 from memstore.cli.table import print_table
 
@@ -20,10 +20,10 @@ def users_list(db: Location | None, as_json: bool) -> None:
       memstore users list
       memstore users list --json
     """
-    from memstore.porting.inventory import list_users
+    from memstore.porting.inventory import users_in
 
-    with open_store(db, must_exist=True) as store:
-        rows = list_users(store)
+    with read_database(db) as database:
+        rows = users_in(database)
     if as_json:
         echo_json(rows)
         return

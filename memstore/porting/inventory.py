@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import text
 
 if TYPE_CHECKING:
+    from memstore.db.engine import Database
     from memstore.store import Store
 
 # Users are whoever owns an event; counts come from the projections, which
@@ -36,7 +37,12 @@ _USERS = text(
 
 def list_users(store: Store) -> list[dict[str, Any]]:
     """One row per user: events, sessions, messages, live memories, last activity."""
-    with store.db.read() as conn:
+    return users_in(store.db)
+
+
+def users_in(db: Database) -> list[dict[str, Any]]:
+    """``list_users`` on the bare database (for commands that open no Store)."""
+    with db.read() as conn:
         return [
             {
                 "user_id": r.user_id,
@@ -55,4 +61,4 @@ def user_ids(store: Store) -> list[str]:
     return [u["user_id"] for u in list_users(store)]
 
 
-__all__ = ["list_users", "user_ids"]
+__all__ = ["list_users", "user_ids", "users_in"]
