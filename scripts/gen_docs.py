@@ -65,7 +65,15 @@ def render_cli(group: click.Group) -> str:
     parts = [_CLI_HEAD]
     for full, cmd in iter_commands(group):
         # A fixed width, so the page does not depend on the terminal that made it.
-        ctx = click.Context(cmd, info_name=full, terminal_width=88, max_content_width=88)
+        # -h as the root group gives every command (click caches the help option, so
+        # the page must not depend on whether a real invocation came first).
+        ctx = click.Context(
+            cmd,
+            info_name=full,
+            terminal_width=88,
+            max_content_width=88,
+            help_option_names=["-h", "--help"],
+        )
         help_text = cmd.get_help(ctx)
         parts += [f"## `{full}`", "", "```", help_text.rstrip(), "```", ""]
     return "\n".join(parts).rstrip() + "\n"

@@ -47,9 +47,10 @@ def _json_opt(f: Any) -> Any:
 def _workdir_opt(f: Any) -> Any:
     return click.option(
         "--workdir",
-        type=click.Path(file_okay=False, path_type=Path),
+        # exists=True: a missing directory is a usage error, not a traceback later.
+        type=click.Path(exists=True, file_okay=False, path_type=Path),
         default=None,
-        help="Directory for the temporary databases (default: the system temp dir).",
+        help="Existing directory for the temporary databases (default: the system temp dir).",
     )(f)
 
 

@@ -16,12 +16,14 @@ from memstore.cli.app import (
     cli,
     db_option,
     echo_json,
+    existing_db,
     json_option,
+    list_output,
     open_store,
     resolve_db,
     shown,
 )
-from memstore.cli.table import print_table
+from memstore.cli.table import ID_WIDTH, print_table
 from memstore.db import migrate
 from memstore.db.connect import open_database
 from memstore.db.driver import module_name, sqlite_module
@@ -230,7 +232,7 @@ def db_downgrade(db: Location | None, revision: str, yes: bool) -> None:
       memstore db downgrade 0005
       memstore db downgrade base --yes
     """
-    database = open_database(resolve_db(db))
+    database = open_database(existing_db(db))
     try:
         stale = migrate.downgrade(database, revision, allow_data_loss=yes, owners=_owners())
         click.echo(f"at {migrate.current_revision(database) or 'base'}")
@@ -259,7 +261,7 @@ def db_current(db: Location | None) -> None:
     Example:
       memstore db current
     """
-    database = open_database(resolve_db(db))
+    database = open_database(existing_db(db))  # reading: a wrong path creates nothing
     try:
         cur = migrate.current_revision(database)
         click.echo(f"current: {cur or 'none'}\nhead:    {migrate.head_revision()}")
@@ -279,7 +281,7 @@ def events_group() -> None:
 
 @events_group.command("tail")
 @db_option
-@json_option
+@list_output
 @click.option("-n", "n", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many events.")  # fmt: skip
 def events_tail(db: Location | None, as_json: bool, n: int) -> None:
@@ -299,7 +301,7 @@ def events_tail(db: Location | None, as_json: bool, n: int) -> None:
     print_table(
         ["POSITION", "OCCURRED", "TYPE", "USER", "STREAM"],
         [[e.position, e.occurred_at[:19], e.type, e.user_id, e.stream] for e in rows],
-        limits=[10, 19, 28, 24, 60],
+        limits=[10, 19, 28, ID_WIDTH, ID_WIDTH],
         empty="the log is empty",
     )
 
@@ -317,7 +319,7 @@ def projections_group() -> None:
 
 @projections_group.command("status")
 @db_option
-@json_option
+@list_output
 def projections_status(db: Location | None, as_json: bool) -> None:
     """Show each projection's checkpoint and lag behind the log.
 

@@ -9,16 +9,18 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from memstore.cli.app import (
+    TEXT,
     Location,
     cli,
     db_option,
     echo_json,
     json_option,
+    list_output,
     open_store,
     resolve_db,
 )
 from memstore.cli.doctor_extra import HOOKS
-from memstore.cli.table import print_table
+from memstore.cli.table import ID_WIDTH, print_table
 from memstore.errors import InvalidInputError, MemstoreError
 
 if TYPE_CHECKING:
@@ -30,9 +32,14 @@ if TYPE_CHECKING:
 @json_option
 @click.option("--user", "user_id", required=True, envvar="MEMSTORE_USER", help="User (tenant) id.")
 @click.option("--session", "session_id", required=True, help="Session id.")
-@click.option("--user-text", required=True, help="What the user said.")
-@click.option("--assistant-text", default=None, help="What the assistant answered.")
+@click.option("--user-text", type=TEXT, required=True, help="What the user said; - reads stdin.")
+@click.option(
+    "--assistant-text", type=TEXT, default=None, help="What the assistant answered; - reads stdin."
+)
 @click.option("--timestamp", default=None, help="ISO-8601 time of the turn (default: now).")
+@click.option(
+    "--derive", is_flag=True, help="Derive memories and embed now, instead of leaving it for later."
+)
 def capture(
     db: Location | None,
     as_json: bool,
@@ -41,23 +48,47 @@ def capture(
     user_text: str,
     assistant_text: str | None,
     timestamp: str | None,
+    derive: bool,
 ) -> None:
     """Capture one conversation turn into L0.
+
+    A command-line capture only stores the turn: memories are derived by
+    `memstore pipeline run` (or a long-running host's scheduler) and vectors
+    are made by `memstore reindex`; until then search is by keyword. --derive
+    does both right away.
 
     \b
     Example:
       memstore capture --user alice --session s1 \\
         --user-text "I moved to Lisbon last May" --assistant-text "Nice!"
+      echo "I moved to Lisbon" | memstore capture --user alice --session s1 --user-text -
     """
+    derived = None
     with open_store(db, background=False) as store:
         res = store.capture_turn(
             user_id, session_id, user_text, assistant_text, timestamp=timestamp
         )
+        if derive:
+            from memstore.cli.pipeline import derive_now
+
+            derived = derive_now(store, user_id)
     data = {"stored": res.stored, "duplicates": res.duplicates, "position": res.event_position}
     if as_json:
         echo_json(data)
-    else:
-        click.echo(f"stored {len(res.stored)} message(s), {len(res.duplicates)} already known")
+        return
+    click.echo(f"stored {len(res.stored)} message(s), {len(res.duplicates)} already known")
+    click.echo(derived or next_step(user_id))
+
+
+def next_step(user_id: str | None, *, embedded: bool = False) -> str:
+    """The line that ends a capture or import without --derive."""
+    who = f" --user {user_id}" if user_id else ""
+    if embedded:
+        return f"next: `memstore pipeline run{who}` derives memories (--derive does it now)"
+    return (
+        f"next: `memstore pipeline run{who}` derives memories and `memstore reindex` embeds "
+        "the messages (search is keyword-only until then); --derive does both now"
+    )
 
 
 @cli.group()
@@ -80,20 +111,18 @@ def _print_hits(hits: list[Hit], as_json: bool) -> None:
          h.session_id if h.kind == "l0" else f"{h.type}/{h.scene or '-'}", h.ref, h.text]
         for h in hits
     ]  # fmt: skip
-    # Message ids are shortened here (full with --json); memory ids stay whole
-    # because `memories history` / `forget` take them.
-    id_width = 32 if hits and hits[0].kind == "l1" else 14
+    # Ids are never shortened: they are what the next command takes.
     print_table(
         ["SCORE", "TIME", "SESSION" if hits and hits[0].kind == "l0" else "TYPE/SCENE", "ID",
          "TEXT"],
-        rows, limits=[6, 19, 24, id_width, 100], empty="no results",
+        rows, limits=[6, 19, ID_WIDTH, ID_WIDTH, 100], empty="no results",
     )  # fmt: skip
 
 
 @search.command("conversations")
 @db_option
-@json_option
-@click.argument("query")
+@list_output
+@click.argument("query", type=TEXT)
 @click.option("--user", "user_id", required=True, envvar="MEMSTORE_USER", help="User id.")
 @click.option("--session", "session_id", default=None, help="Only this session's messages.")
 @click.option("--limit", type=click.IntRange(1, 20), default=5, show_default=True,
@@ -124,8 +153,8 @@ def search_conversations(
 
 @search.command("memories")
 @db_option
-@json_option
-@click.argument("query")
+@list_output
+@click.argument("query", type=TEXT)
 @click.option("--user", "user_id", required=True, envvar="MEMSTORE_USER", help="User id.")
 @click.option(
     "--type",
@@ -249,7 +278,8 @@ def users_forget(
     """
     if not yes:
         click.confirm(f"Erase everything of user {user_id!r}? This cannot be undone", abort=True)
-    with open_store(db) as store:
+    # Nothing to erase in a store that does not exist: never create one.
+    with open_store(db, must_exist=True) as store:
         rep = store.forget_user(user_id, wait_s=wait, vacuum_full=vacuum_full)
     click.echo(
         f"erased {rep.events_removed} event(s) and {rep.embeddings_removed} cached embedding(s) "

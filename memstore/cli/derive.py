@@ -8,8 +8,17 @@ from typing import Any
 import click
 
 from memstore import recall as recall_api
-from memstore.cli.app import Location, cli, db_option, echo_json, json_option, open_store
-from memstore.cli.table import print_table
+from memstore.cli.app import (
+    TEXT,
+    Location,
+    cli,
+    db_option,
+    echo_json,
+    json_option,
+    list_output,
+    open_store,
+)
+from memstore.cli.table import ID_WIDTH, print_table
 from memstore.derive import api
 from memstore.store import Store
 from memstore.validate import check_id, opt_id
@@ -52,7 +61,7 @@ def memories_group() -> None:
 
 @memories_group.command("list")
 @db_option
-@json_option
+@list_output
 @user_option
 @click.option(
     "--type",
@@ -95,13 +104,13 @@ def memories_list(
              m["content"] + ("" if m["status"] == "active" else f" [retired: {m['retired_by']}]")]
             for m in rows
         ],
-        limits=[40, 11, 8, 24, 200], empty="no memories",
+        limits=[ID_WIDTH, 11, 8, 24, 200], empty="no memories",
     )  # fmt: skip
 
 
 @memories_group.command("history")
 @db_option
-@json_option
+@list_output
 @user_option
 @click.argument("memory_id")
 def memories_history(db: Location | None, as_json: bool, user: str, memory_id: str) -> None:
@@ -145,7 +154,7 @@ def memories_forget(db: Location | None, user: str, memory_id: str, reason: str)
 @memories_group.command("add")
 @db_option
 @user_option
-@click.argument("content")
+@click.argument("content", type=TEXT)
 @click.option("--type", "type_", default="persona", show_default=True,
               type=click.Choice(["persona", "episodic", "instruction"]),
               help="Kind of memory.")  # fmt: skip
@@ -175,7 +184,7 @@ def scenes_group() -> None:
 
 @scenes_group.command("list")
 @db_option
-@json_option
+@list_output
 @user_option
 @generation_option
 def scenes_list(db: Location | None, as_json: bool, user: str, generation: int | None) -> None:
@@ -193,7 +202,7 @@ def scenes_list(db: Location | None, as_json: bool, user: str, generation: int |
     print_table(
         ["ID", "HEAT", "NAME", "SUMMARY"],
         [[s["scene_id"], s["heat"], s["name"], s["summary"]] for s in rows],
-        limits=[40, 5, 30, 120],
+        limits=[ID_WIDTH, 5, 30, 120],
         empty="no scenes",
     )
 
@@ -267,7 +276,7 @@ def persona_show(db: Location | None, as_json: bool, user: str, generation: int 
 @user_option
 @click.option("--session", default=None, help="Session id (accepted; memories are per user).")
 @click.option("--budget", type=int, default=None, help="Character budget.")
-@click.argument("query")
+@click.argument("query", type=TEXT)
 def recall_cmd(
     db: Location | None,
     as_json: bool,
@@ -340,7 +349,7 @@ def rederive_cmd(
 
 @cli.command("generations")
 @db_option
-@json_option
+@list_output
 @user_option
 def generations_cmd(db: Location | None, as_json: bool, user: str) -> None:
     """List a user's derivation generations.

@@ -42,6 +42,7 @@ def is_export(text: str) -> bool:
 @user_option_optional
 @click.option("--session-key", default="", help="seed: session for entries without sessionKey.")
 @click.option("--no-embed", is_flag=True, help="Leave embedding to the background indexer.")
+@click.option("--derive", is_flag=True, help="Derive memories from imported messages now.")
 def import_(
     db: Location | None,
     path: Path,
@@ -49,6 +50,7 @@ def import_(
     user: str | None,
     session_key: str,
     no_embed: bool,
+    derive: bool,
 ) -> None:
     """Import conversations or a whole memory, checking every line.
 
@@ -119,7 +121,9 @@ def import_(
             report.add("messages stored", summary.l0_recorded)
             report.add("already known", summary.already_known)
         else:
-            total = (text or "").count("\n") + 1
+            # A final newline starts no line; blank lines and a header are read but not
+            # counted by the importers, so the bar is completed once they return.
+            total = len((text or "").splitlines())
             with tqdm(total=total, unit="line", desc="import", disable=None) as bar:
                 if fmt == "jsonl":
                     from memstore.porting.jsonl import import_messages
@@ -129,6 +133,12 @@ def import_(
                     from memstore.porting.export import restore_events
 
                     restore_events(store, text or "", name, report, bar.update)
+                bar.update(max(0, total - bar.n))
+        derived = None
+        if derive and fmt in ("jsonl", "seed") and report.counts.get("messages stored"):
+            from memstore.cli.pipeline import derive_now
+
+            derived = derive_now(store, user)
         if not no_embed and store.indexer is not None:
             pending = sum(store.indexer.pending(k) for k in ("l0", "l1"))
             if pending:
@@ -139,12 +149,13 @@ def import_(
     counts = ", ".join(f"{n} {what}" for what, n in report.counts.items()) or "nothing"
     click.echo(f"imported: {counts}; {len(report.problems)} problem(s)")
     if fmt in ("jsonl", "seed") and report.counts.get("messages stored"):
-        who = f" --user {user}" if user else ""
-        click.echo(f"next: `memstore pipeline run{who}` derives memories from them now")
+        from memstore.cli.data import next_step
+
+        click.echo(derived or next_step(user, embedded=not no_embed))
     if report.problems:
         # One closing error line, as every other failing command prints.
         click.echo(
-            f"Error: {len(report.problems)} line(s) or file(s) skipped; "
+            f"error: {len(report.problems)} line(s) or file(s) skipped; "
             "fix them and run the import again (it is idempotent)",
             err=True,
         )

@@ -6,6 +6,9 @@ from collections.abc import Sequence
 
 import click
 
+# Ids are at most 256 characters (memstore.validate): a table shows them whole.
+ID_WIDTH = 256
+
 
 def _cell(value: object, limit: int) -> str:
     text = "-" if value is None or value == "" else str(value).replace("\n", " ")
@@ -31,4 +34,4 @@ def print_table(
         click.echo("  ".join(padded).rstrip())
 
 
-__all__ = ["print_table"]
+__all__ = ["ID_WIDTH", "print_table"]

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import click
 
-from memstore.cli.app import Location, db_option, echo_json, json_option, read_database
+from memstore.cli.app import Location, db_option, echo_json, list_output, read_database
 from memstore.cli.data import users
-from memstore.cli.table import print_table
+from memstore.cli.table import ID_WIDTH, print_table
 
 
 @users.command("list")
 @db_option
-@json_option
+@list_output
 def users_list(db: Location | None, as_json: bool) -> None:
     """List users with their sessions, messages, live memories and last activity.
 
@@ -39,7 +39,7 @@ def users_list(db: Location | None, as_json: bool) -> None:
             ]
             for u in rows
         ],
-        limits=[40, 8, 8, 8, 19],
+        limits=[ID_WIDTH, 8, 8, 8, 19],
         empty="no users",
     )
     if rows:
