@@ -102,7 +102,8 @@ def test_capture_says_what_happens_next_and_derive_does_it(cli_env: Path) -> Non
     r = run_cli("capture", "--user", "alice", "--session", "s1",
                 "--user-text", "I'm allergic to peanuts")  # fmt: skip
     assert r.exit_code == 0
-    assert r.output.strip().splitlines()[-1].startswith("next: `memstore pipeline run --user alice`")
+    last = r.output.strip().splitlines()[-1]
+    assert last.startswith("next: `memstore pipeline run --user alice`")
     assert "no memories" in run_cli("memories", "list", "--user", "alice").output
     r = run_cli("capture", "--user", "bob", "--session", "s1",
                 "--user-text", "I'm allergic to peanuts", "--derive")  # fmt: skip
