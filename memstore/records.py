@@ -13,7 +13,13 @@ from evaluated annotations when it computes its required keys.
 """
 
 from datetime import datetime
-from typing import NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict
+
+# The fixed choices of the API, as types (a checker flags a misspelling).
+SearchStrategy = Literal["keyword", "vector", "hybrid"]
+MemoryType = Literal["persona", "episodic", "instruction"]
+MemoryAction = Literal["add", "replace", "remove"]
+Layer = Literal["l1", "l2", "l3"]
 
 
 class Message(TypedDict, total=False):
@@ -187,12 +193,16 @@ class StoreInfo(TypedDict):
 __all__ = [
     "EmbeddingStatus",
     "EndSessionReport",
+    "Layer",
     "Memory",
+    "MemoryAction",
     "MemoryChange",
+    "MemoryType",
     "Message",
     "PipelineStatus",
     "QueuedWork",
     "Scene",
+    "SearchStrategy",
     "SessionStatus",
     "StageRun",
     "StoreInfo",

@@ -42,11 +42,15 @@ from memstore.recall.rank import warm_up
 from memstore.records import (
     EmbeddingStatus,
     EndSessionReport,
+    Layer,
     Memory,
+    MemoryAction,
     MemoryChange,
+    MemoryType,
     Message,
     PipelineStatus,
     Scene,
+    SearchStrategy,
     StoreInfo,
 )
 from memstore.search import Hit
@@ -239,7 +243,7 @@ class Store:
         user_id: str,
         session_id: str | None = None,
         limit: int = 5,
-        strategy: str = "hybrid",
+        strategy: SearchStrategy = "hybrid",
     ) -> list[Hit]:
         """Search a user's captured messages (L0)."""
         self._check_open()
@@ -258,18 +262,24 @@ class Store:
         query: str,
         *,
         user_id: str,
-        type: str | None = None,
+        type: MemoryType | None = None,
         scene: str | None = None,
         limit: int = 5,
-        strategy: str = "hybrid",
+        strategy: SearchStrategy = "hybrid",
     ) -> list[Hit]:
         """Search a user's active L1 memories (optionally one type or scene)."""
         self._check_open()
         scene = v.opt_text("scene", scene)
         clamped = v.search_limit(limit)  # lenient: text from a tool call is clamped
-        type = v.opt_choice("type", type, v.MEMORY_TYPES)
+        checked = v.opt_choice("type", type, v.MEMORY_TYPES)  # the Literal is not enforced
         return self.search_engine.search(
-            "l1", query, user_id=user_id, type=type, scene=scene, limit=clamped, strategy=strategy
+            "l1",
+            query,
+            user_id=user_id,
+            type=checked,
+            scene=scene,
+            limit=clamped,
+            strategy=strategy,
         )
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
@@ -353,7 +363,7 @@ class Store:
         self,
         user_id: str,
         *,
-        type: str | None = None,
+        type: MemoryType | None = None,
         generation: int | None = None,
         include_retired: bool = False,
     ) -> list[Memory]:
@@ -361,13 +371,13 @@ class Store:
         and superseded ones)."""
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
-        type = v.opt_choice("type", type, v.MEMORY_TYPES)
+        checked = v.opt_choice("type", type, v.MEMORY_TYPES)  # the Literal is not enforced
         include_retired = v.check_bool("include_retired", include_retired)
         return list(
             api.list_memories(
                 self.derivation,
                 user_id,
-                type=type,
+                type=checked,
                 generation=generation,
                 include_retired=include_retired,
             )
@@ -381,6 +391,23 @@ class Store:
             self.derivation, v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
         )
 
+    def get_memory(self, user_id: str, memory_id: str) -> Memory:
+        """One of the user's memories by id, in any generation and status
+        (``status`` says whether it is live); ``NotFoundError`` if there is none."""
+        self._check_open()
+        return api.get_memory(
+            self.derivation, v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
+        )
+
+    def update_memory(self, user_id: str, memory_id: str, content: str) -> str:
+        """Replace the text of a live memory of the active generation, found by id;
+        its type and scene stay and the change is in its history. Returns its id."""
+        self._check_open()
+        user_id, memory_id = v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
+        return api.update_memory(
+            self.derivation, user_id, memory_id, v.check_text("content", content)
+        )
+
     def forget_memory(self, user_id: str, memory_id: str, reason: str = "user_request") -> None:
         """Retire one memory on request (recorded as an event; history is kept)."""
         self._check_open()
@@ -392,11 +419,11 @@ class Store:
     def write_memory(
         self,
         user_id: str,
-        action: str,
+        action: MemoryAction,
         content: str,
         *,
         old_content: str | None = None,
-        type: str = "persona",
+        type: MemoryType = "persona",
         scene: str = "",
         origin: str = "user_stated",
     ) -> str | None:
@@ -409,7 +436,7 @@ class Store:
         return api.write_memory(
             self.derivation,
             user_id,
-            action,  # type: ignore[arg-type]  # checked above
+            action,
             v.check_text("content", content),
             old_content=v.opt_text("old_content", old_content),
             type=v.check_choice("type", type, v.MEMORY_TYPES),
@@ -438,7 +465,7 @@ class Store:
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
         return api.get_persona(self.derivation, user_id, generation=generation)
 
-    def rederive(self, user_id: str | None = None, from_layer: str = "l1") -> int:
+    def rederive(self, user_id: str | None = None, from_layer: Layer = "l1") -> int:
         """Re-run derivation over L0 into a new generation and switch to it."""
         self._check_open()
         return api.rederive(self.derivation, v.opt_id("user_id", user_id), from_layer=from_layer)

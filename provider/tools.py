@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from memstore.errors import MemstoreError
+from memstore.records import MemoryType
 from memstore.search import Hit
 from memstore.store import Store
 
@@ -209,7 +210,9 @@ def _memory_search(store: Store, args: Mapping[str, Any], user_id: str) -> str:
     if mtype is not None and mtype not in MEMORY_TYPES:
         raise ToolArgumentError(f"type must be one of {', '.join(MEMORY_TYPES)}, got {mtype!r}")
     scene = _text_arg(args, "scene", required=False)
-    hits = store.search_memories(query, user_id=user_id, type=mtype, scene=scene, limit=limit)
+    hits = store.search_memories(
+        query, user_id=user_id, type=cast(MemoryType | None, mtype), scene=scene, limit=limit
+    )
     results = [_memory_result(h) for h in hits]
     return json.dumps({"results": results, "count": len(results)}, ensure_ascii=False)
 

@@ -24,6 +24,7 @@ from memstore.cli.table import ID_WIDTH, print_table
 from memstore.errors import InvalidInputError, MemstoreError
 
 if TYPE_CHECKING:
+    from memstore.records import MemoryType, SearchStrategy
     from memstore.search import Hit
 
 
@@ -136,7 +137,7 @@ def search_conversations(
     user_id: str,
     session_id: str | None,
     limit: int,
-    strategy: str,
+    strategy: SearchStrategy,
 ) -> None:
     """Search a user's captured messages.
 
@@ -171,7 +172,7 @@ def search_memories(
     as_json: bool,
     query: str,
     user_id: str,
-    type_: str | None,
+    type_: MemoryType | None,
     scene: str | None,
     limit: int,
 ) -> None:
