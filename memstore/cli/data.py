@@ -20,7 +20,7 @@ from memstore.cli.app import (
     resolve_db,
 )
 from memstore.cli.doctor_extra import HOOKS
-from memstore.cli.table import ID_WIDTH, print_table
+from memstore.cli.table import ID_WIDTH, plural, print_table
 from memstore.errors import InvalidInputError, MemstoreError
 
 if TYPE_CHECKING:
@@ -77,7 +77,9 @@ def capture(
     if as_json:
         echo_json(data)
         return
-    click.echo(f"stored {len(res.stored)} message(s), {len(res.duplicates)} already known")
+    click.echo(
+        f"stored {plural(len(res.stored), 'message')}, {len(res.duplicates)} already known"
+    )
     click.echo(derived or next_step(user_id))
 
 

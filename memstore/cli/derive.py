@@ -18,7 +18,7 @@ from memstore.cli.app import (
     list_output,
     open_store,
 )
-from memstore.cli.table import ID_WIDTH, print_table
+from memstore.cli.table import ID_WIDTH, plural, print_table
 from memstore.derive import api
 from memstore.store import Store
 from memstore.validate import check_id, opt_id
@@ -231,7 +231,8 @@ def scenes_show(
     if as_json:
         echo_json(s)
         return
-    click.echo(f"# {s['name']}  (heat {s['heat']}, {len(s['memory_ids'])} memories)")
+    count = plural(len(s["memory_ids"]), "memory", "memories")
+    click.echo(f"# {s['name']}  (heat {s['heat']}, {count})")
     click.echo(s["summary"])
     click.echo("")
     click.echo(s["body"])

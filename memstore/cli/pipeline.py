@@ -16,6 +16,7 @@ from memstore.cli.app import (
     existing_db,
     list_output,
 )
+from memstore.cli.table import plural
 from memstore.config import Settings
 from memstore.pipeline import PipelineService
 from memstore.store import Store
@@ -60,7 +61,7 @@ def summary(outcomes: list[Any]) -> str:
     if not outcomes:
         return "nothing due: no pending messages"
     text = f"{len(outcomes)} run(s): {len(outcomes) - len(failed)} ok, {len(failed)} failed"
-    text += f"; {new} new memor{'y' if new == 1 else 'ies'}"
+    text += f"; {plural(new, 'new memory', 'new memories')}"
     if failed:
         text += " (failed work stays queued and is retried; `memstore pipeline status` shows why)"
     return text

@@ -10,6 +10,11 @@ import click
 ID_WIDTH = 256
 
 
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """``1 memory``, ``2 memories``: a count with its noun in the right number."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
 def _cell(value: object, limit: int) -> str:
     text = "-" if value is None or value == "" else str(value).replace("\n", " ")
     return text if len(text) <= limit else text[: max(limit - 1, 1)] + "…"
@@ -34,4 +39,4 @@ def print_table(
         click.echo("  ".join(padded).rstrip())
 
 
-__all__ = ["ID_WIDTH", "print_table"]
+__all__ = ["ID_WIDTH", "plural", "print_table"]
