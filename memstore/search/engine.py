@@ -344,7 +344,13 @@ class SearchEngine:
             if q.scene:
                 sql += " AND scene = :sc"
                 params["sc"] = q.scene
-        found = [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
+        # Equal distances in a stable order (by id), as the in-memory copy and
+        # PostgreSQL give them: vec0 returns ties in no particular order, so the
+        # same query could rank equal messages differently from one call to the next.
+        found = sorted(
+            ((int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)),
+            key=lambda r: (r[1], r[0]),
+        )
         return self._live_memories(conn, q.user_id, found, q.k, rows) if q.kind == "l1" else found
 
     @staticmethod
