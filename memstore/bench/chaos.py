@@ -39,8 +39,9 @@ class ChaosPlan:
 def run_chaos(
     plan: ChaosPlan, workdir: Path | None = None, log: Callable[[str], None] = lambda _m: None
 ) -> dict[str, Any]:
-    chaos_llm.repo_tests()
-    from tests.snapshot import snapshot
+    from memstore.bench.snapshot import snapshot
+
+    chaos_llm.repo_tests()  # the fake LLM server still lives under tests/
 
     rng = random.Random(plan.seed)
     res: dict[str, Any] = {"plan": asdict(plan)}
