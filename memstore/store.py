@@ -373,15 +373,14 @@ class Store:
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
         checked = v.opt_choice("type", type, v.MEMORY_TYPES)  # the Literal is not enforced
         include_retired = v.check_bool("include_retired", include_retired)
-        return list(
-            api.list_memories(
-                self.derivation,
-                user_id,
-                type=checked,
-                generation=generation,
-                include_retired=include_retired,
-            )
+        rows = api.list_memories(
+            self.derivation,
+            user_id,
+            type=checked,
+            generation=generation,
+            include_retired=include_retired,
         )
+        return [Memory.from_row(r) for r in rows]
 
     def memory_history(self, user_id: str, memory_id: str) -> list[MemoryChange]:
         """The events that created and changed one of a user's memories, with
@@ -395,8 +394,10 @@ class Store:
         """One of the user's memories by id, in any generation and status
         (``status`` says whether it is live); ``NotFoundError`` if there is none."""
         self._check_open()
-        return api.get_memory(
-            self.derivation, v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
+        return Memory.from_row(
+            api.get_memory(
+                self.derivation, v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
+            )
         )
 
     def update_memory(self, user_id: str, memory_id: str, content: str) -> str:
@@ -448,16 +449,20 @@ class Store:
         """A user's scene blocks (L2)."""
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
-        return list(api.list_scenes(self.derivation, user_id, generation=generation))
+        return [
+            Scene.from_row(r)
+            for r in api.list_scenes(self.derivation, user_id, generation=generation)
+        ]
 
     def get_scene(self, user_id: str, name: str, *, generation: int | None = None) -> Scene | None:
         """One of the user's scenes by name (case-insensitive when no exact match),
         with ``created_at``/``updated_at``; None when the user has no such scene."""
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
-        return api.get_scene(
+        row = api.get_scene(
             self.derivation, user_id, v.check_query("name", name), generation=generation
         )
+        return None if row is None else Scene.from_row(row)
 
     def get_persona(self, user_id: str, *, generation: int | None = None) -> str | None:
         """A user's persona (Markdown), or None before one was written."""

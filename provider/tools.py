@@ -234,7 +234,7 @@ def _scene_read(store: Store, args: Mapping[str, Any], user_id: str) -> str:
     name = _text_arg(args, "scene_name", required=True) or ""
     scene = store.get_scene(user_id, name)
     if scene is None:
-        available = [s["name"] for s in store.list_scenes(user_id)]
+        available = [s.name for s in store.list_scenes(user_id)]
         message = (
             f"no scene named {name!r}"
             if available
@@ -242,12 +242,12 @@ def _scene_read(store: Store, args: Mapping[str, Any], user_id: str) -> str:
         )
         return json.dumps({"error": message, "available": available}, ensure_ascii=False)
     block = {
-        "name": scene["name"],
-        "summary": scene["summary"],
-        "body": scene["body"],
-        "heat": scene["heat"],
-        "updated_at": scene["updated_at"],
-        "memory_count": len(scene["memory_ids"]),
+        "name": scene.name,
+        "summary": scene.summary,
+        "body": scene.body,
+        "heat": scene.heat,
+        "updated_at": scene.updated_at,
+        "memory_count": len(scene.memory_ids),
     }
     return json.dumps({"scene": block}, ensure_ascii=False)
 

@@ -23,15 +23,15 @@ def store(tmp_path: Path) -> typing.Iterator[Store]:
 
 def test_get_and_update_a_memory_by_id(store: Store) -> None:
     first = store.list_memories("alice")[0]
-    memory_id = first["memory_id"]
+    memory_id = first.memory_id
     got = store.get_memory("alice", memory_id)
-    assert got["memory_id"] == memory_id and got["content"] == first["content"]
+    assert got.memory_id == memory_id and got.content == first.content
 
     assert store.update_memory("alice", memory_id, "The user lives in Lisbon.") == memory_id
-    live = {m["memory_id"]: m for m in store.list_memories("alice")}
-    assert live[memory_id]["content"] == "The user lives in Lisbon."
-    assert live[memory_id]["type"] == first["type"]
-    assert store.get_memory("alice", memory_id)["content"] == "The user lives in Lisbon."
+    live = {m.memory_id: m for m in store.list_memories("alice")}
+    assert live[memory_id].content == "The user lives in Lisbon."
+    assert live[memory_id].type == first.type
+    assert store.get_memory("alice", memory_id).content == "The user lives in Lisbon."
     history = store.memory_history("alice", memory_id)
     assert [h["action"] for h in history][-1] == "update"
     hits = store.search_memories("Lisbon", user_id="alice", strategy="keyword")
@@ -39,7 +39,7 @@ def test_get_and_update_a_memory_by_id(store: Store) -> None:
 
 
 def test_refusals(store: Store) -> None:
-    memory_id = store.list_memories("alice")[0]["memory_id"]
+    memory_id = store.list_memories("alice")[0].memory_id
     with pytest.raises(NotFoundError):
         store.get_memory("alice", "no-such-id")
     with pytest.raises(NotFoundError):
@@ -49,7 +49,7 @@ def test_refusals(store: Store) -> None:
     store.forget_memory("alice", memory_id)
     with pytest.raises(NotFoundError, match="already retired: nothing updated"):
         store.update_memory("alice", memory_id, "new text")
-    assert store.get_memory("alice", memory_id)["status"] == "retired"
+    assert store.get_memory("alice", memory_id).status == "retired"
 
 
 def test_fixed_choices_are_literals() -> None:

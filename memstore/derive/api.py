@@ -37,7 +37,7 @@ from memstore.derive.queries import (
 from memstore.derive.runs import RunOutcome, append_checked, new_id
 from memstore.derive.scenes.build import run_l2
 from memstore.errors import InvalidInputError, NotFoundError
-from memstore.records import Memory, MemoryChange, Scene
+from memstore.records import MemoryChange, MemoryRow, SceneRow
 
 if TYPE_CHECKING:
     from memstore.derive.context import DeriveContext
@@ -59,27 +59,27 @@ def list_memories(
     type: str | None = None,
     generation: int | None = None,
     include_retired: bool = False,
-) -> list[Memory]:
+) -> list[MemoryRow]:
     with store.db.read() as conn:
         gen = resolve_generation(conn, user_id, generation)
         rows = memories(conn, user_id, gen, type=type, include_retired=include_retired)
-    return cast(list[Memory], rows)  # l1_memories' columns: tests/test_public_types.py
+    return cast(list[MemoryRow], rows)  # l1_memories' columns: tests/test_public_types.py
 
 
 def list_scenes(
     store: DeriveContext, user_id: str, *, generation: int | None = None
-) -> list[Scene]:
+) -> list[SceneRow]:
     with store.db.read() as conn:
         rows = scenes(conn, user_id, resolve_generation(conn, user_id, generation))
-    return cast(list[Scene], rows)  # l2_scenes' columns: tests/test_public_types.py
+    return cast(list[SceneRow], rows)  # l2_scenes' columns: tests/test_public_types.py
 
 
 def get_scene(
     store: DeriveContext, user_id: str, name: str, *, generation: int | None = None
-) -> Scene | None:
+) -> SceneRow | None:
     with store.db.read() as conn:
         row = scene_named(conn, user_id, resolve_generation(conn, user_id, generation), name)
-    return cast(Scene | None, row)
+    return cast(SceneRow | None, row)
 
 
 def get_persona(store: DeriveContext, user_id: str, *, generation: int | None = None) -> str | None:
@@ -131,13 +131,13 @@ def _live(
     return row, since
 
 
-def get_memory(store: DeriveContext, user_id: str, memory_id: str) -> Memory:
+def get_memory(store: DeriveContext, user_id: str, memory_id: str) -> MemoryRow:
     """One of the user's memories by id (any generation or status)."""
     with store.db.read() as conn:
         row = memory(conn, user_id, memory_id)
     if row is None:
         raise NotFoundError(f"user {user_id!r} has no memory {memory_id!r}")
-    return cast(Memory, row)
+    return cast(MemoryRow, row)
 
 
 def update_memory(
