@@ -37,7 +37,8 @@ def test_records_are_typed_and_frozen(store: Store) -> None:
 
 def test_dict_access_still_works_with_a_warning(store: Store) -> None:
     m = store.list_memories("u")[0]
-    with pytest.warns(DeprecationWarning, match=r"Memory\['content'\] is deprecated.*use \.content"):
+    warned = r"Memory\['content'\] is deprecated.*use \.content"
+    with pytest.warns(DeprecationWarning, match=warned):
         assert m["content"] == m.content
     with pytest.warns(DeprecationWarning, match=r"use \.memory_id"):
         row_id = m["id"]
