@@ -61,3 +61,22 @@ def test_fixed_choices_are_literals() -> None:
     assert hints["strategy"] == SearchStrategy
     assert typing.get_type_hints(Store.rederive)["from_layer"] == Layer
     assert typing.get_type_hints(Store.write_memory)["action"] == MemoryAction
+
+
+def test_hits_name_their_id(store: Store) -> None:
+    [msg] = store.search_conversations("Porto", user_id="alice", strategy="keyword", limit=1)
+    assert msg.message_id == msg.ref and msg.memory_id is None
+    mem = store.search_memories("Porto", user_id="alice", strategy="keyword", limit=1)[0]
+    assert mem.memory_id == mem.ref and mem.message_id is None
+    assert store.get_memory("alice", mem.memory_id).content == mem.text
+
+
+def test_user_id_can_always_be_passed_by_keyword() -> None:
+    import inspect
+
+    for name, method in inspect.getmembers(Store, inspect.isfunction):
+        params = inspect.signature(method).parameters
+        assert not {"user", "uid", "tenant"} & set(params), name  # one name for the user
+        if "user_id" in params:
+            kind = params["user_id"].kind
+            assert kind in (kind.POSITIONAL_OR_KEYWORD, kind.KEYWORD_ONLY), name
