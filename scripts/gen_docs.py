@@ -114,7 +114,43 @@ def render_api() -> str:
             sig = "(...)"
         doc = inspect.getdoc(func) or "(no docstring)"
         parts += [f"### `Store.{name}`", "", "```python", f"{name}{sig}", "```", "", doc, ""]
+    parts += ["## Records", "", "What `Store` returns: frozen dataclasses.", ""]
+    for cls in _records():
+        parts += _record(cls)
     return "\n".join(parts).rstrip() + "\n"
+
+
+def _records() -> list[type]:
+    import memstore
+
+    names = ["Memory", "Scene", "Hit", "Recall", "RecalledMemory", "RecalledMessage",
+             "CaptureResult", "ErasureReport"]  # fmt: skip
+    return [getattr(memstore, n) for n in names]
+
+
+def _record(cls: type) -> list[str]:
+    import dataclasses
+
+    rows = [
+        f"| `{f.name}` | `{_type_name(f.type)}` |"
+        for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+        if not f.name.startswith("_")
+    ]
+    props = [
+        f"| `{n}` (property) | {(inspect.getdoc(p) or '').splitlines()[0]} |"
+        for n, p in vars(cls).items()
+        if isinstance(p, property) and not n.startswith("_")
+    ]
+    doc = inspect.getdoc(cls) or ""
+    if doc.startswith(f"{cls.__name__}("):  # dataclasses' generated docstring
+        doc = ""
+    return [f"### `{cls.__name__}`", "", doc, "", "| field | type |", "|---|---|",
+            *rows, *props, ""]  # fmt: skip
+
+
+def _type_name(hint: object) -> str:
+    text = hint.__name__ if isinstance(hint, type) else str(hint)
+    return str(text).replace("typing.", "").replace("|", "\\|")
 
 
 def generated() -> dict[Path, str]:
