@@ -173,3 +173,13 @@ def test_doctor_reports_e5_with_the_default_embedder(
     out = run_cli("doctor").output
     line = next(ln for ln in out.splitlines() if ln.strip().startswith("embedder:"))
     assert "kind e5" in line, out
+
+
+def test_importing_empty_input_is_an_error(cli_env: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n")
+    r = run_cli("import", str(empty))
+    assert r.exit_code == 1 and "is empty: nothing to import" in r.output
+    r = run_cli("import", "-", input="")
+    assert r.exit_code == 1 and "<stdin> is empty" in r.output
+    assert not cli_env.exists()  # nothing was created for it

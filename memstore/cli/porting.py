@@ -97,6 +97,8 @@ def import_(
         if str(path) != "-" and path.is_dir():
             raise InvalidInputError(f"{path} is a directory; --format {fmt} reads a file")
         text = read_text(sys.stdin.buffer if str(path) == "-" else path, name)
+        if not text.strip():
+            raise InvalidInputError(f"{name} is empty: nothing to import")
         if fmt is None:
             fmt = "memstore" if is_export(text) else "jsonl"
     assert fmt is not None
