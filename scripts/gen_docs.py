@@ -86,6 +86,10 @@ hand. Everything here is importable from `memstore` (`from memstore import
 Store`). Errors raised on purpose are subclasses of `memstore.MemstoreError`
 (`memstore/errors.py`). A tour with runnable examples is in
 [getting-started.md](getting-started.md).
+
+Every method about one user names it `user_id`, and `user_id=...` by keyword
+works in all of them (searches and `recall` take it only by keyword, after
+the query).
 """
 
 
