@@ -138,7 +138,8 @@ def cli(db: Location | None) -> None:
     --db PATH goes before the command or after it (default: $MEMSTORE_DB,
     else the user data directory); a postgresql:// URL opens PostgreSQL
     instead. --user defaults to $MEMSTORE_USER.
-    Commands that list data take --json.
+    Commands that list data take --json, --nl, --csv or --tsv; text
+    arguments take - to read standard input.
 
     \b
     Example:
