@@ -40,6 +40,9 @@ Durability = Literal["normal", "full"]
 EmbedderName = Literal["auto", "e5", "hashing", "openai", "none"]
 # Whose memory a Hermes conversation uses (provider/identity.py explains each).
 UserScope = Literal["auto", "user", "session_key", "shared"]
+# "rules" forces the offline rule-based deriver even when an LLM is configured or a
+# host offers its model (a model that cannot produce JSON).
+DeriverChoice = Literal["auto", "rules"]
 
 
 def user_data_dir() -> Path:
@@ -113,10 +116,15 @@ class LLMSettings:
     json_mode: bool = field(default=False, metadata=_flat("llm_json_mode"))
     # An answer body larger than this is refused, not read into memory.
     max_answer_bytes: int = field(default=4 * 1024 * 1024, metadata=_flat("llm_max_answer_bytes"))
+    deriver: DeriverChoice = field(default="auto", metadata=_flat("deriver"))
+    # After this many LLM answers in a row without usable JSON (each after its
+    # corrective retry) the process derives with the rules instead, so a model that
+    # cannot follow the schema stops failing runs forever. 0: never fall back.
+    fallback_after: int = field(default=3, metadata=_flat("llm_fallback_after"))
 
     @property
     def configured(self) -> bool:
-        return bool(self.model and self.base_url)
+        return bool(self.model and self.base_url) and self.deriver != "rules"
 
 
 @dataclass(frozen=True)
@@ -406,6 +414,7 @@ __all__ = [
     "FLAT_NAMES",
     "SECTIONS",
     "SETTINGS",
+    "DeriverChoice",
     "Durability",
     "EmbedderName",
     "EmbeddingSettings",

@@ -1,9 +1,11 @@
 """The records ``Store`` takes and returns, as types (exported from ``memstore``).
 
-TypedDicts, not classes: callers (the provider, the CLI, the gateway, JSON
-output) index these as dicts, and they stay plain dicts at run time. The
-richer results that were always objects stay dataclasses where they live
-(``Recall``, ``Hit``, ``CaptureResult``, ``ErasureReport``, ``RunOutcome``).
+Memories and scenes are typed, frozen records with one id each
+(``Memory.memory_id``, ``Scene.scene_id``), like ``Hit`` and ``Recall``. They
+still answer the dict access of earlier versions (``m["content"]``, and
+``m["id"]``, the row number) with a ``DeprecationWarning``, for one minor
+version. The reports are TypedDicts (plain dicts at run time); ``MemoryRow`` and
+``SceneRow`` are the dict shapes of the tables the records are read from.
 ``tests/test_public_types.py`` checks that every one of these matches what
 the store really returns, key for key.
 
@@ -12,8 +14,18 @@ No imports from the rest of memstore: every part may use these. No
 from evaluated annotations when it computes its required keys.
 """
 
+import dataclasses
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NotRequired, TypedDict
+from typing import Any, ClassVar, Literal, NotRequired, TypedDict
+
+# The fixed choices of the API, as types (a checker flags a misspelling).
+SearchStrategy = Literal["keyword", "vector", "hybrid"]
+MemoryType = Literal["persona", "episodic", "instruction"]
+MemoryAction = Literal["add", "replace", "remove"]
+Layer = Literal["l1", "l2", "l3"]
 
 
 class Message(TypedDict, total=False):
@@ -32,8 +44,8 @@ class Message(TypedDict, total=False):
     name: str | None
 
 
-class Memory(TypedDict):
-    """One L1 memory (``list_memories``)."""
+class MemoryRow(TypedDict):
+    """One row of ``l1_memories`` as a dict (what ``Memory`` is read from)."""
 
     id: int
     memory_id: str
@@ -55,9 +67,9 @@ class Memory(TypedDict):
     retired_by: str | None
 
 
-class Scene(TypedDict):
-    """One L2 scene (``list_scenes``; ``get_scene`` adds when it was created
-    and last updated)."""
+class SceneRow(TypedDict):
+    """One row of ``l2_scenes`` as a dict (``get_scene`` adds when it was created
+    and last updated); what ``Scene`` is read from."""
 
     scene_id: str
     user_id: str
@@ -74,6 +86,126 @@ class Scene(TypedDict):
     source_memory_ids: list[str]
     created_at: NotRequired[str]
     updated_at: NotRequired[str]
+
+
+class _DictAccess:
+    """The dict access of earlier versions, kept for one minor version (0.2)."""
+
+    _OLD: ClassVar[tuple[str, ...]] = ()  # keys that are not fields any more
+
+    def _old(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def _keys(self) -> list[str]:
+        names = [f.name for f in dataclasses.fields(self) if not f.name.startswith("_")]  # type: ignore[arg-type]  # fmt: skip
+        shown = [n for n in names if n not in self._optional() or getattr(self, n) is not None]
+        return [*self._OLD, *shown]
+
+    def _optional(self) -> tuple[str, ...]:
+        return ()
+
+    def __getitem__(self, key: str) -> Any:
+        kind = type(self).__name__
+        warnings.warn(
+            f"{kind}[{key!r}] is deprecated and will be removed in memstore 0.3; "
+            + (f"use .{key}" if key not in self._OLD else f"use .{kind.lower()}_id"),
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if key in self._OLD:
+            return self._old(key)
+        if key not in self._keys():
+            raise KeyError(key)
+        value = getattr(self, key)
+        return list(value) if isinstance(value, tuple) else value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Deprecated, like ``record[key]``."""
+        if key not in self._keys():
+            return default
+        return self[key]
+
+    def keys(self) -> list[str]:
+        """Deprecated: the keys the dict of earlier versions had."""
+        return self._keys()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as a plain dict (lists for sequences), e.g. for JSON."""
+        return {
+            f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
+            for f in dataclasses.fields(self)  # type: ignore[arg-type]
+            if not f.name.startswith("_")
+        }
+
+
+@dataclass(frozen=True)
+class Memory(_DictAccess):
+    """One L1 memory (``list_memories``, ``get_memory``)."""
+
+    memory_id: str
+    user_id: str
+    generation: int
+    type: str
+    priority: int
+    scene_name: str
+    content: str
+    content_hash: str
+    status: str  # "active", or "retired" (forgotten, superseded, merged)
+    origin: str
+    source_message_ids: tuple[str, ...]
+    activity_start: str | None
+    activity_end: str | None
+    occurred_at: str | None
+    created_position: int
+    updated_position: int
+    retired_by: str | None
+    # The table's row number, which earlier versions returned as m["id"].
+    _row_id: int = field(default=0, repr=False, compare=False)
+
+    _OLD: ClassVar[tuple[str, ...]] = ("id",)
+
+    def _old(self, key: str) -> Any:
+        return self._row_id
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "Memory":
+        values = {f.name: row[f.name] for f in dataclasses.fields(cls) if f.name != "_row_id"}
+        values["source_message_ids"] = tuple(values["source_message_ids"] or ())
+        return cls(**values, _row_id=int(row.get("id", 0)))
+
+
+@dataclass(frozen=True)
+class Scene(_DictAccess):
+    """One L2 scene (``list_scenes``; ``get_scene`` adds when it was created and
+    last updated)."""
+
+    scene_id: str
+    user_id: str
+    generation: int
+    name: str
+    summary: str
+    body: str
+    heat: int
+    memory_ids: tuple[str, ...]
+    created_position: int
+    updated_position: int
+    created_at: str | None = None
+    updated_at: str | None = None
+
+    def _optional(self) -> tuple[str, ...]:
+        return ("created_at", "updated_at")
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "Scene":
+        values: dict[str, Any] = {f.name: row.get(f.name) for f in dataclasses.fields(cls)}
+        values["memory_ids"] = tuple(values["memory_ids"] or ())
+        return cls(**values)
 
 
 class MemoryChange(TypedDict):
@@ -193,12 +325,18 @@ class StoreInfo(TypedDict):
 __all__ = [
     "EmbeddingStatus",
     "EndSessionReport",
+    "Layer",
     "Memory",
+    "MemoryAction",
     "MemoryChange",
+    "MemoryRow",
+    "MemoryType",
     "Message",
     "PipelineStatus",
     "QueuedWork",
     "Scene",
+    "SceneRow",
+    "SearchStrategy",
     "SessionStatus",
     "StageRun",
     "StoreInfo",

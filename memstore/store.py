@@ -51,11 +51,15 @@ from memstore.recall.rank import warm_up
 from memstore.records import (
     EmbeddingStatus,
     EndSessionReport,
+    Layer,
     Memory,
+    MemoryAction,
     MemoryChange,
+    MemoryType,
     Message,
     PipelineStatus,
     Scene,
+    SearchStrategy,
     StoreInfo,
 )
 from memstore.search import Hit
@@ -145,6 +149,7 @@ class Store(Forgetting):
         return store
 
     def close(self) -> None:
+        """Stop background work (bounded) and close the database; safe to call twice."""
         if self._closed:
             return
         # Background work finishes (bounded) before the store refuses calls:
@@ -169,6 +174,7 @@ class Store(Forgetting):
 
     @property
     def path(self) -> Path:
+        """Where the store lives, as the database layer names it."""
         return self.db.path
 
     def _check_open(self) -> None:
@@ -190,6 +196,7 @@ class Store(Forgetting):
         user_id: str | None = None,
         limit: int | None = None,
     ) -> list[StoredEvent]:
+        """Events after position ``after``, optionally only some types or one user's."""
         self._check_open()
         after = v.check_int("after", after)
         types = v.check_strings("types", types)
@@ -199,6 +206,7 @@ class Store(Forgetting):
             return self.log.read(conn, after=after, types=types, user_id=user_id, limit=limit)
 
     def read_stream(self, stream: str, *, after_seq: int = 0) -> list[StoredEvent]:
+        """One stream's events after its sequence number ``after_seq``."""
         self._check_open()
         stream = v.check_text("stream", stream)
         after_seq = v.check_int("after_seq", after_seq)
@@ -206,6 +214,7 @@ class Store(Forgetting):
             return self.log.read_stream(conn, stream, after_seq=after_seq)
 
     def tail(self, n: int = 20) -> list[StoredEvent]:
+        """The last ``n`` events of the log."""
         self._check_open()
         n = v.check_int("n", n)
         with self.db.read() as conn:
@@ -266,7 +275,7 @@ class Store(Forgetting):
         user_id: str,
         session_id: str | None = None,
         limit: int = 5,
-        strategy: str = "hybrid",
+        strategy: SearchStrategy = "hybrid",
         speaker: str | None = None,
     ) -> list[Hit]:
         """Search a user's captured messages (L0); ``speaker``: only the
@@ -297,18 +306,24 @@ class Store(Forgetting):
         query: str,
         *,
         user_id: str,
-        type: str | None = None,
+        type: MemoryType | None = None,
         scene: str | None = None,
         limit: int = 5,
-        strategy: str = "hybrid",
+        strategy: SearchStrategy = "hybrid",
     ) -> list[Hit]:
         """Search a user's active L1 memories (optionally one type or scene)."""
         self._check_open()
         scene = v.opt_text("scene", scene)
         clamped = v.search_limit(limit)  # lenient: text from a tool call is clamped
-        type = v.opt_choice("type", type, v.MEMORY_TYPES)
+        checked = v.opt_choice("type", type, v.MEMORY_TYPES)  # the Literal is not enforced
         return self.search_engine.search(
-            "l1", query, user_id=user_id, type=type, scene=scene, limit=clamped, strategy=strategy
+            "l1",
+            query,
+            user_id=user_id,
+            type=checked,
+            scene=scene,
+            limit=clamped,
+            strategy=strategy,
         )
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
@@ -322,6 +337,7 @@ class Store(Forgetting):
         return done
 
     def embedding_status(self) -> EmbeddingStatus:
+        """Embedder, model and how many messages and memories still wait for a vector."""
         return embedding_status(self.db, self.embedder, self.indexer)
 
     # -- the host's model ----------------------------------------------------------
@@ -370,6 +386,7 @@ class Store(Forgetting):
         )
 
     def pipeline_status(self, user_id: str | None = None) -> list[PipelineStatus]:
+        """The derivation pipeline's state, per session (one user's, or everyone's)."""
         return self._pipeline().status(v.opt_id("user_id", user_id))
 
     # -- derived layers (L1 memories, L2 scenes, L3 persona) ----------------------
@@ -411,23 +428,24 @@ class Store(Forgetting):
         self,
         user_id: str,
         *,
-        type: str | None = None,
+        type: MemoryType | None = None,
         generation: int | None = None,
         include_retired: bool = False,
     ) -> list[Memory]:
+        """A user's live memories in the active generation (``include_retired`` adds forgotten
+        and superseded ones)."""
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
-        type = v.opt_choice("type", type, v.MEMORY_TYPES)
+        checked = v.opt_choice("type", type, v.MEMORY_TYPES)  # the Literal is not enforced
         include_retired = v.check_bool("include_retired", include_retired)
-        return list(
-            api.list_memories(
-                self.derivation,
-                user_id,
-                type=type,
-                generation=generation,
-                include_retired=include_retired,
-            )
+        rows = api.list_memories(
+            self.derivation,
+            user_id,
+            type=checked,
+            generation=generation,
+            include_retired=include_retired,
         )
+        return [Memory.from_row(r) for r in rows]
 
     def memory_history(self, user_id: str, memory_id: str) -> list[MemoryChange]:
         """The events that created and changed one of a user's memories, with
@@ -437,14 +455,33 @@ class Store(Forgetting):
             self.derivation, v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
         )
 
+    def get_memory(self, user_id: str, memory_id: str) -> Memory:
+        """One of the user's memories by id, in any generation and status
+        (``status`` says whether it is live); ``NotFoundError`` if there is none."""
+        self._check_open()
+        return Memory.from_row(
+            api.get_memory(
+                self.derivation, v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
+            )
+        )
+
+    def update_memory(self, user_id: str, memory_id: str, content: str) -> str:
+        """Replace the text of a live memory of the active generation, found by id;
+        its type and scene stay and the change is in its history. Returns its id."""
+        self._check_open()
+        user_id, memory_id = v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
+        return api.update_memory(
+            self.derivation, user_id, memory_id, v.check_text("content", content)
+        )
+
     def write_memory(
         self,
         user_id: str,
-        action: str,
+        action: MemoryAction,
         content: str,
         *,
         old_content: str | None = None,
-        type: str = "persona",
+        type: MemoryType = "persona",
         scene: str = "",
         origin: str = "user_stated",
     ) -> str | None:
@@ -457,7 +494,7 @@ class Store(Forgetting):
         return api.write_memory(
             self.derivation,
             user_id,
-            action,  # type: ignore[arg-type]  # checked above
+            action,
             v.check_text("content", content),
             old_content=v.opt_text("old_content", old_content),
             type=v.check_choice("type", type, v.MEMORY_TYPES),
@@ -466,25 +503,31 @@ class Store(Forgetting):
         )
 
     def list_scenes(self, user_id: str, *, generation: int | None = None) -> list[Scene]:
+        """A user's scene blocks (L2)."""
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
-        return list(api.list_scenes(self.derivation, user_id, generation=generation))
+        return [
+            Scene.from_row(r)
+            for r in api.list_scenes(self.derivation, user_id, generation=generation)
+        ]
 
     def get_scene(self, user_id: str, name: str, *, generation: int | None = None) -> Scene | None:
         """One of the user's scenes by name (case-insensitive when no exact match),
         with ``created_at``/``updated_at``; None when the user has no such scene."""
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
-        return api.get_scene(
+        row = api.get_scene(
             self.derivation, user_id, v.check_query("name", name), generation=generation
         )
+        return None if row is None else Scene.from_row(row)
 
     def get_persona(self, user_id: str, *, generation: int | None = None) -> str | None:
+        """A user's persona (Markdown), or None before one was written."""
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
         return api.get_persona(self.derivation, user_id, generation=generation)
 
-    def rederive(self, user_id: str | None = None, from_layer: str = "l1") -> int:
+    def rederive(self, user_id: str | None = None, from_layer: Layer = "l1") -> int:
         """Re-run derivation over L0 into a new generation and switch to it."""
         self._check_open()
         return api.rederive(self.derivation, v.opt_id("user_id", user_id), from_layer=from_layer)
@@ -521,6 +564,7 @@ class Store(Forgetting):
     # -- projections -----------------------------------------------------------
 
     def projection_status(self) -> list[ProjectionStatus]:
+        """Each projection's checkpoint against the head of the log."""
         self._check_open()
         with self.db.read() as conn:
             return self.projections.status(conn)
@@ -536,6 +580,7 @@ class Store(Forgetting):
             return self.projections.rebuild(conn, names, progress)
 
     def catch_up(self) -> dict[str, int]:
+        """Apply events the projections have not seen yet; returns how many per projection."""
         self._check_open()
         out: dict[str, int] = {}
         with self.db.write() as conn:
@@ -544,11 +589,13 @@ class Store(Forgetting):
         return out
 
     def event_count(self) -> int:
+        """The position of the newest event (the log never reuses a position)."""
         self._check_open()
         with self.db.read() as conn:
             return self.log.last_position(conn)
 
     def info(self) -> StoreInfo:
+        """Path, schema revision and event count."""
         return {
             "path": str(self.path),
             "revision": migrate.current_revision(self.db),
@@ -561,12 +608,6 @@ class Store(Forgetting):
         """Every user with sessions, messages, live memories and last activity."""
         self._check_open()
         return inspection.users(self.db)
-
-    def get_memory(self, user_id: str, memory_id: str) -> Memory | None:
-        """One of the user's memories (any generation or status), or None."""
-        self._check_open()
-        user_id, memory_id = v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
-        return api.get_memory(self.derivation, user_id, memory_id)
 
     def memory_sources(self, user_id: str, memory_id: str) -> list[inspection.StoredMessage]:
         """The captured messages a memory was made from (its provenance)."""

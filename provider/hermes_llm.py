@@ -29,6 +29,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from memstore.config import Settings
 from memstore.db.engine import SqliteDatabase
+from memstore.derive.fallback import describe_failures, output_failures
 from memstore.derive.runs import describe_derivation, last_derivation
 from memstore.errors import LLMError, MemstoreError
 from memstore.hermes_home import read_config
@@ -157,6 +158,8 @@ class HermesBackend:
 
 def derivation_model(settings: Settings, home: Path) -> str:
     """One line for ``hermes memory status``: who derives for this configuration."""
+    if settings.llm.deriver == "rules":
+        return 'rules: offline rule-based deriver (forced by deriver = "rules")'
     if settings.llm.configured:
         where = strip_credentials(settings.llm.base_url)
         return f"llm: memstore's endpoint {where} (model {settings.llm.model})"
@@ -178,12 +181,15 @@ def status(settings: Settings, home: Path, db: Path) -> dict[str, str]:
         try:
             with database.read() as conn:
                 last = last_derivation(conn)
+                failing = describe_failures(*output_failures(conn), settings.llm.fallback_after)
         finally:
             database.close()
     except (MemstoreError, SQLAlchemyError) as exc:
         shown["last derivation"] = f"unknown ({one_line(str(exc))})"
         return shown
     shown["last derivation"] = describe_derivation(last)
+    if failing is not None:
+        shown["llm output"] = failing
     return shown
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from memstore.errors import MemstoreError
+from memstore.records import MemoryType
 from memstore.search import Hit
 from memstore.store import Store
 
@@ -217,7 +218,9 @@ def _memory_search(store: Store, args: Mapping[str, Any], user_id: str) -> str:
     if mtype is not None and mtype not in MEMORY_TYPES:
         raise ToolArgumentError(f"type must be one of {', '.join(MEMORY_TYPES)}, got {mtype!r}")
     scene = _text_arg(args, "scene", required=False)
-    hits = store.search_memories(query, user_id=user_id, type=mtype, scene=scene, limit=limit)
+    hits = store.search_memories(
+        query, user_id=user_id, type=cast(MemoryType | None, mtype), scene=scene, limit=limit
+    )
     results = [_memory_result(h) for h in hits]
     return json.dumps({"results": results, "count": len(results)}, ensure_ascii=False)
 
@@ -239,7 +242,7 @@ def _scene_read(store: Store, args: Mapping[str, Any], user_id: str) -> str:
     name = _text_arg(args, "scene_name", required=True) or ""
     scene = store.get_scene(user_id, name)
     if scene is None:
-        available = [s["name"] for s in store.list_scenes(user_id)]
+        available = [s.name for s in store.list_scenes(user_id)]
         message = (
             f"no scene named {name!r}"
             if available
@@ -247,12 +250,12 @@ def _scene_read(store: Store, args: Mapping[str, Any], user_id: str) -> str:
         )
         return json.dumps({"error": message, "available": available}, ensure_ascii=False)
     block = {
-        "name": scene["name"],
-        "summary": scene["summary"],
-        "body": scene["body"],
-        "heat": scene["heat"],
-        "updated_at": scene["updated_at"],
-        "memory_count": len(scene["memory_ids"]),
+        "name": scene.name,
+        "summary": scene.summary,
+        "body": scene.body,
+        "heat": scene.heat,
+        "updated_at": scene.updated_at,
+        "memory_count": len(scene.memory_ids),
     }
     return json.dumps({"scene": block}, ensure_ascii=False)
 

@@ -1,5 +1,6 @@
-"""Projection snapshots live with the benchmarks (memstore.bench.snapshot)."""
+"""The projection snapshots the tests compare (they live in the package: the chaos
+bench uses them too)."""
 
-from memstore.bench.snapshot import NOT_PROJECTIONS, snapshot
+from memstore.bench.snapshot import FTS_TABLES, NOT_PROJECTIONS, snapshot
 
-__all__ = ["NOT_PROJECTIONS", "snapshot"]
+__all__ = ["FTS_TABLES", "NOT_PROJECTIONS", "snapshot"]

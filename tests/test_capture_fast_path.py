@@ -1,4 +1,4 @@
-"""The one-capture path's cheaper pieces (issue 14, idle capture):
+"""The one-capture path's cheaper pieces (idle capture):
 statements on the driver connection (``memstore.db.rawexec``), the narrow
 read of a session's pipeline state in the capture transaction, and the index
 behind the queue's next due time."""

@@ -382,3 +382,20 @@ def test_a_speaker_label_is_not_part_of_the_statement() -> None:
     assert got.content == "Around 2023-05-01, the user adopted a puppy called Miso."
     assert [m.content for m in extract([_msg("小明：我喜欢猫。")], 5)] == ["用户喜欢猫。"]
     assert extract([_msg("Translate: I am a teacher.")], 5) == []
+
+
+@pytest.mark.parametrize(
+    ("said", "at", "event"),
+    [
+        ("I moved to Lisbon last May", "2023-08-10T10:00:00Z", "In May 2023, the user moved"),
+        ("I moved to Lisbon last May", "2023-03-10T10:00:00Z", "In May 2022, the user moved"),
+        ("I moved to Lisbon last May", "2023-05-20T10:00:00Z", "In May 2022, the user moved"),
+    ],
+)
+def test_a_move_last_month_name_is_an_event_and_a_home(
+    rstore: Store, said: str, at: str, event: str
+) -> None:
+    # Not "The user lives in Lisbon last May": the date belongs to the move.
+    say(rstore, "u", "s1", said, at=at)
+    assert api.run_l1(rstore.derivation, "u", "s1").ok
+    assert sorted(_contents(rstore)) == [event + " to Lisbon.", "The user lives in Lisbon."]

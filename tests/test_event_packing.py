@@ -1,4 +1,4 @@
-"""How capture events are stored (issue 14: bytes per message): packed
+"""How capture events are stored (bytes per message): packed
 ``l0.captured`` payloads decode to exactly the dict form, odd shapes stay
 dicts, the dict form of older files still reads, and capture writes no
 idempotency key yet stays idempotent."""

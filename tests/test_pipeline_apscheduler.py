@@ -1,4 +1,4 @@
-"""APScheduler through its public API (issue 9 part 5): jobs stored as
+"""APScheduler through its public API: jobs stored as
 textual references with plain arguments, each job firing into the service
 of its own scheduler (no process-wide registry), the timer bookkeeping of a
 capture off the capture's transaction and written once per idle period,

@@ -1,5 +1,5 @@
 """The capture hook wakes the timer thread only when a timer may be missing
-(issue 14: one timer pass per capture, two read transactions and a job
+(one timer pass per capture, two read transactions and a job
 lookup on another thread, competing with the next capture)."""
 
 from __future__ import annotations

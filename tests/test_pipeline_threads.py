@@ -40,7 +40,7 @@ def test_a_failed_timer_write_is_logged_and_reconcile_rearms(
     store, svc = _locked_store(tmp_path)
     try:
         stored = capture(store, svc, "u", "s", after_commit=False)  # below threshold: a timer
-        # Routine under heavy capture (issue 11): recorded at DEBUG, never on stderr.
+        # Routine under heavy capture: recorded at DEBUG, never on stderr.
         caplog.set_level(logging.DEBUG, logger="memstore.pipeline")
         other = _other_process(store)
         try:
@@ -65,7 +65,7 @@ def test_any_failure_on_the_timer_thread_is_logged(
 ) -> None:
     store, svc = _locked_store(tmp_path)
     try:
-        # Routine under heavy capture (issue 11): recorded at DEBUG, never on stderr.
+        # Routine under heavy capture: recorded at DEBUG, never on stderr.
         caplog.set_level(logging.DEBUG, logger="memstore.pipeline")
         gate = threading.Event()
         svc._timer_thread.submit(gate.wait, 30)  # hold the timer thread back

@@ -40,19 +40,26 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 def test_memories_scenes_and_history(store: Store) -> None:
+    from memstore.derive import api
+
+    rows = api.list_memories(store.derivation, "u")
+    assert rows
+    for row in rows:
+        _check(row, records.MemoryRow)
     mems = store.list_memories("u")
-    assert mems
-    for m in mems:
-        _check(m, records.Memory)
-    for entry in store.memory_history("u", mems[0]["memory_id"]):
+    assert [m.memory_id for m in mems] == [r["memory_id"] for r in rows]
+    # The record carries every column but the row number (one id: memory_id).
+    assert set(records.MemoryRow.__required_keys__) - set(mems[0].to_dict()) == {"id"}
+    for entry in store.memory_history("u", mems[0].memory_id):
         _check(entry, records.MemoryChange)
+    scene_rows = api.list_scenes(store.derivation, "u")
+    assert scene_rows
+    for sc in scene_rows:
+        _check(sc, records.SceneRow)
     scenes = store.list_scenes("u")
-    assert scenes
-    for sc in scenes:
-        _check(sc, records.Scene)
-    one = store.get_scene("u", scenes[0]["name"])
-    assert one is not None and "created_at" in one
-    _check(one, records.Scene)
+    assert set(records.SceneRow.__required_keys__) <= set(scenes[0].to_dict())
+    one = store.get_scene("u", scenes[0].name)
+    assert one is not None and one.created_at is not None and one.updated_at is not None
 
 
 def test_pipeline_reports(store: Store) -> None:

@@ -1,5 +1,5 @@
 """Every public entry of ``Store`` checks its arguments: bad input raises a
-``MemstoreError`` and stores nothing (issue 11, defect 8)."""
+``MemstoreError`` and stores nothing."""
 
 from __future__ import annotations
 

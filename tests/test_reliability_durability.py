@@ -1,4 +1,4 @@
-"""The durability setting reaches SQLite (issue 11, "Durability setting")."""
+"""The durability setting reaches SQLite ("Durability setting")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Erasure leaves no byte of the erased content behind, even when the process
 is killed between the erasure's commit and the compaction, or when another
-connection holds an old snapshot (issue 11, defect 1)."""
+connection holds an old snapshot."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Forgetting by an id that is not live in the active generation is refused
-instead of reporting success while the fact stays (issue 11, defect 10)."""
+instead of reporting success while the fact stays."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The suite never touches the developer's home (issue 11, defect 11)."""
+"""The suite never touches the developer's home."""
 
 from __future__ import annotations
 

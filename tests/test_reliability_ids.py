@@ -1,5 +1,5 @@
 """Ids are refused, never rewritten into another user's id, and stream names
-do not collide (issue 11, defect 7)."""
+do not collide."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One bad embedding never stops vector indexing (issue 11, defect 3).
+"""One bad embedding never stops vector indexing.
 
 The embedder here wraps the real hashing embedder and misbehaves for texts
 whose last line starts with a marker: NaN vectors for ``POISON``, an error

@@ -1,4 +1,4 @@
-"""Closing is quiet, bounded and honest (issue 11, defect 5): the README's
+"""Closing is quiet, bounded and honest: the README's
 first snippet prints nothing on stderr; close() during a run records no
 failure; the timer thread survives a job removed under it and a fired
 job it cannot delete."""

@@ -1,4 +1,4 @@
-"""A killed process does not block its sessions (issue 11, defect 6).
+"""A killed process does not block its sessions.
 
 A child process claims a session's extraction (the queue item and its lock)
 and is SIGKILLed; the parent's ``end_session`` must take the work over at

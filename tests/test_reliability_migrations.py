@@ -1,5 +1,5 @@
 """Migrations never destroy data unasked, and never leave projections stale
-(issue 11, defect 4)."""
+(defect 4)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """No statement on a write path scans a whole vector, FTS or events table
-(issue 14, finding 1: the indexer's ``DELETE FROM vec0 ... WHERE rowid IN
+(the indexer's ``DELETE FROM vec0 ... WHERE rowid IN
 (...)`` was planned as a full scan of the vector table, 20 ms at 100k rows,
 while holding the store's write lock).
 
@@ -124,7 +124,7 @@ def test_write_paths_never_scan_vector_fts_or_event_tables(store: Store) -> None
     kinds = {s.split()[0].upper() for s, _ in seen}
     assert {"INSERT", "DELETE", "SELECT", "UPDATE"} <= kinds
     assert any(re.search(r'DELETE FROM "vec_l0_', s) for s, _ in seen)
-    # The indexer's quarantine look-up runs in every batch (issue 14).
+    # The indexer's quarantine look-up runs in every batch.
     assert any("FROM vector_quarantine" in s for s, _ in seen)
     bad = {
         sql: plan
@@ -152,7 +152,7 @@ def test_the_classifier_tells_scans_from_lookups() -> None:
 
 @pytest.mark.parametrize("kind", ["l0", "l1"])
 def test_keyword_search_reads_only_the_users_fts_range(store: Store, kind: str) -> None:
-    # Issue 14, finding 3: every MATCH must carry the user's rowid bounds, so
+    # Every MATCH must carry the user's rowid bounds, so
     # FTS5 reads one user's postings, not every user's (one MATCH per term:
     # memstore.search.bm25, and bm25_memories for memories).
     _write_paths(store, 1)

@@ -1,4 +1,4 @@
-"""Keyword search ranks with the user's own BM25 statistics (issue 14).
+"""Keyword search ranks with the user's own BM25 statistics.
 
 The oracle is FTS5 itself: on a store with one user, the per-user ranking
 must give ``bm25()``'s ids and scores bit for bit; with several users, a

@@ -1,4 +1,4 @@
-"""Keyword search reads one user's FTS rows (issue 14, finding 3) and the
+"""Keyword search reads one user's FTS rows and the
 FTS table keeps no copy of the text (finding 5).
 
 The reference is FTS5's own ``bm25()`` over a scratch table holding only the

@@ -165,7 +165,7 @@ def isolation(work: Path, pairs: int = 4) -> dict[str, Any]:
                 api.run_l3(store.derivation, u)
             store.reindex()
             mems = store.list_memories(a)
-            other = mems[0]["memory_id"] if mems else None
+            other = mems[0].memory_id if mems else None
             for name, probe in _probes(store, b, other):
                 paths.add(name)
                 probes += 1

@@ -42,7 +42,7 @@ def _hermes() -> tuple[Any, Any]:
     except ImportError as exc:
         raise ConfigError(
             f"bench hermes needs hermes-agent and an installed memstore ({exc}): "
-            'pip install "memstore[hermes]"'
+            'pip install "memstore-agent[hermes]"'
         ) from exc
     return manager, provider
 

@@ -47,7 +47,7 @@ def hermes_command() -> list[str]:
     exe = Path(sys.executable).with_name("hermes")
     found = str(exe) if exe.exists() else shutil.which("hermes")
     if not found:
-        raise ConfigError('the api_server needs hermes-agent: pip install "memstore[hermes]"')
+        raise ConfigError('the api_server needs hermes-agent: pip install "memstore-agent[hermes]"')
     return [found, "gateway", "run"]
 
 

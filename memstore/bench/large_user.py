@@ -1,6 +1,6 @@
-"""One large user's hybrid search against issue 14's targets, with its references.
+"""One large user's hybrid search against its targets, with its references.
 
-Issue 14 asks for one user × 100k messages: hybrid p95 < 20 ms with the
+The targets for one user × 100k messages: hybrid p95 < 20 ms with the
 hashing embedder, < 35 ms including an e5 query embedding. This bench opens
 an existing store (a copy of a ``bench scale --keep`` store: it opens it with
 the background indexer and the scheduler off; its first search loads the

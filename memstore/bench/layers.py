@@ -202,8 +202,8 @@ def run_layers_conversation(
     for user in users:
         mems = store.list_memories(user)
         acc.memories[user] = len(mems)
-        acc.memories_with_sources += sum(1 for m in mems if sources(m))
-        src_of.update((str(m["memory_id"]), sources(m)) for m in mems)
+        acc.memories_with_sources += sum(1 for m in mems if sources(m.to_dict()))
+        src_of.update((m.memory_id, sources(m.to_dict())) for m in mems)
     for q in tqdm(questions, desc=f"layers {conv.sample_id}", disable=not progress, leave=False):
         lists: list[list[tuple[float, list[str]]]] = []
         t0 = time.perf_counter()

@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from tqdm import tqdm
@@ -42,6 +42,7 @@ from memstore.bench.locomo_index import (
     top_ids,
 )
 from memstore.bench.metrics import mean, percentile
+from memstore.records import SearchStrategy
 from memstore.store import Store
 
 
@@ -121,7 +122,10 @@ def run_locomo(
                         store.search_engine.queries.cache.clear()  # time the query embedding too
                         t0 = time.perf_counter()
                         hits = store.search_conversations(
-                            q.question, user_id=conv.sample_id, limit=20, strategy=s
+                            q.question,
+                            user_id=conv.sample_id,
+                            limit=20,
+                            strategy=cast(SearchStrategy, s),
                         )
                         latency[s].append((time.perf_counter() - t0) * 1000)
                         refs = [h.ref for h in hits]

@@ -47,7 +47,7 @@ def run_holographic_prefetch(
     try:
         version = importlib.metadata.version("hermes-agent")
     except importlib.metadata.PackageNotFoundError:
-        return {"error": 'hermes-agent is not installed (pip install "memstore[hermes]")'}
+        return {"error": 'hermes-agent is not installed (pip install "memstore-agent[hermes]")'}
     # One "HRR storage near capacity" warning per add past ~250 facts: silenced.
     quiet = CountWarnings()
     hrr_log = logging.getLogger("plugins.memory.holographic.holographic")

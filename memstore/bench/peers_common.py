@@ -84,8 +84,8 @@ class PeerRun:
 class _EmbedState:
     """The embedder plus the passage vectors memstore already computed (by text).
 
-    Serving a known passage from memstore's own vectors is what the issue
-    asks for ("the same embeddings"), and keeps a peer's add latency free of
+    Serving a known passage from memstore's own vectors is what a fair
+    comparison needs ("the same embeddings"), and keeps a peer's add latency free of
     e5 compute, like memstore's capture (which defers embedding). Queries are
     always embedded live, so a peer's search latency includes the query
     embedding, like memstore's.

@@ -61,7 +61,7 @@ def run_holographic(
     try:
         run.version = "hermes-agent " + importlib.metadata.version("hermes-agent")
     except importlib.metadata.PackageNotFoundError:
-        run.error = 'hermes-agent is not installed (pip install "memstore[hermes]")'
+        run.error = 'hermes-agent is not installed (pip install "memstore-agent[hermes]")'
         return run
     run.notes.append(
         "adds through its fact_store tool (handle_tool_call), search action limit 20; "

@@ -107,7 +107,7 @@ def run_mem0(
     try:
         run.version = importlib.metadata.version("mem0ai")
     except importlib.metadata.PackageNotFoundError:
-        run.error = 'mem0ai is not installed (pip install "memstore[peers]")'
+        run.error = 'mem0ai is not installed (pip install "memstore-agent[peers]")'
         return run
     if not indexes:
         run.error = "no conversations"

@@ -1,6 +1,6 @@
 """Recall latency at scale (``memstore bench recall-scale``).
 
-The issue's target: ``Store.recall`` p95 under 50 ms, query embedding
+The target: ``Store.recall`` p95 under 50 ms, query embedding
 included, with 10k L1 memories and 100k L0 messages in one file. The store
 is filled as ``bench scale`` fills it (users of 1,000 messages in sessions
 of 20, through ``Store.capture``; memories through the ``l1.written`` event

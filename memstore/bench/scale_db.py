@@ -1,8 +1,8 @@
 """``bench scale --db URL``: the same figures on SQLite and PostgreSQL, side by side.
 
 One store per layout and backend (a SQLite file; a database created on the
-URL's server), each layout ``USERSxMESSAGES`` in its own store (the issue's
-two: 100 users x 1k messages, and one user x 100k, who is then the store's
+URL's server), each layout ``USERSxMESSAGES`` in its own store (the two
+measured: 100 users x 1k messages, and one user x 100k, who is then the store's
 only user, as a single-user host's is). Built once, measured on a copy:
 
 - **build**: the conversations (sessions of 20 messages,

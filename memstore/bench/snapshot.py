@@ -1,5 +1,7 @@
-"""Row-by-row snapshots of every projection table, for rebuild-equality checks
-(the chaos benchmark and the tests)."""
+"""Row-by-row snapshots of every projection table, for rebuild-equality checks.
+
+In the package (not under ``tests/``) because ``memstore bench chaos`` compares
+them too, and it must run from an installed wheel."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ from typing import Any
 from sqlalchemy import inspect, text
 
 from memstore.store import Store
+
+__all__ = ["FTS_TABLES", "NOT_PROJECTIONS", "snapshot"]
 
 # Caches and bookkeeping that are not projections of the log.
 NOT_PROJECTIONS = {

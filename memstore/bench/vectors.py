@@ -1,4 +1,4 @@
-"""Vector-side figures of issue 14: one large partition, bytes per message.
+"""Vector-side figures: one large partition, bytes per message.
 
 ``python -m memstore.bench.vectors --size 100000 --users 1`` builds a store
 (hashing embedder, context vectors on, the defaults otherwise), times the
@@ -29,7 +29,7 @@ from memstore.vectors import spaces
 
 try:
     from memstore.vectors.hot import HotPartitions, partition_vectors
-except ImportError:  # the code before issue 14 (run with PYTHONPATH=<old tree>)
+except ImportError:  # older code without hot partitions (run with PYTHONPATH=<old tree>)
     HotPartitions = None  # type: ignore[assignment,misc]
 
 

@@ -32,8 +32,15 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except click.exceptions.UsageError as e:
+        # click's own "Error:" line, in memstore's one error style; usage first.
+        if e.ctx is not None:
+            click.echo(e.ctx.get_usage(), err=True)
+            click.echo(f"Try '{e.ctx.command_path} --help' for help.", err=True)
+        click.echo(f"error: {e.format_message()}", err=True)
+        sys.exit(e.exit_code)
     except click.ClickException as e:
-        e.show()
+        click.echo(f"error: {e.format_message()}", err=True)
         sys.exit(e.exit_code)
     except MemstoreError as e:
         click.echo(f"error: {redact(str(e))}", err=True)

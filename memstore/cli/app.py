@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from memstore import __version__
 from memstore.config import Settings, default_db_path
 from memstore.errors import MemstoreError, NotFoundError
 
 if TYPE_CHECKING:
+    from memstore.db.engine import Database
     from memstore.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -58,6 +63,30 @@ class DbLocation(click.ParamType):  # type: ignore[type-arg]
 DB = DbLocation()
 
 
+class InputText(click.ParamType):  # type: ignore[type-arg]
+    """Text a command stores or searches for: ``-`` reads standard input, and
+    empty (or blank) text is a usage error rather than something stored."""
+
+    name = "TEXT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if text == "-":
+            if ctx is not None:
+                if ctx.meta.get("memstore.stdin"):
+                    self.fail("only one option can read standard input ('-')", param, ctx)
+                ctx.meta["memstore.stdin"] = True
+            text = sys.stdin.read()
+            # What echo or a here-document adds, not part of the text.
+            text = text.removesuffix("\n").removesuffix("\r")
+        if not text.strip():
+            self.fail("empty text (nothing to store or search for)", param, ctx)
+        return text
+
+
+TEXT = InputText()
+
+
 def shown(location: Location) -> str:
     """A location for messages (a URL's password hidden)."""
     from memstore.db.target import safe_url
@@ -97,7 +126,7 @@ class LazyGroup(click.Group):
     cls=LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.version_option(package_name="memstore")
+@click.version_option(version=__version__, prog_name="memstore")
 @click.option(
     "--db", "db", type=DB, default=None,
     help="Database file or PostgreSQL URL for every command (default: $MEMSTORE_DB, else the "
@@ -109,7 +138,8 @@ def cli(db: Location | None) -> None:
     --db PATH goes before the command or after it (default: $MEMSTORE_DB,
     else the user data directory); a postgresql:// URL opens PostgreSQL
     instead. --user defaults to $MEMSTORE_USER.
-    Commands that list data take --json.
+    Commands that list data take --json, --nl, --csv or --tsv; text
+    arguments take - to read standard input.
 
     \b
     Example:
@@ -132,6 +162,48 @@ def db_option(f: F) -> F:
 
 def json_option(f: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(f)
+
+
+_OUTPUT = "memstore.output"
+OUTPUT_FORMATS = {
+    "json": "Print a JSON array.",
+    "nl": "Print one JSON object per line (newline-delimited JSON).",
+    "csv": "Print CSV with a header row (nested values as JSON).",
+    "tsv": "Print tab-separated values with a header row (nested values as JSON).",
+}
+
+
+def _choose_output(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        name = "json" if param.name == "as_json" else param.name
+        chosen = ctx.meta.get(_OUTPUT)
+        if chosen is not None and chosen != name:
+            raise click.UsageError("choose one of --json, --nl, --csv, --tsv")
+        ctx.meta[_OUTPUT] = name
+    return value
+
+
+def list_output(f: F) -> F:
+    """--json, --nl, --csv, --tsv for a command that lists rows.
+
+    The command sees ``as_json`` (True for any of them) and prints its rows
+    with ``echo_json``, which writes them in the chosen format."""
+
+    @functools.wraps(f)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        kwargs["as_json"] = click.get_current_context().meta.get(_OUTPUT) is not None
+        return f(*args, **kwargs)
+
+    for name in reversed(OUTPUT_FORMATS):
+        run = click.option(
+            f"--{name}",
+            name if name != "json" else "as_json",
+            is_flag=True,
+            callback=_choose_output,
+            expose_value=name == "json",
+            help=OUTPUT_FORMATS[name],
+        )(run)
+    return run  # type: ignore[return-value]
 
 
 def resolve_db(db: Location | None) -> Location:
@@ -187,5 +259,61 @@ def open_store(
     return Store.open(path, settings=settings, **kwargs)
 
 
+@contextmanager
+def read_database(db: Location | None) -> Iterator[Database]:
+    """The database of an existing store, without the engine around it.
+
+    For commands that only read a few rows (``users list``): no search, no
+    derivation, no LLM client and no migration code is imported, so they start in
+    a fraction of the time a whole ``Store`` takes. The schema is not upgraded:
+    an out-of-date store answers the query it can, or the error names it."""
+    path = existing_db(db)
+    from memstore.db.connect import open_database
+
+    settings = Settings.load()
+    database = open_database(
+        path,
+        busy_timeout_ms=settings.storage.busy_timeout_ms,
+        durability=settings.storage.durability,
+    )
+    try:
+        yield database
+    finally:
+        database.close()
+
+
 def echo_json(data: Any) -> None:
+    """``data`` as JSON, or, for a list under --nl/--csv/--tsv, in that format."""
+    ctx = click.get_current_context(silent=True)
+    fmt = ctx.meta.get(_OUTPUT) if ctx is not None else None
+    if fmt in ("nl", "csv", "tsv"):
+        rows = data if isinstance(data, list) else [data]
+        if fmt == "nl":
+            for row in rows:
+                click.echo(json.dumps(row, ensure_ascii=False, default=str))
+        else:
+            _echo_delimited(rows, "," if fmt == "csv" else "\t")
+        return
     click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+
+
+def _echo_delimited(rows: list[Any], delimiter: str) -> None:
+    import csv
+    import io
+
+    dicts = [r if isinstance(r, dict) else {"value": r} for r in rows]
+    columns: dict[str, None] = {}
+    for r in dicts:
+        columns.update(dict.fromkeys(r))
+
+    def cell(value: Any) -> Any:
+        if isinstance(value, dict | list | tuple):
+            return json.dumps(value, ensure_ascii=False, default=str)
+        return "" if value is None else value
+
+    out = io.StringIO()
+    writer = csv.writer(out, delimiter=delimiter, lineterminator="\n")
+    writer.writerow(columns)
+    for r in dicts:
+        writer.writerow([cell(r.get(c)) for c in columns])
+    click.echo(out.getvalue(), nl=False)

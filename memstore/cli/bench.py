@@ -47,9 +47,10 @@ def json_opt(f: Any) -> Any:
 def workdir_opt(f: Any) -> Any:
     return click.option(
         "--workdir",
-        type=click.Path(file_okay=False, path_type=Path),
+        # exists=True: a missing directory is a usage error, not a traceback later.
+        type=click.Path(exists=True, file_okay=False, path_type=Path),
         default=None,
-        help="Directory for the temporary databases (default: the system temp dir).",
+        help="Existing directory for the temporary databases (default: the system temp dir).",
     )(f)
 
 
@@ -225,7 +226,13 @@ _cs_command(
     show_default=True,
     help="Comma-separated search strategies to score.",
 )
-@click.option("--embedder", type=click.Choice(["e5", "hashing"]), default="e5", show_default=True)
+@click.option(
+    "--embedder",
+    type=click.Choice(["e5", "hashing"]),
+    default="e5",
+    show_default=True,
+    help="Embedder for the vector and hybrid runs.",
+)
 @click.option("--conversations", type=int, default=None, help="Only the first N conversations.")
 @click.option(
     "--variants/--no-variants",
@@ -335,7 +342,7 @@ def bench_locomo(
 ) -> None:
     """Turn-level recall@1/5/10/20, hit@k and NDCG@10 on a LoCoMo JSON file, per
     category, for each strategy, next to BM25 (rank-bm25) and dense-only baselines.
-    --layers adds L1 memory quality; --peers runs mem0 (pip install "memstore[peers]")
+    --layers adds L1 memory quality; --peers runs mem0 (pip install "memstore-agent[peers]")
     and Hermes' holographic provider on the same turns and questions.
 
     \b
@@ -687,7 +694,7 @@ def bench_keyword(
 @click.option("--queries", type=int, default=200, show_default=True, help="Timed queries.")
 @json_opt
 def bench_large_user(store: Path, embedder: str, queries: int, json_path: Path | None) -> None:
-    """One large user's hybrid search (issue 14: 1 user x 100k), next to FTS5 +
+    """One large user's hybrid search (1 user x 100k), next to FTS5 +
     bm25() over the same rows, numpy over the same vectors and the query
     embedding alone.
 
@@ -811,7 +818,7 @@ def bench_hermes(
 ) -> None:
     """Hermes provider costs through hermes-agent's real MemoryManager: initialize cold
     and warm, sync_turn p50/p99 and prefetch p50/p95 with 1k and 10k memories.
-    Needs hermes-agent (pip install "memstore[hermes]").
+    Needs hermes-agent (pip install "memstore-agent[hermes]").
 
     \b
     Example:

@@ -16,12 +16,14 @@ from memstore.cli.app import (
     cli,
     db_option,
     echo_json,
+    existing_db,
     json_option,
+    list_output,
     open_store,
     resolve_db,
     shown,
 )
-from memstore.cli.table import print_table
+from memstore.cli.table import ID_WIDTH, print_table
 from memstore.db import migrate, presence
 from memstore.db.connect import open_database
 from memstore.db.driver import module_name, sqlite_module
@@ -93,6 +95,7 @@ def _doctor_database(db: Location, report: dict[str, Any], problems: list[str]) 
 def _doctor_llm(db: Location, report: dict[str, Any], problems: list[str]) -> None:
     """Who derives with this configuration, and who did last (from the log)."""
     from memstore.config import Settings
+    from memstore.derive.fallback import describe_failures, output_failures
     from memstore.derive.runs import describe_derivation, last_derivation
 
     try:
@@ -100,12 +103,15 @@ def _doctor_llm(db: Location, report: dict[str, Any], problems: list[str]) -> No
     except MemstoreError as e:
         problems.append(f"llm: {e}")
         return
-    report["llm"] = (
-        f"llm: {strip_credentials(settings.llm.base_url)} (model {settings.llm.model})"
-        if settings.llm.configured
-        else "rules: offline rule-based deriver (no MEMSTORE_LLM_BASE_URL / MEMSTORE_LLM_MODEL;"
-        " inside Hermes, Hermes' own model derives)"
-    )
+    if settings.llm.deriver == "rules":
+        report["llm"] = 'rules: offline rule-based deriver (forced by deriver = "rules")'
+    elif settings.llm.configured:
+        report["llm"] = f"llm: {strip_credentials(settings.llm.base_url)} (model {settings.llm.model})"
+    else:
+        report["llm"] = (
+            "rules: offline rule-based deriver (no MEMSTORE_LLM_BASE_URL / MEMSTORE_LLM_MODEL;"
+            " inside Hermes, Hermes' own model derives)"
+        )
     if report.get("schema_revision") is None:
         return
     try:
@@ -113,6 +119,9 @@ def _doctor_llm(db: Location, report: dict[str, Any], problems: list[str]) -> No
         try:
             with database.read() as conn:
                 report["last_derivation"] = describe_derivation(last_derivation(conn))
+                line = describe_failures(*output_failures(conn), settings.llm.fallback_after)
+            if line is not None:
+                report["llm_output"] = line
         finally:
             database.close()
     except MemstoreError as e:
@@ -242,7 +251,7 @@ def db_downgrade(db: Location | None, revision: str, yes: bool) -> None:
       memstore db downgrade 0005
       memstore db downgrade base --yes
     """
-    database = open_database(resolve_db(db))
+    database = open_database(existing_db(db))
     try:
         with presence.exclusive(database):
             stale = migrate.downgrade(database, revision, allow_data_loss=yes, owners=_owners())
@@ -272,7 +281,7 @@ def db_current(db: Location | None) -> None:
     Example:
       memstore db current
     """
-    database = open_database(resolve_db(db))
+    database = open_database(existing_db(db))  # reading: a wrong path creates nothing
     try:
         cur = migrate.current_revision(database)
         click.echo(f"current: {cur or 'none'}\nhead:    {migrate.head_revision()}")
@@ -292,7 +301,7 @@ def events_group() -> None:
 
 @events_group.command("tail")
 @db_option
-@json_option
+@list_output
 @click.option("-n", "n", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many events.")  # fmt: skip
 def events_tail(db: Location | None, as_json: bool, n: int) -> None:
@@ -312,7 +321,7 @@ def events_tail(db: Location | None, as_json: bool, n: int) -> None:
     print_table(
         ["POSITION", "OCCURRED", "TYPE", "USER", "STREAM"],
         [[e.position, e.occurred_at[:19], e.type, e.user_id, e.stream] for e in rows],
-        limits=[10, 19, 28, 24, 60],
+        limits=[10, 19, 28, ID_WIDTH, ID_WIDTH],
         empty="the log is empty",
     )
 
@@ -330,7 +339,7 @@ def projections_group() -> None:
 
 @projections_group.command("status")
 @db_option
-@json_option
+@list_output
 def projections_status(db: Location | None, as_json: bool) -> None:
     """Show each projection's checkpoint and lag behind the log.
 

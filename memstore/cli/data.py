@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
-from tqdm import tqdm
 
 from memstore.cli.app import (
+    TEXT,
     Location,
     cli,
     db_option,
     echo_json,
     json_option,
+    list_output,
     open_store,
     resolve_db,
 )
-from memstore.cli.table import print_table
+from memstore.cli.table import ID_WIDTH, plural, print_table
 from memstore.erasure_compaction import is_pending_at
-from memstore.errors import InvalidInputError
-from memstore.search import Hit
+from memstore.errors import InvalidInputError, MemstoreError
+
+if TYPE_CHECKING:
+    from memstore.records import MemoryType, SearchStrategy
+    from memstore.search import Hit
 
 
 @cli.command()
@@ -27,9 +33,14 @@ from memstore.search import Hit
 @json_option
 @click.option("--user", "user_id", required=True, envvar="MEMSTORE_USER", help="User (tenant) id.")
 @click.option("--session", "session_id", required=True, help="Session id.")
-@click.option("--user-text", required=True, help="What the user said.")
-@click.option("--assistant-text", default=None, help="What the assistant answered.")
+@click.option("--user-text", type=TEXT, required=True, help="What the user said; - reads stdin.")
+@click.option(
+    "--assistant-text", type=TEXT, default=None, help="What the assistant answered; - reads stdin."
+)
 @click.option("--timestamp", default=None, help="ISO-8601 time of the turn (default: now).")
+@click.option(
+    "--derive", is_flag=True, help="Derive memories and embed now, instead of leaving it for later."
+)
 def capture(
     db: Location | None,
     as_json: bool,
@@ -38,23 +49,49 @@ def capture(
     user_text: str,
     assistant_text: str | None,
     timestamp: str | None,
+    derive: bool,
 ) -> None:
     """Capture one conversation turn into L0.
+
+    A command-line capture only stores the turn: memories are derived by
+    `memstore pipeline run` (or a long-running host's scheduler) and vectors
+    are made by `memstore reindex`; until then search is by keyword. --derive
+    does both right away.
 
     \b
     Example:
       memstore capture --user alice --session s1 \\
         --user-text "I moved to Lisbon last May" --assistant-text "Nice!"
+      echo "I moved to Lisbon" | memstore capture --user alice --session s1 --user-text -
     """
+    derived = None
     with open_store(db, background=False) as store:
         res = store.capture_turn(
             user_id, session_id, user_text, assistant_text, timestamp=timestamp
         )
+        if derive:
+            from memstore.cli.pipeline import derive_now
+
+            derived = derive_now(store, user_id)
     data = {"stored": res.stored, "duplicates": res.duplicates, "position": res.event_position}
     if as_json:
         echo_json(data)
-    else:
-        click.echo(f"stored {len(res.stored)} message(s), {len(res.duplicates)} already known")
+        return
+    click.echo(
+        f"stored {plural(len(res.stored), 'message')}, {len(res.duplicates)} already known"
+    )
+    click.echo(derived or next_step(user_id))
+
+
+def next_step(user_id: str | None, *, embedded: bool = False) -> str:
+    """The line that ends a capture or import without --derive."""
+    who = f" --user {user_id}" if user_id else ""
+    if embedded:
+        return f"next: `memstore pipeline run{who}` derives memories (--derive does it now)"
+    return (
+        f"next: `memstore pipeline run{who}` derives memories and `memstore reindex` embeds "
+        "the messages (search is keyword-only until then); --derive does both now"
+    )
 
 
 @cli.group()
@@ -77,25 +114,24 @@ def _print_hits(hits: list[Hit], as_json: bool) -> None:
          h.session_id if h.kind == "l0" else f"{h.type}/{h.scene or '-'}", h.ref, h.text]
         for h in hits
     ]  # fmt: skip
-    # Message ids are shortened here (full with --json); memory ids stay whole
-    # because `memories history` / `forget` take them.
-    id_width = 32 if hits and hits[0].kind == "l1" else 14
+    # Ids are never shortened: they are what the next command takes.
     print_table(
         ["SCORE", "TIME", "SESSION" if hits and hits[0].kind == "l0" else "TYPE/SCENE", "ID",
          "TEXT"],
-        rows, limits=[6, 19, 24, id_width, 100], empty="no results",
+        rows, limits=[6, 19, ID_WIDTH, ID_WIDTH, 100], empty="no results",
     )  # fmt: skip
 
 
 @search.command("conversations")
 @db_option
-@json_option
-@click.argument("query")
+@list_output
+@click.argument("query", type=TEXT)
 @click.option("--user", "user_id", required=True, envvar="MEMSTORE_USER", help="User id.")
-@click.option("--session", "session_id", default=None)
+@click.option("--session", "session_id", default=None, help="Only this session's messages.")
 @click.option("--limit", type=click.IntRange(1, 20), default=5, show_default=True,
               help="How many results (1-20).")  # fmt: skip
-@click.option("--strategy", type=click.Choice(["keyword", "vector", "hybrid"]), default="hybrid")
+@click.option("--strategy", type=click.Choice(["keyword", "vector", "hybrid"]), default="hybrid",
+              show_default=True, help="Keyword (BM25), vector, or both fused.")
 def search_conversations(
     db: Location | None,
     as_json: bool,
@@ -103,7 +139,7 @@ def search_conversations(
     user_id: str,
     session_id: str | None,
     limit: int,
-    strategy: str,
+    strategy: SearchStrategy,
 ) -> None:
     """Search a user's captured messages.
 
@@ -120,13 +156,17 @@ def search_conversations(
 
 @search.command("memories")
 @db_option
-@json_option
-@click.argument("query")
+@list_output
+@click.argument("query", type=TEXT)
 @click.option("--user", "user_id", required=True, envvar="MEMSTORE_USER", help="User id.")
 @click.option(
-    "--type", "type_", type=click.Choice(["persona", "episodic", "instruction"]), default=None
+    "--type",
+    "type_",
+    type=click.Choice(["persona", "episodic", "instruction"]),
+    default=None,
+    help="Only memories of this type.",
 )
-@click.option("--scene", default=None)
+@click.option("--scene", default=None, help="Only memories of this scene.")
 @click.option("--limit", type=click.IntRange(1, 20), default=5, show_default=True,
               help="How many results (1-20).")  # fmt: skip
 def search_memories(
@@ -134,7 +174,7 @@ def search_memories(
     as_json: bool,
     query: str,
     user_id: str,
-    type_: str | None,
+    type_: MemoryType | None,
     scene: str | None,
     limit: int,
 ) -> None:
@@ -166,6 +206,8 @@ def reindex(db: Location | None) -> None:
         if store.indexer is None:
             raise InvalidInputError("embedder is 'none': nothing to index")
         total = sum(store.indexer.pending(k) for k in ("l0", "l1"))
+        from tqdm import tqdm
+
         with tqdm(total=total, unit="row", desc="reindex", disable=None) as bar:
             n = store.reindex(progress=bar.update)
     click.echo(f"embedded {n} row(s) with {store.embedder.model_id if store.embedder else 'none'}")
@@ -219,12 +261,15 @@ def users_forget(
     """
     if not yes:
         click.confirm(f"Erase everything of user {user_id!r}? This cannot be undone", abort=True)
-    with open_store(db) as store:
+    # Nothing to erase in a store that does not exist: never create one.
+    with open_store(db, must_exist=True) as store:
         rep = store.forget_user(user_id, wait_s=wait, vacuum_full=vacuum_full)
     click.echo(
         f"erased {rep.events_removed} event(s) and {rep.embeddings_removed} cached embedding(s) "
         f"of {user_id}; tombstone at position {rep.tombstone_position}"
     )
+    from memstore.erasure_compaction import is_pending_at
+
     if not rep.compacted and is_pending_at(resolve_db(db)):
         # The store retried on close; the bytes are still in the file.
         click.echo(f"error: the erased content is still in the file: {rep.detail}", err=True)

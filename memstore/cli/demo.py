@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from memstore.cli.app import DB, Location, cli, shown
+from memstore.cli.table import plural
 from memstore.config import Settings
 from memstore.store import Store
 
@@ -92,21 +93,21 @@ def run_demo(path: Location, echo: bool = True) -> dict[str, Any]:
         recall = store.recall(QUESTION, user_id=USER)
         out = {"memories": memories, "scenes": scenes, "persona": persona, "recall": recall.text}
         if echo:
-            _section(f"L1: {len(memories)} atomic memories")
+            _section(f"L1: {plural(len(memories), 'atomic memory', 'atomic memories')}")
             for m in memories:
                 click.echo(
-                    f"- [{m['type']}, p{m['priority']}, {m['scene_name'] or '-'}] {m['content']}"
+                    f"- [{m.type}, p{m.priority}, {m.scene_name or '-'}] {m.content}"
                 )
             retired = [
                 m
                 for m in store.list_memories(USER, include_retired=True)
-                if m["status"] != "active"
+                if m.status != "active"
             ]
             for m in retired:
-                click.echo(f"  (superseded: {m['content']})")
+                click.echo(f"  (superseded: {m.content})")
             _section(f"L2: {len(scenes)} scene blocks")
             for s in scenes:
-                click.echo(f"- {s['name']} (heat {s['heat']}): {s['summary']}")
+                click.echo(f"- {s.name} (heat {s.heat}): {s.summary}")
             _section("L3: persona")
             click.echo(persona or "(none yet)")
             _section(f"recall for: {QUESTION!r}")

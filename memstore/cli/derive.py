@@ -8,8 +8,17 @@ from typing import Any
 import click
 
 from memstore import recall as recall_api
-from memstore.cli.app import Location, cli, db_option, echo_json, json_option, open_store
-from memstore.cli.table import print_table
+from memstore.cli.app import (
+    TEXT,
+    Location,
+    cli,
+    db_option,
+    echo_json,
+    json_option,
+    list_output,
+    open_store,
+)
+from memstore.cli.table import ID_WIDTH, plural, print_table
 from memstore.derive import api
 from memstore.store import Store
 from memstore.validate import check_id, opt_id
@@ -55,9 +64,14 @@ def memories_group() -> None:
 
 @memories_group.command("list")
 @db_option
-@json_option
+@list_output
 @user_option
-@click.option("--type", "type_", type=click.Choice(["persona", "episodic", "instruction"]))
+@click.option(
+    "--type",
+    "type_",
+    type=click.Choice(["persona", "episodic", "instruction"]),
+    help="Only memories of this type.",
+)
 @generation_option
 @click.option("--all", "include_retired", is_flag=True, help="Include retired memories.")
 def memories_list(
@@ -93,13 +107,13 @@ def memories_list(
              m["content"] + ("" if m["status"] == "active" else f" [retired: {m['retired_by']}]")]
             for m in rows
         ],
-        limits=[40, 11, 8, 24, 200], empty="no memories",
+        limits=[ID_WIDTH, 11, 8, 24, 200], empty="no memories",
     )  # fmt: skip
 
 
 @memories_group.command("history")
 @db_option
-@json_option
+@list_output
 @user_option
 @click.argument("memory_id")
 def memories_history(db: Location | None, as_json: bool, user: str, memory_id: str) -> None:
@@ -126,7 +140,9 @@ def memories_history(db: Location | None, as_json: bool, user: str, memory_id: s
 @json_option
 @user_option
 @click.argument("memory_id")
-@click.option("--reason", default="user_request", show_default=True)
+@click.option(
+    "--reason", default="user_request", show_default=True, help="Recorded in the event."
+)
 @click.option(
     "--with-sources",
     is_flag=True,
@@ -168,9 +184,10 @@ def memories_forget(
 @memories_group.command("add")
 @db_option
 @user_option
-@click.argument("content")
+@click.argument("content", type=TEXT)
 @click.option("--type", "type_", default="persona", show_default=True,
-              type=click.Choice(["persona", "episodic", "instruction"]))  # fmt: skip
+              type=click.Choice(["persona", "episodic", "instruction"]),
+              help="Kind of memory.")  # fmt: skip
 @click.option("--scene", default="", help="Scene name.")
 def memories_add(db: Location | None, user: str, content: str, type_: str, scene: str) -> None:
     """Add a memory the user stated directly.
@@ -197,7 +214,7 @@ def scenes_group() -> None:
 
 @scenes_group.command("list")
 @db_option
-@json_option
+@list_output
 @user_option
 @generation_option
 def scenes_list(db: Location | None, as_json: bool, user: str, generation: int | None) -> None:
@@ -215,7 +232,7 @@ def scenes_list(db: Location | None, as_json: bool, user: str, generation: int |
     print_table(
         ["ID", "HEAT", "NAME", "SUMMARY"],
         [[s["scene_id"], s["heat"], s["name"], s["summary"]] for s in rows],
-        limits=[40, 5, 30, 120],
+        limits=[ID_WIDTH, 5, 30, 120],
         empty="no scenes",
     )
 
@@ -244,7 +261,8 @@ def scenes_show(
     if as_json:
         echo_json(s)
         return
-    click.echo(f"# {s['name']}  (heat {s['heat']}, {len(s['memory_ids'])} memories)")
+    count = plural(len(s["memory_ids"]), "memory", "memories")
+    click.echo(f"# {s['name']}  (heat {s['heat']}, {count})")
     click.echo(s["summary"])
     click.echo("")
     click.echo(s["body"])
@@ -289,7 +307,7 @@ def persona_show(db: Location | None, as_json: bool, user: str, generation: int 
 @user_option
 @click.option("--session", default=None, help="Session id (accepted; memories are per user).")
 @click.option("--budget", type=int, default=None, help="Character budget.")
-@click.argument("query")
+@click.argument("query", type=TEXT)
 def recall_cmd(
     db: Location | None,
     as_json: bool,
@@ -362,7 +380,7 @@ def rederive_cmd(
 
 @cli.command("generations")
 @db_option
-@json_option
+@list_output
 @user_option
 def generations_cmd(db: Location | None, as_json: bool, user: str) -> None:
     """List a user's derivation generations.

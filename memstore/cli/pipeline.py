@@ -8,7 +8,15 @@ from typing import Any
 
 import click
 
-from memstore.cli.app import Location, cli, db_option, echo_json, existing_db, json_option
+from memstore.cli.app import (
+    Location,
+    cli,
+    db_option,
+    echo_json,
+    existing_db,
+    list_output,
+)
+from memstore.cli.table import plural
 from memstore.config import Settings
 from memstore.pipeline import PipelineService
 from memstore.store import Store
@@ -21,22 +29,52 @@ def _opt_user(_ctx: click.Context, _param: click.Parameter, value: str | None) -
 
 
 @contextmanager
-def _service(db: Location | None) -> Iterator[PipelineService]:
-    """The store's pipeline service for one command; the store is closed after it, and a
-    service made here is stopped."""
-    # A one-shot command never competes for the scheduler lease.
-    store = Store.open(existing_db(db), settings=Settings.load(scheduler=False))
+def service_of(store: Store) -> Iterator[PipelineService]:
+    """``store``'s pipeline service, or one made for this command and stopped after it."""
     existing = getattr(store, "pipeline", None)
     if isinstance(existing, PipelineService):
-        svc, own = existing, False
-    else:
-        svc, own = PipelineService(store.derivation), True
+        yield existing
+        return
+    svc = PipelineService(store.derivation)
     try:
         yield svc
     finally:
-        if own:
-            svc.stop()
+        svc.stop()
+
+
+@contextmanager
+def _service(db: Location | None) -> Iterator[PipelineService]:
+    """The store's pipeline service for one command; the store is closed after it."""
+    # A one-shot command never competes for the scheduler lease.
+    store = Store.open(existing_db(db), settings=Settings.load(scheduler=False))
+    try:
+        with service_of(store) as svc:
+            yield svc
+    finally:
         store.close()
+
+
+def summary(outcomes: list[Any]) -> str:
+    """One line on what a pipeline run did."""
+    failed = [o for o in outcomes if not o.ok]
+    new = sum(int(getattr(o, "new_memories", 0) or 0) for o in outcomes)
+    if not outcomes:
+        return "nothing due: no pending messages"
+    text = f"{len(outcomes)} run(s): {len(outcomes) - len(failed)} ok, {len(failed)} failed"
+    text += f"; {plural(new, 'new memory', 'new memories')}"
+    if failed:
+        text += " (failed work stays queued and is retried; `memstore pipeline status` shows why)"
+    return text
+
+
+def derive_now(store: Store, user_id: str | None) -> str:
+    """What ``--derive`` does after capture or import: run due derivation, then embed
+    what is pending, so memories and vector search are there at once."""
+    click.echo("deriving memories…", err=True)
+    with service_of(store) as svc:
+        outcomes = svc.run_pipeline(user_id, wait=True)
+    embedded = store.reindex()
+    return f"derived: {summary(outcomes)}; embedded {embedded} row(s)"
 
 
 _user_option = click.option(
@@ -57,7 +95,7 @@ def pipeline_group() -> None:
 
 @pipeline_group.command("status")
 @db_option
-@json_option
+@list_output
 @_user_option
 def pipeline_status(db: Location | None, as_json: bool, user_id: str | None) -> None:
     """Show per user and session: pending rounds, threshold, queued work, timers, failures.
@@ -103,7 +141,7 @@ def pipeline_status(db: Location | None, as_json: bool, user_id: str | None) -> 
 
 @pipeline_group.command("run")
 @db_option
-@json_option
+@list_output
 @_user_option
 def pipeline_run(db: Location | None, as_json: bool, user_id: str | None) -> None:
     """Run due derivation now: L1 for pending sessions, then L2, then L3 when due.
@@ -117,6 +155,11 @@ def pipeline_run(db: Location | None, as_json: bool, user_id: str | None) -> Non
       memstore pipeline run --user alice --json
     """
     with _service(db) as svc:
+        pending = sum(
+            1 for u in svc.status(user_id) for s in u["sessions"] if s["messages_pending"]
+        )
+        if not as_json:
+            click.echo(f"deriving: {pending} session(s) with pending messages…", err=True)
         outcomes = svc.run_pipeline(user_id, wait=True)
     rows: list[dict[str, Any]] = [
         {"stage": o.stage, "ok": o.ok, "run_id": o.run_id, "error": o.error} for o in outcomes
@@ -124,9 +167,8 @@ def pipeline_run(db: Location | None, as_json: bool, user_id: str | None) -> Non
     if as_json:
         echo_json(rows)
         return
-    if not rows:
-        click.echo("nothing due")
     for r in rows:
         click.echo(
             f"{r['stage']} {'ok' if r['ok'] else 'FAILED: ' + str(r['error'])} ({r['run_id']})"
         )
+    click.echo(summary(outcomes))

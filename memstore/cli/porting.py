@@ -16,13 +16,33 @@ from memstore.errors import InvalidInputError, StorageError
 FORMATS = ["jsonl", "upstream", "seed", "memstore"]
 
 
+def is_export(text: str) -> bool:
+    """Whether ``text`` starts with the header line ``memstore export`` writes."""
+    from memstore.porting.events_io import EXPORT_FORMAT
+
+    first = text.lstrip("\ufeff").split("\n", 1)[0].strip()
+    try:
+        head = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(head, dict) and head.get("format") == EXPORT_FORMAT and "type" not in head
+
+
 @cli.command("import")
 @db_option
 @click.argument("path", type=click.Path(path_type=Path, allow_dash=True))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="jsonl", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default=None,
+    help="What PATH holds (below). Default: a directory is upstream, a file whose "
+    "first line is a memstore export header is memstore, else jsonl.",
+)
 @user_option_optional
 @click.option("--session-key", default="", help="seed: session for entries without sessionKey.")
 @click.option("--no-embed", is_flag=True, help="Leave embedding to the background indexer.")
+@click.option("--derive", is_flag=True, help="Derive memories from imported messages now.")
 @click.option(
     "--allow-erased", is_flag=True,
     help="Import data of users erased before (by default it is skipped: an import must not "
@@ -31,10 +51,11 @@ FORMATS = ["jsonl", "upstream", "seed", "memstore"]
 def import_(
     db: Location | None,
     path: Path,
-    fmt: str,
+    fmt: str | None,
     user: str | None,
     session_key: str,
     no_embed: bool,
+    derive: bool,
     allow_erased: bool,
 ) -> None:
     """Import conversations or a whole memory, checking every line.
@@ -69,9 +90,12 @@ def import_(
       memstore import chats.jsonl
       memstore import ~/.memory-tencentdb/memory-tdai --format upstream --user alice
       memstore import history.json --format seed --user alice
-      memstore export --user alice | memstore import - --format memstore --db copy.db
+      memstore export --user alice | memstore import - --db copy.db
     """
     from memstore.porting.report import ImportReport, read_text
+
+    if fmt is None and str(path) != "-" and path.is_dir():
+        fmt = "upstream"
 
     if fmt in ("upstream", "seed") and not user:
         raise click.UsageError(f"--format {fmt} needs --user (or MEMSTORE_USER)")
@@ -93,8 +117,13 @@ def import_(
         text = read_text(
             sys.stdin.buffer if str(path) == "-" else path,
             name,
-            report=report if fmt in ("jsonl", "memstore") else None,
+            report=report if fmt in (None, "jsonl", "memstore") else None,
         )
+        if not text.strip():
+            raise InvalidInputError(f"{name} is empty: nothing to import")
+        if fmt is None:
+            fmt = "memstore" if is_export(text) else "jsonl"
+    assert fmt is not None
     with open_store(db) as store:
         from memstore.porting.erased import Erased
 
@@ -121,7 +150,9 @@ def import_(
             report.add("messages stored", summary.l0_recorded)
             report.add("already known", summary.already_known)
         else:
-            total = (text or "").count("\n") + 1
+            # A final newline starts no line; blank lines and a header are read but not
+            # counted by the importers, so the bar is completed once they return.
+            total = len((text or "").splitlines())
             with tqdm(total=total, unit="line", desc="import", disable=None) as bar:
                 if fmt == "jsonl":
                     from memstore.porting.jsonl import import_messages
@@ -131,6 +162,12 @@ def import_(
                     from memstore.porting.export import restore_events
 
                     restore_events(store, text or "", name, report, bar.update, erased)
+                bar.update(max(0, total - bar.n))
+        derived = None
+        if derive and fmt in ("jsonl", "seed") and report.counts.get("messages stored"):
+            from memstore.cli.pipeline import derive_now
+
+            derived = derive_now(store, user)
         if not no_embed and store.indexer is not None:
             pending = sum(store.indexer.pending(k) for k in ("l0", "l1"))
             if pending:
@@ -141,12 +178,13 @@ def import_(
     counts = ", ".join(f"{n} {what}" for what, n in report.counts.items()) or "nothing"
     click.echo(f"imported: {counts}; {len(report.problems)} problem(s)")
     if fmt in ("jsonl", "seed") and report.counts.get("messages stored"):
-        who = f" --user {user}" if user else ""
-        click.echo(f"next: `memstore pipeline run{who}` derives memories from them now")
+        from memstore.cli.data import next_step
+
+        click.echo(derived or next_step(user, embedded=not no_embed))
     if report.problems:
         # One closing error line, as every other failing command prints.
         click.echo(
-            f"Error: {len(report.problems)} line(s) or file(s) skipped; "
+            f"error: {len(report.problems)} line(s) or file(s) skipped; "
             "fix them and run the import again (it is idempotent)",
             err=True,
         )
@@ -168,7 +206,7 @@ def export(
     """Export a user's data (or everyone's) as JSONL events or Markdown.
 
     The JSONL is the user's part of the event log; `memstore import
-    --format memstore` restores it exactly, into this or another database.
+    ` restores it exactly (the format is recognised), into this or another database.
 
     \b
     Example:

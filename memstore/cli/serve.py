@@ -66,7 +66,7 @@ def serve(
     non-loopback --host needs a key unless --insecure. Requests whose Host
     header is not a loopback name or the --host address get 421 (add names
     with --allowed-host). Stops cleanly on SIGTERM or Ctrl-C. Needs the
-    "server" extra: pip install "memstore[server]"; /ui needs "ui" and /mcp
+    "server" extra: pip install "memstore-agent[server]"; /ui needs "ui" and /mcp
     needs "mcp" (each is left out without its extra). With a key, the
     inspector asks for it on a login form.
 
@@ -88,7 +88,7 @@ def serve(
     except ImportError as exc:  # fastapi / uvicorn missing
         raise ConfigError(
             f'the gateway needs the "server" extra ({exc.name} is missing): '
-            'pip install "memstore[server]"'
+            'pip install "memstore-agent[server]"'
         ) from exc
     config = GatewayConfig.from_env(
         host=host,

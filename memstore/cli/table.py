@@ -6,6 +6,14 @@ from collections.abc import Sequence
 
 import click
 
+# Ids are at most 256 characters (memstore.validate): a table shows them whole.
+ID_WIDTH = 256
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """``1 memory``, ``2 memories``: a count with its noun in the right number."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
 
 def _cell(value: object, limit: int) -> str:
     text = "-" if value is None or value == "" else str(value).replace("\n", " ")
@@ -31,4 +39,4 @@ def print_table(
         click.echo("  ".join(padded).rstrip())
 
 
-__all__ = ["print_table"]
+__all__ = ["ID_WIDTH", "plural", "print_table"]

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import click
 
-from memstore.cli.app import Location, db_option, echo_json, json_option, open_store
+from memstore.cli.app import Location, db_option, echo_json, list_output, read_database
 from memstore.cli.data import users
-from memstore.cli.table import print_table
+from memstore.cli.table import ID_WIDTH, print_table
 
 
 @users.command("list")
 @db_option
-@json_option
+@list_output
 def users_list(db: Location | None, as_json: bool) -> None:
     """List users with their sessions, messages, live memories and last activity.
 
@@ -20,10 +20,10 @@ def users_list(db: Location | None, as_json: bool) -> None:
       memstore users list
       memstore users list --json
     """
-    from memstore.porting.inventory import list_users
+    from memstore.porting.inventory import users_in
 
-    with open_store(db, must_exist=True) as store:
-        rows = list_users(store)
+    with read_database(db) as database:
+        rows = users_in(database)
     if as_json:
         echo_json(rows)
         return
@@ -39,7 +39,7 @@ def users_list(db: Location | None, as_json: bool) -> None:
             ]
             for u in rows
         ],
-        limits=[40, 8, 8, 8, 19],
+        limits=[ID_WIDTH, 8, 8, 8, 19],
         empty="no users",
     )
     if rows:

@@ -19,14 +19,27 @@ from memstore.errors import ExtensionError
 _CANDIDATES = ("sqlite3", "sqlean", "pysqlite3.dbapi2")
 
 
+def vec_path() -> str:
+    """Where sqlite-vec's loadable extension is, found without importing the package:
+    its ``__init__`` imports numpy (~0.2 s of CPU), which a short command must not pay."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("sqlite_vec")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not folders:
+        import sqlite_vec  # an unusual install: let the package say where it is
+
+        return str(sqlite_vec.loadable_path())
+    return os.path.normpath(os.path.join(folders[0], "vec0"))
+
+
 def load_vec(dbapi_conn: Any) -> None:
     """Load sqlite-vec into a raw DB-API connection."""
-    import sqlite_vec
-
     try:
         dbapi_conn.enable_load_extension(True)
         try:
-            dbapi_conn.load_extension(sqlite_vec.loadable_path())
+            dbapi_conn.load_extension(vec_path())
         finally:
             dbapi_conn.enable_load_extension(False)
     except Exception as exc:  # driver-specific error classes differ per module

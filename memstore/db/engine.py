@@ -223,8 +223,8 @@ class SqliteDatabase(Database):
             # The connection returned last is handed out next: its page cache
             # holds what this process just wrote and read. First-in-first-out
             # cycled a capture loop through every pooled connection, each
-            # re-reading the pages the others had changed (BENCHMARKS.md, "Idle
-            # capture, seventh session").
+            # re-reading the pages the others had changed (measured on idle
+            # capture).
             pool_use_lifo=True,
             connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},
         )

@@ -73,7 +73,7 @@ class PostgresDatabase(Database):
             import psycopg  # noqa: F401  (only to give a clear error)
         except ImportError as e:
             raise ConfigError(
-                "PostgreSQL needs the psycopg driver: pip install 'memstore[postgres]'"
+                "PostgreSQL needs the psycopg driver: pip install 'memstore-agent[postgres]'"
             ) from e
         if durability not in ("normal", "full"):
             raise ConfigError(f"durability must be one of normal, full, not {durability!r}")

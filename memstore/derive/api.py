@@ -38,7 +38,7 @@ from memstore.derive.queries import (
 from memstore.derive.runs import RunOutcome, append_checked, new_id
 from memstore.derive.scenes.build import run_l2
 from memstore.errors import InvalidInputError, NotFoundError
-from memstore.records import Memory, MemoryChange, Scene
+from memstore.records import MemoryChange, MemoryRow, SceneRow
 
 if TYPE_CHECKING:
     from memstore.derive.context import DeriveContext
@@ -60,33 +60,27 @@ def list_memories(
     type: str | None = None,
     generation: int | None = None,
     include_retired: bool = False,
-) -> list[Memory]:
+) -> list[MemoryRow]:
     with store.db.read() as conn:
         gen = resolve_generation(conn, user_id, generation)
         rows = memories(conn, user_id, gen, type=type, include_retired=include_retired)
-    return cast(list[Memory], rows)  # l1_memories' columns: tests/test_public_types.py
+    return cast(list[MemoryRow], rows)  # l1_memories' columns: tests/test_public_types.py
 
 
 def list_scenes(
     store: DeriveContext, user_id: str, *, generation: int | None = None
-) -> list[Scene]:
+) -> list[SceneRow]:
     with store.db.read() as conn:
         rows = scenes(conn, user_id, resolve_generation(conn, user_id, generation))
-    return cast(list[Scene], rows)  # l2_scenes' columns: tests/test_public_types.py
+    return cast(list[SceneRow], rows)  # l2_scenes' columns: tests/test_public_types.py
 
 
 def get_scene(
     store: DeriveContext, user_id: str, name: str, *, generation: int | None = None
-) -> Scene | None:
+) -> SceneRow | None:
     with store.db.read() as conn:
         row = scene_named(conn, user_id, resolve_generation(conn, user_id, generation), name)
-    return cast(Scene | None, row)
-
-
-def get_memory(store: DeriveContext, user_id: str, memory_id: str) -> Memory | None:
-    with store.db.read() as conn:
-        row = memory(conn, user_id, memory_id)
-    return cast(Memory | None, row)
+    return cast(SceneRow | None, row)
 
 
 def get_persona(store: DeriveContext, user_id: str, *, generation: int | None = None) -> str | None:
@@ -107,6 +101,17 @@ def forget_memory(
     message names the live copy in the active generation when there is one;
     forgetting that is the caller's explicit choice.
     """
+    _row, since = _live(store, user_id, memory_id, "forgotten")
+    # The scenes and the persona built from it are rewritten in the same
+    # append (memstore/derive/follow.py).
+    retire(store, user_id, memory_id, reason, since=since)
+
+
+def _live(
+    store: DeriveContext, user_id: str, memory_id: str, verb: str
+) -> tuple[dict[str, Any], int]:
+    """The live memory ``memory_id`` of the user's active generation and the log head
+    read with it; ``NotFoundError`` (saying nothing was ``verb``) otherwise."""
     with store.db.read() as conn:
         since = store.log.last_position(conn)
         row = memory(conn, user_id, memory_id)
@@ -122,13 +127,65 @@ def forget_memory(
         )
         raise NotFoundError(
             f"memory {memory_id!r} belongs to generation {row['generation']}, not to "
-            f"user {user_id!r}'s active generation {active}: nothing forgotten{hint}"
+            f"user {user_id!r}'s active generation {active}: nothing {verb}{hint}"
         )
     if row["status"] != "active":
-        raise NotFoundError(f"memory {memory_id!r} is already {row['status']}: nothing forgotten")
-    # The scenes and the persona built from it are rewritten in the same
-    # append (memstore/derive/follow.py).
-    retire(store, user_id, memory_id, reason, since=since)
+        raise NotFoundError(f"memory {memory_id!r} is already {row['status']}: nothing {verb}")
+    return row, since
+
+
+def get_memory(store: DeriveContext, user_id: str, memory_id: str) -> MemoryRow:
+    """One of the user's memories by id (any generation or status)."""
+    with store.db.read() as conn:
+        row = memory(conn, user_id, memory_id)
+    if row is None:
+        raise NotFoundError(f"user {user_id!r} has no memory {memory_id!r}")
+    return cast(MemoryRow, row)
+
+
+def update_memory(
+    store: DeriveContext, user_id: str, memory_id: str, content: str, origin: str = "user_stated"
+) -> str:
+    """Replace the text of a live memory, found by id (not by its text as
+    ``write_memory``'s replace does); its type and scene stay. Returns its id."""
+    if origin not in ORIGINS:
+        raise InvalidInputError(f"origin must be one of {ORIGINS}, got {origin!r}")
+    content = clip(" ".join(str(content).split()), MAX_MEMORY_CHARS)
+    if not content:
+        raise InvalidInputError("memory content must not be empty")
+    target, since = _live(store, user_id, memory_id, "updated")
+    decision = _decision(content, str(target["type"]), str(target["scene_name"]), target)
+    decision["reason"] = f"{origin} update"
+    append_checked(
+        store,
+        user_id,
+        [MemoryWritten(int(target["generation"]), origin, decision)],
+        since=since,
+        occurred_at=store.clock(),
+    )
+    return memory_id
+
+
+def _decision(
+    content: str, type: str, scene: str, target: dict[str, Any] | None
+) -> dict[str, Any]:
+    """A store (or, with ``target``, update) decision for a written memory."""
+    return {
+        "action": "update" if target is not None else "store",
+        "new_id": new_id(),
+        "target_ids": [target["memory_id"]] if target is not None else [],
+        "content": content,
+        "type": type,
+        "priority": -1 if type == "instruction" else 70,
+        "scene_name": scene or (target["scene_name"] if target is not None else ""),
+        "source_message_ids": [],
+        "activity_start": None,
+        "activity_end": None,
+        "occurred_at": None,
+        "candidate": content,
+        "reason": "",
+        "degraded_from": None,
+    }
 
 
 def live_copies(conn: Connection, user_id: str, memory_id: str, generation: int) -> list[str]:
@@ -209,22 +266,8 @@ def write_memory(
         same = _find(store, user_id, content, gen)
         if same is not None and rules.normalize(same["content"]) == rules.normalize(content):
             return str(same["memory_id"])  # a mirror re-sending what we hold
-    decision: dict[str, Any] = {
-        "action": "update" if target is not None else "store",
-        "new_id": new_id(),
-        "target_ids": [target["memory_id"]] if target is not None else [],
-        "content": content,
-        "type": type,
-        "priority": -1 if type == "instruction" else 70,
-        "scene_name": scene or (target["scene_name"] if target is not None else ""),
-        "source_message_ids": [],
-        "activity_start": None,
-        "activity_end": None,
-        "occurred_at": None,
-        "candidate": content,
-        "reason": f"{origin} {action}",
-        "degraded_from": None,
-    }
+    decision = _decision(content, type, scene, target)
+    decision["reason"] = f"{origin} {action}"
     append_checked(
         store,
         user_id,

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection
 
+from memstore.derive.fallback import OutputHealth, output_failures
 from memstore.embeddings import Embedder
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.kernel import Kernel
@@ -52,6 +53,11 @@ class DeriveContext:
         self._llm: LLMClient | None = None
         self._llm_lock = threading.Lock()
         self.recall_slots = threading.BoundedSemaphore(RECALL_WORKER_SLOTS)
+        self.output_health = OutputHealth(self.settings.llm.fallback_after, self._failures)
+
+    def _failures(self, describe: str) -> int:
+        with self.db.read() as conn:
+            return output_failures(conn, describe)[0]
 
     def append(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
         return self.kernel.append(events)
@@ -61,16 +67,24 @@ class DeriveContext:
 
         memstore's own endpoint (``llm_base_url``/``llm_model``) wins; else the
         backend a host lent this store (``Store.use_host_llm``, e.g. Hermes' own
-        model); else None.
+        model); else None. None too when ``deriver = "rules"``, or after
+        ``llm_fallback_after`` answers in a row without usable JSON.
         """
+        if self.settings.llm.deriver == "rules":
+            return None
+        client: LLMClient | None
         if self.settings.llm.configured:
             with self._llm_lock:
                 if self._llm is None:
-                    self._llm = LLMClient(self.settings)
-                return self._llm
-        backend = self.host_llm
-        # Cheap to wrap: the backend holds the connections, the client only the retry policy.
-        return None if backend is None else LLMClient(backend)
+                    self._llm = LLMClient(self.settings, observer=self.output_health)
+                client = self._llm
+        else:
+            backend = self.host_llm
+            # Cheap to wrap: the backend holds the connections, the client only the retries.
+            client = None if backend is None else LLMClient(backend, observer=self.output_health)
+        if client is None or self.output_health.tripped(client.describe()):
+            return None
+        return client
 
     def search_memories(
         self, query: str, *, user_id: str, limit: int, conn: Connection | None = None

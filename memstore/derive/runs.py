@@ -20,6 +20,7 @@ from memstore.derive.events import (
     ScenesUpdated,
     derive_stream,
 )
+from memstore.derive.fallback import output_failures
 from memstore.derive.queries import erased_since, failures
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.events.types import Event
@@ -60,8 +61,16 @@ def llm_client(store: DeriveContext) -> LLMClient | None:
 
 def llm_description(store: DeriveContext) -> str:
     """One line naming the deriver ``store`` uses now (for doctor and status output)."""
+    if store.settings.llm.deriver == "rules":
+        return 'rules (offline rule-based deriver; forced by deriver = "rules")'
     client = llm_client(store)
     if client is None:
+        if store.settings.llm.configured or store.output_health.fallback_after > 0:
+            # Configured (or offered by a host) but set aside after unusable answers.
+            with store.db.read() as conn:
+                streak, _ = output_failures(conn)
+            if streak and streak >= store.output_health.fallback_after:
+                return "rules (offline rule-based deriver; the LLM gave no usable JSON)"
         return "rules (offline rule-based deriver; no LLM configured)"
     return f"{client.deriver}: {client.describe()}"
 

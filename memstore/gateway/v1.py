@@ -90,7 +90,7 @@ def memories(
     mems = store.list_memories(
         user_id, type=type, generation=generation, include_retired=include_retired
     )
-    return [dict(m) for m in mems]
+    return [m.to_dict() for m in mems]
 
 
 @router.get("/users/{user_id}/memories/{memory_id}/history")
@@ -183,7 +183,7 @@ def scenes(
     generation: int | None = Query(None, ge=0),
 ) -> list[dict[str, Any]]:
     """A user's L2 scene blocks, hottest first."""
-    return [dict(s) for s in store.list_scenes(user_id, generation=generation)]
+    return [s.to_dict() for s in store.list_scenes(user_id, generation=generation)]
 
 
 @router.post("/search")

@@ -153,9 +153,7 @@ def _int_or_none(name: str, raw: str) -> int | None:
 
 @router.get("/memory", response_class=HTMLResponse)
 def memory(request: Request, who: Who, store: StoreDep, u: str, m: str) -> HTMLResponse:
-    mem = store.get_memory(u, m)
-    if mem is None:
-        raise NotFoundError(f"user {u!r} has no memory {m!r}")
+    mem = store.get_memory(u, m)  # NotFoundError: the 404 page
     return page(
         request, who, "memory.html",
         u=u, m=mem, sources=store.memory_sources(u, m), history=store.memory_history(u, m),

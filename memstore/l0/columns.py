@@ -5,7 +5,7 @@ low-information flag, the three full-text columns (text, CJK bigrams, word
 roots) and the BM25 statistics of that full-text row (length in
 tokens, repeated terms). Computed one function at a time the text is lowered,
 tokenised and scanned five times, and on a rebuild that was most of the time
-spent per message (issue 14). :func:`message_columns` gives exactly what the
+spent per message. :func:`message_columns` gives exactly what the
 separate functions give (``tests/test_l0_columns.py`` holds them as the
 oracle), and for ASCII text — no CJK, no diacritics, no case folding beyond
 ``lower()`` — it derives everything from one lowered copy and one token list.

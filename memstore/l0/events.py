@@ -74,7 +74,7 @@ class MessagesCaptured(Event):
 
         The dict form spent ~150 B per message on keys, a timestamp every
         message of a call repeats, ``"truncated":false`` and a size the text
-        gives (issue 14: bytes per message). Lossless: :meth:`unpack` gives
+        gives (bytes per message). Lossless: :meth:`unpack` gives
         the dict form back exactly; payloads of another shape stay dicts."""
         if not self.messages:
             return self.to_dict()

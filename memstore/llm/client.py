@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from memstore.config import Settings
 from memstore.errors import LLMOutputError
@@ -45,14 +45,25 @@ class LLMResult(Generic[T]):
     usage: dict[str, int] | None  # token counts summed over the attempts
 
 
+class AnswerObserver(Protocol):
+    """Told whether each request ended with usable JSON (the fallback counts them)."""
+
+    def ok(self, describe: str) -> None: ...
+
+    def unusable(self, describe: str) -> None: ...
+
+
 class LLMClient:
     """Ask a chat backend for JSON. ``LLMClient(settings)`` talks to memstore's own
     endpoint (``llm_base_url``/``llm_model``); ``LLMClient(backend)`` to any other."""
 
-    def __init__(self, source: Settings | ChatBackend) -> None:
+    def __init__(
+        self, source: Settings | ChatBackend, *, observer: AnswerObserver | None = None
+    ) -> None:
         self._backend: ChatBackend = (
             OpenAIBackend(source) if isinstance(source, Settings) else source
         )
+        self._observer = observer
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LLMClient:
@@ -129,6 +140,8 @@ class LLMClient:
                     time.monotonic() - started,
                     answer.model,
                 )
+                if self._observer is not None:
+                    self._observer.ok(self._backend.describe())
                 return LLMResult(
                     value=value,
                     model=answer.model,
@@ -147,6 +160,8 @@ class LLMClient:
             messages.append({"role": "user", "content": _corrective(reason)})
 
         assert failure is not None and answer is not None
+        if self._observer is not None:
+            self._observer.unusable(self._backend.describe())
         raise LLMOutputError(
             f"LLM {kind}: no usable JSON from {self._backend.describe()} "
             f"after 2 attempts: {one_line(str(failure))}",

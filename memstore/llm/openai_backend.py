@@ -19,15 +19,19 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import httpx
-import openai
+from typing import TYPE_CHECKING, Any
 
 from memstore.config import Settings
 from memstore.errors import ConfigError, LLMError
 from memstore.llm.backend import ChatAnswer, text_of, usage_of
 from memstore.redact import install_log_redaction, redact, strip_credentials
+
+if TYPE_CHECKING:
+    import httpx
+    import openai
+
+# openai (and httpx) load when a backend is built: commands that never call a
+# model, and the rule deriver, do not pay the ~1 s of CPU their import costs.
 
 log = logging.getLogger("memstore.llm")
 
@@ -54,6 +58,8 @@ class OpenAIBackend:
         install_log_redaction()
         self._model = settings.llm.model
         self._api_key = settings.llm.api_key
+        import openai
+
         # The openai client (and the httpx pool under it) is thread-safe, so one
         # instance serves every thread.
         self._client = openai.OpenAI(
@@ -102,6 +108,8 @@ class OpenAIBackend:
     # -- one request ---------------------------------------------------------------
 
     def _once(self, kind: str, messages: Sequence[Mapping[str, str]]) -> ChatAnswer:
+        import openai  # loaded by __init__ already
+
         with self._lock:
             json_mode = self._json_mode
         kwargs: dict[str, Any] = {
@@ -131,6 +139,8 @@ class OpenAIBackend:
         return self._answer(kind, body)
 
     def _read_capped(self, kind: str, response: httpx.Response) -> bytes:
+        import httpx  # loaded with openai already
+
         cap = self._settings.llm.max_answer_bytes
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > cap:
@@ -190,6 +200,8 @@ class OpenAIBackend:
         return f"LLM {kind}: {self._base_url} (model {self._model})"
 
     def _translate(self, kind: str, exc: openai.OpenAIError) -> LLMError:
+        import openai  # loaded by __init__ already
+
         where = self._where(kind)
         retries = self._settings.llm.max_retries
         if isinstance(exc, openai.APITimeoutError):

@@ -129,7 +129,7 @@ class PipelineService:
         self._captured: set[tuple[str, str]] = set()
         self._captured_lock = threading.Lock()
         self._arm_queued = False
-        # What spares a capture its timer pass (issue 14: a pass per capture
+        # What spares a capture its timer pass (a pass per capture
         # was two read transactions and a job unpickle on the timer thread,
         # competing with the next capture). ``_idle_armed``: the idle timers
         # armed through this service, with when each is due; until then a

@@ -166,20 +166,20 @@ def export_markdown(store: Store, user_ids: list[str]) -> str:
         mems = store.list_memories(user)
         out.append(f"## Memories ({len(mems)})\n")
         for kind in ("persona", "instruction", "episodic"):
-            rows = [m for m in mems if m["type"] == kind]
+            rows = [m for m in mems if m.type == kind]
             if rows:
                 out.append(f"### {kind}\n")
                 for m in rows:
-                    scene = f" _(scene: {m['scene_name']})_" if m["scene_name"] else ""
-                    out.append(f"- {m['content']}{scene}")
+                    scene = f" _(scene: {m.scene_name})_" if m.scene_name else ""
+                    out.append(f"- {m.content}{scene}")
                 out.append("")
         scenes = store.list_scenes(user)
         out.append(f"## Scenes ({len(scenes)})\n")
         for s in scenes:
-            out.append(f"### {s['name']} (heat {s['heat']})\n")
-            if s["summary"]:
-                out.append(f"_{s['summary']}_\n")
-            out.append(s["body"] + "\n")
+            out.append(f"### {s.name} (heat {s.heat})\n")
+            if s.summary:
+                out.append(f"_{s.summary}_\n")
+            out.append(s.body + "\n")
     return "\n".join(out).rstrip() + "\n"
 
 

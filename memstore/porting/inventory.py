@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from memstore.inspection import users
 
 if TYPE_CHECKING:
+    from memstore.db.engine import Database
     from memstore.store import Store
 
 
@@ -16,8 +17,13 @@ def list_users(store: Store) -> list[dict[str, Any]]:
     return users(store.db)
 
 
+def users_in(db: Database) -> list[dict[str, Any]]:
+    """``list_users`` on the bare database (for commands that open no Store)."""
+    return users(db)
+
+
 def user_ids(store: Store) -> list[str]:
     return [u["user_id"] for u in list_users(store)]
 
 
-__all__ = ["list_users", "user_ids"]
+__all__ = ["list_users", "user_ids", "users_in"]

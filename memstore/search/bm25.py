@@ -190,8 +190,7 @@ def keyword_messages(
     # Plain SQL with named parameters through driver_rows (the DB-API
     # connection): compiling a text() clause per query cost more than these
     # statements, and SQLAlchemy's result set-up alone cost ~0.1 ms per
-    # statement, a twentieth of the search (BENCHMARKS.md, "Keyword search
-    # per user", session 7).
+    # statement, a twentieth of the search.
     got = driver_rows(conn, _STATS_AND_OTHERS, {"u": user_id})
     if not got:
         return []

@@ -31,6 +31,16 @@ class Hit:
     similarity: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def message_id(self) -> str | None:
+        """The message's id for a conversation hit (what ``capture`` stored), else None."""
+        return self.ref if self.kind == "l0" else None
+
+    @property
+    def memory_id(self) -> str | None:
+        """The memory's id for a memory hit (what ``get_memory`` takes), else None."""
+        return self.ref if self.kind == "l1" else None
+
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None and v != {}}
 

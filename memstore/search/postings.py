@@ -1,4 +1,4 @@
-"""In-memory postings of large users' messages, for keyword search (issue 14).
+"""In-memory postings of large users' messages, for keyword search.
 
 A user with 100k messages asks FTS5 for every message matching any query
 term and ranks them all: ``bm25()`` over ~100k matches measured p95 ~25 ms

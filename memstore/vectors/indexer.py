@@ -6,7 +6,7 @@ thread, or in the foreground for ``memstore reindex``). Each step reads a
 batch, embeds it, and writes vectors in one short write transaction,
 re-checking that each source row still holds the text it embedded.
 
-The vec0 table is the one stored copy of each vector (issue 14): a
+The vec0 table is the one stored copy of each vector: a
 projection rebuild keeps it (row ids are assigned in log order, so they name
 the same messages again) and erasure carries the other users' vectors over
 (``spaces.carry_over``). ``embedding_cache`` is no longer written for source
@@ -461,7 +461,7 @@ class BackgroundIndexer:
     of that moment go in one pass: embedding each turn as it landed made one
     small batch per capture, each a write transaction the next capture
     queued behind, with the reads and the embedder call around it competing
-    for the CPU (issue 14: capture 2.3x slower with the indexer working). A
+    for the CPU (capture 2.3x slower with the indexer working). A
     quiet gap would not do: under load a capture itself takes longer than
     any short gap. Its batches are small (``batch`` rows), so a capture
     waits at most one short vec0 write for the lock. Vectors of a capture

@@ -1,4 +1,4 @@
-"""Per-user keyword search and one copy of each message text (issue 14)
+"""Per-user keyword search and one copy of each message text
 
 ``l0_fts`` becomes contentless (``content=''``): FTS5 kept its own copy of
 every message's three columns, although search reads the text from

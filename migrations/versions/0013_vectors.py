@@ -1,6 +1,6 @@
 """One stored copy of each vector; smaller vec0 chunks
 
-vec0 becomes the one stored copy of each vector (issue 14): the indexer no
+vec0 becomes the one stored copy of each vector: the indexer no
 longer writes ``embedding_cache``, rebuilds keep vec0 rows, erasure carries
 them over. This revision
 

@@ -1,4 +1,4 @@
-"""Per-user BM25 statistics for keyword search (issue 14)
+"""Per-user BM25 statistics for keyword search
 
 Keyword search ranks a user's messages with the user's own statistics
 (``memstore.search.bm25``) instead of FTS5's ``bm25()``, whose term weights

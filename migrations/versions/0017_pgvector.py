@@ -1,4 +1,4 @@
-"""pgvector on PostgreSQL: vector spaces there too (issue 13)
+"""pgvector on PostgreSQL: vector spaces there too
 
 Until this revision a store on PostgreSQL ran keyword-only (no embedder, no
 vector space). From here on each space is a table with a ``vector(dims)``

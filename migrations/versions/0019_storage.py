@@ -1,4 +1,4 @@
-"""Fewer bytes per message: packed capture events, no message hash (issue 14)
+"""Fewer bytes per message: packed capture events, no message hash
 
 Three things a stored message carried that nothing needed, about 270 B of
 the ~2.6 KB a message cost at 100k messages captured one turn per call:

@@ -1,4 +1,4 @@
-"""An index for the work queue's next due time (issue 14, idle capture)
+"""An index for the work queue's next due time (idle capture)
 
 ``memstore.pipeline.queue.next_run_after`` asks for the earliest
 ``run_after`` of the unclaimed items. Without an index that is a scan and a

@@ -1,4 +1,4 @@
-"""Erasure down to the data files (issue 13): with ``vacuum_full`` no file of
+"""Erasure down to the data files: with ``vacuum_full`` no file of
 the store's tables, TOAST tables or indexes holds a byte of the erased user's
 text afterwards. On PostgreSQL that needs ``VACUUM FULL`` (a plain VACUUM
 leaves dead tuples' bytes in place until overwritten); SQLite's VACUUM always

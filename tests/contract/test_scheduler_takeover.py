@@ -1,4 +1,4 @@
-"""One scheduler per database on both backends (issue 13: the lease lives in
+"""One scheduler per database on both backends (the lease lives in
 the database): while its holder lives only it fires timers; when it is
 SIGKILLed another process takes the lease over and fires the timers that
 came due, each exactly once, into its own service. (A timer its holder was

@@ -1,5 +1,5 @@
-"""The indexer's vector quarantine on both backends (issue 11's poison rows,
-issue 13's second backend): a row the model cannot embed is set aside with
+"""The indexer's vector quarantine on both backends (poison rows,
+on the second backend too): a row the model cannot embed is set aside with
 its error, the rest is indexed, a failed retry counts one more attempt (the
 upsert), a healed model clears it, and erasure removes the user's rows.
 

@@ -1,4 +1,4 @@
-"""Several workers claim one queue at once (issue 13): on PostgreSQL claims
+"""Several workers claim one queue at once: on PostgreSQL claims
 run without the log's lock (``FOR UPDATE SKIP LOCKED`` and a conditional
 lock upsert), on SQLite one at a time; on both, no item and no session lock
 is ever handed to two workers, and a claim whose owner cannot be checked

@@ -235,7 +235,13 @@ class SqliteBackend(Backend):
         unknown = set(filters) - set(_FILTERS[kind])
         if unknown:
             raise ValueError(f"no filter column {sorted(unknown)[0]!r} for {kind}")
-        return [(int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)]
+        # Equal distances in a stable order (by id), as the in-memory copy and
+        # PostgreSQL give them: vec0 returns ties in no particular order, so the
+        # same query could rank equal messages differently from one call to the next.
+        return sorted(
+            ((int(r[0]), float(r[1])) for r in conn.execute(text(sql), params)),
+            key=lambda r: (r[1], r[0]),
+        )
 
     def vectors_by_id(self, conn: Connection, table: str, ids: list[int]) -> dict[int, bytes]:
         if not ids:

@@ -56,6 +56,7 @@ _NUM = r"(?:\d{1,2}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|
 WHEN = re.compile(
     rf"\b(?P<when>yesterday|today|tonight|tomorrow|this morning|this afternoon|this evening"
     rf"|earlier today|last night|(?:last|next|this) (?:week|weekend|month|year|{_WEEKDAY})"
+    rf"|last (?P<month>{_MONTH})"
     rf"|(?P<n>{_NUM}) (?P<unit>days?|weeks?|months?|years?) ago"
     rf"|on (?P<date>\d{{4}}-\d{{2}}-\d{{2}})|on {_WEEKDAY}|in {_MONTH}|in (?:19|20)\d\d|recently"
     r"|just(?= (?!(?:wanted|needed|meant|thought|wondered|figured|noticed|realized|asked|tried"
@@ -95,10 +96,23 @@ _EVENT_SUBJECT = re.compile(
 _FIRST = re.compile(r"\b(?:I|we|my|our)\b", _I)
 
 
+_MONTHS = _MONTH.strip("(?:)").split("|")
+
+
 def _day(m: re.Match[str], today: date) -> tuple[str | None, str]:
-    """The ISO day an event happened on (None when vague) and the word for it."""
+    """The ISO day an event happened on (None when vague) and the words before it."""
+    iso, word = _iso_day(m, today)
+    if m["month"] and iso is not None:  # a month's name reads better than its first day
+        return iso, f"In {m['month'].capitalize()} {iso[:4]}"
+    return iso, f"{word} {iso}"
+
+
+def _iso_day(m: re.Match[str], today: date) -> tuple[str | None, str]:
     when = m["when"].lower()
-    if m["date"]:
+    if m["month"]:  # "last May": the latest May before the message's month
+        month = _MONTHS.index(m["month"].lower()) + 1
+        year = today.year if month < today.month else today.year - 1
+        return date(year, month, 1).isoformat(), "In"
         return parse_when(m["date"]).date().isoformat(), "On"
     if m["n"]:
         n = int(m["n"]) if m["n"].isdigit() else _WORDS[m["n"].lower()]
@@ -128,7 +142,7 @@ def dated(clause: str, msg: L0Message) -> ExtractedMemory | None:
         return None
     iso, word = _day(m, parse_when(msg.occurred_at).date())
     told = third_person(rest)
-    content = f"{word} {iso}, {told}" if iso else f"{m['when'].strip(', ')}, {told}"
+    content = f"{word}, {told}" if iso else f"{m['when'].strip(', ')}, {told}"
     return memory(content, "episodic", 60, "Events", msg, iso)
 
 

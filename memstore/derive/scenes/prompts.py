@@ -145,7 +145,7 @@ training for a first marathon.\\n\\n## Facts and preferences\\n- Runs early in t
 def _limit_rule(count: int, max_scenes: int) -> str:
     """The rule for this run, worked out here so the model need not count.
 
-    The issue asks for "at most max_scenes; at the limit it must merge, one
+    The design asks for "at most max_scenes; at the limit it must merge, one
     below it must not create". Read literally the two halves clash (a create
     one below the limit would only reach the limit), so we read it as a hard
     limit plus one slot of headroom: the validator enforces count <= max_scenes;

@@ -47,7 +47,8 @@ def scene_text(name: str, mems: Sequence[dict[str, Any]]) -> tuple[str, str]:
     ordered = sorted(mems, key=rank)
     contents = [m["content"] for m in ordered]
     cjk = mostly_cjk(contents) if contents else has_cjk(name)
-    head = (f"{len(contents)}条记忆：" if cjk else f"{len(contents)} memories: ") + (
+    n = len(contents)
+    head = (f"{n}条记忆：" if cjk else f"{n} {'memory' if n == 1 else 'memories'}: ") + (
         "；".join(contents[:3]) if cjk else " ".join(contents[:3])
     )
     body = fit_lines([f"- {c}" for c in contents], MAX_SCENE_BODY_CHARS)
