@@ -106,7 +106,8 @@ def _doctor_llm(db: Location, report: dict[str, Any], problems: list[str]) -> No
     if settings.llm.deriver == "rules":
         report["llm"] = 'rules: offline rule-based deriver (forced by deriver = "rules")'
     elif settings.llm.configured:
-        report["llm"] = f"llm: {strip_credentials(settings.llm.base_url)} (model {settings.llm.model})"
+        where = strip_credentials(settings.llm.base_url)
+        report["llm"] = f"llm: {where} (model {settings.llm.model})"
     else:
         report["llm"] = (
             "rules: offline rule-based deriver (no MEMSTORE_LLM_BASE_URL / MEMSTORE_LLM_MODEL;"

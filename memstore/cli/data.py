@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,7 +20,7 @@ from memstore.cli.app import (
 )
 from memstore.cli.table import ID_WIDTH, plural, print_table
 from memstore.erasure_compaction import is_pending_at
-from memstore.errors import InvalidInputError, MemstoreError
+from memstore.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from memstore.records import MemoryType, SearchStrategy
@@ -268,7 +267,6 @@ def users_forget(
         f"erased {rep.events_removed} event(s) and {rep.embeddings_removed} cached embedding(s) "
         f"of {user_id}; tombstone at position {rep.tombstone_position}"
     )
-    from memstore.erasure_compaction import is_pending_at
 
     if not rep.compacted and is_pending_at(resolve_db(db)):
         # The store retried on close; the bytes are still in the file.

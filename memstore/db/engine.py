@@ -103,7 +103,8 @@ class Database(ABC):
 
     def _after_write(self) -> None:
         """After each committed write transaction (SQLite counts them for its
-        checkpoints, memstore.db.checkpoint)."""
+        checkpoints, memstore.db.checkpoint); nothing by default."""
+        return None
 
     @abstractmethod
     def translate_error(self, err: Exception, what: str = "database") -> StorageError:
