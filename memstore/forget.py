@@ -33,7 +33,7 @@ from memstore.erasure_plan import Plan, Selection, lineage, plan
 from memstore.errors import NotFoundError
 from memstore.events.log import NewEvent, encode_payload
 from memstore.kernel import Batch, Hooks, Kernel
-from memstore.l0.events import ContentErased
+from memstore.l0.events import ContentErased, erased_key
 from memstore.timeutil import to_iso
 from memstore.vectors import spaces
 from memstore.vectors.indexer import context_texts
@@ -233,6 +233,7 @@ def erase_many(
                 messages_removed=len(u.pl.messages),
                 memories_removed=len(u.pl.memories),
                 reason=reason,
+                erased_keys=sorted(erased_key(u.user_id, sm, m) for sm, m in u.pl.messages),
             )
             follow = replace_lost(
                 conn,

@@ -107,3 +107,30 @@ def test_jsonl_and_export_imports_skip_an_erased_user(tmp_path: Path, cli_env: P
     with _open(cli_env) as s:
         assert s.search_conversations("oolong", user_id="bob", strategy="keyword") == []
         assert s.search_conversations("oolong", user_id="carol", strategy="keyword")
+
+
+def test_imports_skip_messages_a_session_forget_erased(tmp_path: Path, cli_env: Path) -> None:
+    lines = [
+        {"user": "dana", "session": "gone", "role": "user", "content": c, "id": i}
+        for i, c in (("g1", "My locker code is 4471"), ("g2", "The locker is in the gym"))
+    ] + [{"user": "dana", "session": "kept", "role": "user", "content": "I drink oolong", "id": "k1"}]
+    f = tmp_path / "in.jsonl"
+    f.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert run_cli("import", str(f)).exit_code == 0
+    exported = tmp_path / "all.jsonl"
+    assert run_cli("export", "--all", "-o", str(exported)).exit_code == 0
+    with _open(cli_env) as s:
+        s.forget_session("dana", "gone")
+
+    r = run_cli("import", str(f))
+    assert r.exit_code == 1 and "messages of user 'dana' were erased" in r.stderr
+    r = run_cli("import", str(exported))
+    assert r.exit_code == 1 and "had messages erased that this export holds" in r.stderr
+    with _open(cli_env) as s:
+        assert s.search_conversations("locker", user_id="dana", strategy="keyword") == []
+        assert s.search_conversations("oolong", user_id="dana", strategy="keyword")
+
+    r = run_cli("import", str(f), "--allow-erased")
+    assert r.exit_code == 0, r.output
+    with _open(cli_env) as s:
+        assert s.search_conversations("locker", user_id="dana", strategy="keyword")

@@ -154,10 +154,6 @@ def test_forget_a_memory_and_see_it_gone(page: Any, gw: Running) -> None:
     assert "hiking" not in recall.per_turn
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the persona is written again after a forget only with forgetting's re-derivation",
-)
 def test_a_forgotten_memory_leaves_the_persona(page: Any, gw: Running) -> None:
     mid = memory_id(gw, "alice", "nurse")
     login(page, gw, f"/ui/memory?u=alice&m={mid}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,6 +172,16 @@ class ContentErased(Event):
     messages_removed: int
     memories_removed: int
     reason: str = "request"
+    # ``erased_key`` of every erased message: an import of the same message
+    # again is refused (memstore.porting.erased). Hashes, so the tombstone
+    # still names no id.
+    erased_keys: list[str] = field(default_factory=list)
+
+
+def erased_key(user_id: str, session_id: str, message_id: str) -> str:
+    """What a tombstone keeps of an erased message: a hash of its coordinates."""
+    raw = f"{user_id}\x1f{session_id}\x1f{message_id}".encode()
+    return hashlib.sha256(raw).hexdigest()[:24]
 
 
 def l0_stream(user_id: str, session_id: str) -> str:

@@ -21,7 +21,8 @@ from memstore.errors import EventError, InvalidInputError
 from memstore.event_types import register_all
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.events.types import Event
-from memstore.porting.erased import Erased
+from memstore.l0.events import MessagesCaptured
+from memstore.porting.erased import FLAG, Erased
 from memstore.porting.events_io import EXPORT_FORMAT, event_to_dict
 from memstore.porting.report import ImportReport, json_lines, when
 
@@ -101,6 +102,17 @@ def _remap(payload: Event, positions: _Positions) -> Event:
     return dataclasses.replace(payload, **changes) if changes else payload
 
 
+def _holds_erased(erased: Erased, user_id: str, payload: Event) -> bool:
+    """A capture holding a message a partial erasure removed."""
+    if not erased.messages or erased.allow or not isinstance(payload, MessagesCaptured):
+        return False
+    return any(
+        erased.covers(user_id, session_id=payload.session_id, message_id=str(m.get("id", "")))
+        is not None
+        for m in payload.messages
+    )
+
+
 def restore_events(
     store: Store,
     text: str,
@@ -115,6 +127,7 @@ def restore_events(
     positions = _Positions()
     batch: list[tuple[int, NewEvent]] = []
     last = 0
+    blocked: set[str] = set()  # users an erased message was met for
 
     def flush() -> None:
         stored: list[StoredEvent] = store.append([n for _, n in batch])
@@ -139,6 +152,20 @@ def restore_events(
             continue
         last = old
         if new.user_id and erased.skip(lineno, new.user_id):
+            continue
+        if new.user_id in blocked or (
+            new.user_id and _holds_erased(erased, new.user_id, new.payload)
+        ):
+            # The user's events after an erased message may be derived from it
+            # (memories, scenes, persona text): none of them is restored.
+            blocked.add(new.user_id)
+            erased.note(
+                lineno,
+                new.user_id,
+                f"user {new.user_id!r} had messages erased that this export holds: the "
+                f"capture and the user's later events are not restored; pass {FLAG} to "
+                "restore them anyway",
+            )
             continue
         if any(getattr(new.payload, f, 0) for f in POSITION_FIELDS):
             # It names earlier positions: everything before it must be mapped.
