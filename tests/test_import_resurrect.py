@@ -113,7 +113,9 @@ def test_imports_skip_messages_a_session_forget_erased(tmp_path: Path, cli_env: 
     lines = [
         {"user": "dana", "session": "gone", "role": "user", "content": c, "id": i}
         for i, c in (("g1", "My locker code is 4471"), ("g2", "The locker is in the gym"))
-    ] + [{"user": "dana", "session": "kept", "role": "user", "content": "I drink oolong", "id": "k1"}]
+    ]
+    lines.append({"user": "dana", "session": "kept", "role": "user", "content": "I like oolong"})
+    lines[-1]["id"] = "k1"
     f = tmp_path / "in.jsonl"
     f.write_text("".join(json.dumps(x) + "\n" for x in lines))
     assert run_cli("import", str(f)).exit_code == 0
