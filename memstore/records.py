@@ -195,6 +195,9 @@ class Scene(_DictAccess):
     memory_ids: tuple[str, ...]
     created_position: int
     updated_position: int
+    # Every memory whose text the scene's text was built from (a forget of any
+    # of them rewrites the scene).
+    source_memory_ids: tuple[str, ...] = ()
     created_at: str | None = None
     updated_at: str | None = None
 
@@ -205,6 +208,7 @@ class Scene(_DictAccess):
     def from_row(cls, row: Mapping[str, Any]) -> "Scene":
         values: dict[str, Any] = {f.name: row.get(f.name) for f in dataclasses.fields(cls)}
         values["memory_ids"] = tuple(values["memory_ids"] or ())
+        values["source_memory_ids"] = tuple(values["source_memory_ids"] or ())
         return cls(**values)
 
 

@@ -3,7 +3,9 @@ forked child writes through a connection of its own."""
 
 from __future__ import annotations
 
-import os
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -32,8 +34,14 @@ def test_commits_do_not_checkpoint_the_thread_does(tmp_path: Path) -> None:
             time.sleep(0.01)
 
 
-def test_a_forked_child_writes_on_its_own_connection(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "f.db", settings=_settings()) as store:
+FORK_CHILD = textwrap.dedent(
+    """
+    import os, sys
+    from memstore.config import Settings
+    from memstore.store import Store
+
+    settings = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
+    with Store.open(sys.argv[1], settings=settings) as store:
         store.capture("u", "s", [{"role": "user", "content": "before the fork", "id": "a"}])
         held = store.db._held
         pid = os.fork()
@@ -45,8 +53,20 @@ def test_a_forked_child_writes_on_its_own_connection(tmp_path: Path) -> None:
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
+        assert os.waitstatus_to_exitcode(status) == 0, status
         store.capture("u", "s", [{"role": "user", "content": "after the fork", "id": "c"}])
-        with store.db.read() as conn:
-            ids = [r[0] for r in conn.exec_driver_sql("SELECT message_id FROM l0_messages")]
-        assert sorted(ids) == ["a", "b", "c"]
+    """
+)
+
+
+def test_a_forked_child_writes_on_its_own_connection(tmp_path: Path) -> None:
+    # In a process of its own: a pytest worker carries threads of earlier tests,
+    # and a fork copies whatever lock one of them holds (SQLite's included).
+    path = tmp_path / "f.db"
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_CHILD, str(path)], capture_output=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    with Store.open(path, settings=_settings()) as store, store.db.read() as conn:
+        ids = [r[0] for r in conn.exec_driver_sql("SELECT message_id FROM l0_messages")]
+    assert sorted(ids) == ["a", "b", "c"]

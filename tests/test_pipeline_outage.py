@@ -36,6 +36,8 @@ def test_a_session_ended_in_an_outage_is_extracted_after_it(
             max_retries=2,
             retry_delay_s=30,
             retry_max_delay_s=600,
+            # An outage, not a model that cannot write JSON: no rule-deriver fallback.
+            llm_fallback_after=0,
         )
         store = Store.open(tmp_path / "m.db", settings=s, clock=clock)
         try:

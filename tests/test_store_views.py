@@ -47,9 +47,11 @@ def _mem(store: Store, user: str, needle: str) -> dict[str, object]:
 def test_get_memory_is_per_user(vstore: Store) -> None:
     m = _mem(vstore, "u", "peanuts")
     got = vstore.get_memory("u", str(m["memory_id"]))
-    assert got is not None and got["content"] == "The user is allergic to peanuts."
-    assert vstore.get_memory("other", str(m["memory_id"])) is None
-    assert vstore.get_memory("u", "no-such-id") is None
+    assert got.content == "The user is allergic to peanuts."
+    with pytest.raises(NotFoundError):
+        vstore.get_memory("other", str(m["memory_id"]))
+    with pytest.raises(NotFoundError):
+        vstore.get_memory("u", "no-such-id")
     with pytest.raises(InvalidIdError):
         vstore.get_memory("u", "")
 

@@ -382,6 +382,8 @@ def bench_locomo(
         vres = run_views_bench(path, views=picked, cache=cache, **common)
         click.echo(format_views_bench(vres))
         save(vres, "locomo_recall_views", json_path)
+        if not qa_mode:
+            return
     if qa_mode:
         _bench_qa(
             path,

@@ -60,7 +60,12 @@ def echo_report(reports: Any, db: Location | None, as_json: bool) -> None:
 
 @cli.group("messages")
 def messages_group() -> None:
-    """L0 messages: erase some."""
+    """L0 messages: erase some.
+
+    \b
+    Example:
+      memstore messages forget --user alice m-17 m-18
+    """
 
 
 @messages_group.command("forget")
@@ -93,7 +98,12 @@ def messages_forget(
 
 @cli.group("sessions")
 def sessions_group() -> None:
-    """Sessions: erase one."""
+    """Sessions: erase one.
+
+    \b
+    Example:
+      memstore sessions forget --user alice session-1
+    """
 
 
 @sessions_group.command("forget")
@@ -120,7 +130,12 @@ def sessions_forget(
 
 @cli.group("retention")
 def retention_group() -> None:
-    """Erase what is older than the retention limits (MEMSTORE_RETENTION_DAYS)."""
+    """Erase what is older than the retention limits (MEMSTORE_RETENTION_DAYS).
+
+    \b
+    Example:
+      memstore retention run --dry-run --days 30
+    """
 
 
 @retention_group.command("run")

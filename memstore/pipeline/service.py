@@ -269,17 +269,15 @@ class PipelineService:
         for ev in stored:
             if _asks_llm_persona(ev):
                 queue.enqueue(conn, ev.user_id, "l3", now=now)
-        done: set[tuple[str, str]] = set()
-        # Newest first, once per session: the state read is the session's
-        # after every capture in this transaction (several share one when
-        # they are committed together), so its last capture answers for all.
-        for ev in reversed(stored):
-            if ev.duplicate or not isinstance(ev.payload, MessagesCaptured):
-                continue
-            session = ev.payload.session_id
-            if (ev.user_id, session) in done:
-                continue
-            done.add((ev.user_id, session))
+        # Once per session, in the order sessions first appear (the order of
+        # their captures, as when each commits alone): the state read is the
+        # session's after every capture in this transaction (several share one
+        # when they are committed together), so its last capture answers for all.
+        last: dict[tuple[str, str], StoredEvent] = {}
+        for ev in stored:
+            if not ev.duplicate and isinstance(ev.payload, MessagesCaptured):
+                last[(ev.user_id, ev.payload.session_id)] = ev
+        for (_, session), ev in last.items():
             got = pending_reached(conn, ev.user_id, session, self.settings)
             if got is None or got[0] < ev.position:
                 raise PipelineError(

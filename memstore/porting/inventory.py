@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memstore.inspection import users
+from memstore.usercounts import users
 
 if TYPE_CHECKING:
     from memstore.db.engine import Database

@@ -3,6 +3,9 @@ SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import pytest
+
+from memstore.errors import NotFoundError
 from memstore.recall.preview import INJECTED
 from memstore.store import Store
 
@@ -19,8 +22,9 @@ def test_views_on_both_backends(store: Store) -> None:
     assert [u["user_id"] for u in store.list_users()] == ["u", "v"]
     [peanuts] = [m for m in store.list_memories("u") if "peanuts" in m["content"]]
     mid = peanuts["memory_id"]
-    assert store.get_memory("u", mid)["content"] == peanuts["content"]  # type: ignore[index]
-    assert store.get_memory("v", mid) is None
+    assert store.get_memory("u", mid).content == peanuts["content"]
+    with pytest.raises(NotFoundError):
+        store.get_memory("v", mid)
     assert [(s["session_id"], s["message_id"]) for s in store.memory_sources("u", mid)] == [
         ("s1", "m1")
     ]

@@ -23,15 +23,19 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
 from sqlalchemy import Connection, Engine
 from sqlalchemy.sql.elements import ColumnElement
 
 from memstore.errors import StorageError
 
-Array = np.ndarray[Any, Any]
+if TYPE_CHECKING:
+    import numpy as np
+
+    # numpy is imported where vectors are read, not with the backend: commands
+    # that never touch a vector (``memstore users list``) start without it.
+    Array = np.ndarray[Any, Any]
 
 
 class Storage(Protocol):

@@ -41,10 +41,12 @@ file — the same as a fresh vec0 table on SQLite.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import Connection, text
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Filter columns per kind, after (id, user_id): the same as the vec0 tables.
 COLUMNS = {"l0": ("session_id",), "l1": ("mtype", "scene")}
@@ -77,6 +79,8 @@ def literal(blob: bytes) -> str:
     pgvector parses is the stored one, bit for bit; one %-format of the
     whole vector costs about 0.4× of repr() per element (measured 146 against
     360 µs of CPU for 384 dimensions), and reindexing formats every vector."""
+    import numpy as np
+
     values = np.frombuffer(blob, dtype="<f4").tolist()
     return _template(len(values)) % tuple(values)
 
@@ -84,6 +88,8 @@ def literal(blob: bytes) -> str:
 def _blob(raw: bytes) -> bytes:
     """A ``vector_send`` result (int16 dims, int16 unused, big-endian float4s)
     as a float32 little-endian blob."""
+    import numpy as np
+
     return np.frombuffer(raw, dtype=">f4", offset=4).astype("<f4").tobytes()
 
 
@@ -150,6 +156,8 @@ def partition(
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """(ids, float32 matrix) of a user's vectors with ``after < id <= upto``,
     in id order: one indexed read (memstore.vectors.hot's copies)."""
+    import numpy as np
+
     sql = f'SELECT id, vector_send(embedding) FROM "{table}" WHERE user_id = :u AND id > :a'
     params: dict[str, Any] = {"u": user_id, "a": int(after)}
     if upto is not None:

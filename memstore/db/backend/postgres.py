@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, exc, text
 from sqlalchemy.dialects.postgresql import JSONB
@@ -19,8 +19,11 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.elements import ColumnElement
 
 from memstore.db.backend import pgvector
-from memstore.db.backend.base import Array, Backend, CompactionResult, Partition, Storage
+from memstore.db.backend.base import Backend, CompactionResult, Partition, Storage
 from memstore.errors import StorageError
+
+if TYPE_CHECKING:
+    from memstore.db.backend.base import Array
 
 
 # The parts build upserts with ``memstore.db.backend.upsert``, SQLite's

@@ -13,14 +13,16 @@ import json
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from sqlalchemy import Connection, func, text
 from sqlalchemy.sql.elements import ColumnElement
 
-from memstore.db.backend.base import Array, Backend, CompactionResult, Partition, Storage
+from memstore.db.backend.base import Backend, CompactionResult, Partition, Storage
 from memstore.db.sqlfn import driver_rows
+
+if TYPE_CHECKING:
+    from memstore.db.backend.base import Array
 
 # Extra vec0 columns per kind: metadata columns can be filtered inside KNN.
 KIND_COLUMNS = {
@@ -67,6 +69,8 @@ def chunks(
     (the table also declares a column named ``rowid``). Driver-level: the
     row objects of SQLAlchemy cost as much as the read at 1k rows.
     """
+    import numpy as np
+
     rows = driver_rows(
         conn,
         f'SELECT c.validity, c.rowids, v.vectors FROM "{table}_chunks" c '
@@ -266,6 +270,8 @@ class SqliteBackend(Backend):
     def vectors_after(
         self, conn: Connection, table: str, user_id: str, dims: int, after: int, upto: int
     ) -> tuple[Array, Array, Array | None]:
+        import numpy as np
+
         new = conn.execute(
             text(
                 "SELECT id, session_id FROM l0_messages "
