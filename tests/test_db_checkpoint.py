@@ -44,6 +44,9 @@ FORK_CHILD = textwrap.dedent(
     with Store.open(sys.argv[1], settings=settings) as store:
         store.capture("u", "s", [{"role": "user", "content": "before the fork", "id": "a"}])
         held = store.db._held
+        # Fork while no other thread is inside SQLite: the capture handed the
+        # pipeline's timer thread some work (a fork copies any lock it holds).
+        store.pipeline._timer_thread.submit(lambda: None).result(timeout=60)
         pid = os.fork()
         if pid == 0:  # the child: one capture, then out without cleanup
             code = 1
