@@ -145,8 +145,8 @@ def read_index(conv: Conversation, store: Store, embedder: Embedder) -> ConvInde
     )
 
 
-def scored_questions(conv: Conversation) -> list[Question]:
-    return [q for q in conv.questions if q.category in CATEGORIES and q.evidence]
+def scored_questions(conv: Conversation, categories: Sequence[int] = CATEGORIES) -> list[Question]:
+    return [q for q in conv.questions if q.category in categories and q.evidence]
 
 
 def top_ids(scores: np.ndarray[Any, Any], ids: Sequence[str], k: int = 20) -> list[str]:

@@ -33,6 +33,7 @@ is ended, the pipeline run, everything embedded.
 from __future__ import annotations
 
 import json
+import math
 import re
 import tempfile
 import time
@@ -42,7 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memstore.bench.locomo_data import Conversation, Question, load_locomo
+from memstore.bench.datasets import load_bench_data
+from memstore.bench.locomo_data import Conversation, Question
 from memstore.bench.metrics import mean, percentile
 from memstore.errors import InvalidInputError
 
@@ -159,7 +161,8 @@ class ContextScores:
         return {
             "overall": acc(rows),
             "per_category": {
-                str(c): acc([r for r in rows if r["category"] == c]) for c in CATEGORIES
+                str(c): acc([r for r in rows if r["category"] == c])
+                for c in sorted({r["category"] for r in rows})
             },
             "prompt_tokens": mean(r["prompt_tokens"] for r in rows),
             "completion_tokens": mean(r["completion_tokens"] for r in rows),
@@ -277,8 +280,11 @@ def fixed_context(text: str) -> Iterator[ContextFn]:
     yield lambda _q: text
 
 
-def _questions(conv: Conversation, limit: int | None) -> list[Question]:
-    qs = [q for q in conv.questions if q.category in CATEGORIES and q.answer]
+def _questions(
+    conv: Conversation, limit: int | None, categories: Sequence[int] = CATEGORIES
+) -> list[Question]:
+    # Only questions with a gold answer can be graded.
+    qs = [q for q in conv.questions if q.category in categories and q.answer]
     return qs[:limit] if limit is not None else qs
 
 
@@ -293,18 +299,21 @@ def run_qa(
     limit_questions: int | None = None,
     workdir: Path | None = None,
     log: Callable[[str], None] = lambda _: None,
+    dataset: str = "auto",
+    hosts: str | Path | None = None,
 ) -> dict[str, Any]:
     """Answer and grade every scored question of each conversation under each
     context; returns the report ``format_qa`` prints."""
     bad = [c for c in contexts if c not in CONTEXTS]
     if bad or not contexts:
         raise InvalidInputError(f"contexts must be among {', '.join(CONTEXTS)}, got {bad}")
-    convs = load_locomo(path)[:limit_conversations]
+    data = load_bench_data(path, dataset, hosts)
+    convs = data.conversations[:limit_conversations]
     scores = {c: ContextScores() for c in contexts}
     errors: dict[str, str] = {}
     with tempfile.TemporaryDirectory(dir=workdir, prefix="memstore-qa-") as tmp:
         for conv in convs:
-            qs = _questions(conv, limit_questions)
+            qs = _questions(conv, limit_questions, list(data.categories))
             for name in contexts:
                 if name in errors:
                     continue
@@ -321,6 +330,8 @@ def run_qa(
                     log(f"{name}: {errors[name]}")
     return {
         "dataset": str(path),
+        "format": data.dataset,
+        "categories": {str(c): name for c, name in data.categories.items()},
         "conversations": len(convs),
         "embedder": embedder,
         "answer_model": answer.model,
@@ -366,12 +377,15 @@ def _one(ctx: ContextFn, q: Question, answer: Chat, judge: Chat) -> dict[str, An
 
 
 def format_qa(res: dict[str, Any]) -> str:
+    names = res.get("categories") or {str(c): "" for c in CATEGORIES}
+    cats = list(names)
     lines = [
-        f"LoCoMo answers, {res['dataset']}: {res['conversations']} conversations; answer model "
+        f"{res.get('format', 'locomo')} answers, {res['dataset']}: "
+        f"{res['conversations']} conversations; answer model "
         f"{res['answer_model']}, judge {res['judge_model']} (prompts {res['answer_prompt']}, "
         f"{res['judge_prompt']}); memstore embedder {res['embedder']}",
         f"{'context':<13}{'J':>7}"
-        + "".join(f"{'J c' + str(c):>8}" for c in CATEGORIES)
+        + "".join(f"{'J c' + c:>8}" for c in cats)
         + f"{'n':>6}{'prompt tok':>12}{'compl tok':>11}{'ctx chars':>11}"
         f"{'ctx p95 ms':>12}{'ans p50 ms':>12}",
     ]
@@ -382,14 +396,19 @@ def format_qa(res: dict[str, Any]) -> str:
         o = s["overall"]
         lines.append(
             f"{name:<13}{o['accuracy']:>7.3f}"
-            + "".join(f"{s['per_category'][str(c)]['accuracy']:>8.3f}" for c in CATEGORIES)
+            + "".join(
+                f"{s['per_category'].get(c, {}).get('accuracy', math.nan):>8.3f}" for c in cats
+            )
             + f"{int(o['n']):>6}{s['prompt_tokens']:>12.0f}{s['completion_tokens']:>11.1f}"
             f"{s['context_chars']:>11.0f}{s['context_ms']['p95']:>12.1f}"
             f"{s['answer_ms']['p50']:>12.1f}"
         )
+    legend = ", ".join(f"{c} {n}" for c, n in names.items() if n) or (
+        "1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop"
+    )
     lines.append(
-        "  J = share of answers the judge labelled CORRECT (categories 1 multi-hop, 2 temporal, "
-        "3 open-domain, 4 single-hop); tokens are per question, as the server reported them"
+        f"  J = share of answers the judge labelled CORRECT (categories {legend}); "
+        "tokens are per question, as the server reported them"
     )
     return "\n".join(lines)
 

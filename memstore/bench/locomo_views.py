@@ -36,6 +36,7 @@ swap, so every conversation is reported under a threshold it did not choose.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -46,7 +47,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from memstore.bench.locomo_data import Conversation, Turn, load_locomo
+from memstore.bench.datasets import load_bench_data
+from memstore.bench.locomo_data import Conversation, Turn
 from memstore.bench.metrics import mean, percentile
 from memstore.recall import compose as rc
 from memstore.recall.rank import collect, rescore
@@ -176,7 +178,11 @@ class ConvResult:
 
 
 def run_view_conversation(
-    conv: Conversation, store: Store, view: str, progress: bool
+    conv: Conversation,
+    store: Store,
+    view: str,
+    progress: bool,
+    categories: Sequence[int] = CATEGORIES,
 ) -> ConvResult:
     from memstore.bench.locomo_index import scored_questions
 
@@ -188,7 +194,7 @@ def run_view_conversation(
     skip = {m.memory_id for m in stable.instructions}
     out = ConvResult(user)
     asks: list[tuple[str, Any, Any, list[str]]] = [
-        (q.question, q.category, None, q.evidence) for q in scored_questions(conv)
+        (q.question, q.category, None, q.evidence) for q in scored_questions(conv, categories)
     ]
     for half, qs in off_topic_questions().items():
         asks += [(q, half, kind, []) for kind, q in qs]
@@ -242,7 +248,9 @@ def summarise(
     kinds = sorted({k for k, _ in offs})
     return {
         "overall": agg([o for _, o in rows]),
-        "per_category": {str(c): agg([o for k, o in rows if k == c]) for c in CATEGORIES},
+        "per_category": {
+            str(c): agg([o for k, o in rows if k == c]) for c in sorted({k for k, _ in rows})
+        },
         "chars": mean(float(o.chars) for _, o in rows),
         "per_turn_chars": mean(float(o.per_turn_chars) for _, o in rows),
         "off_topic": mean(1.0 if o.injected else 0.0 for _, o in offs),
@@ -304,6 +312,8 @@ def run_views_bench(
     *,
     embedder: str = "e5",
     views: Sequence[str] = VIEWS,
+    dataset: str = "auto",
+    hosts: str | Path | None = None,
     limit_conversations: int | None = None,
     cache: Path | None = None,
     workdir: Path | None = None,
@@ -314,7 +324,8 @@ def run_views_bench(
 
     from memstore.config import Settings
 
-    convs = load_locomo(path)[:limit_conversations]
+    data = load_bench_data(path, dataset, hosts)
+    convs = data.conversations[:limit_conversations]
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         where = cache if cache is not None else Path(tmp)
@@ -325,7 +336,9 @@ def run_views_bench(
                 store = open_view_store(conv, view, embedder, where)
                 try:
                     log(f"{view} {conv.sample_id}: store ready in {time.perf_counter() - t0:.1f} s")
-                    results.append(run_view_conversation(conv, store, view, progress))
+                    results.append(
+                        run_view_conversation(conv, store, view, progress, list(data.categories))
+                    )
                 finally:
                     store.close()
             halves = {
@@ -339,6 +352,8 @@ def run_views_bench(
             }
     return {
         "dataset": str(path),
+        "format": data.dataset,
+        "categories": {str(c): name for c, name in data.categories.items()},
         "conversations": [c.sample_id for c in convs],
         "embedder": embedder,
         "budget_chars": Settings().recall.budget_chars,
@@ -348,11 +363,14 @@ def run_views_bench(
 
 
 def format_views_bench(res: dict[str, Any]) -> str:
+    # Results written before other data sets were supported carry no categories.
+    cats = list(res.get("categories") or {str(c): "" for c in CATEGORIES})
+    fmt = res.get("format", "locomo")
     lines = [
-        f"recall on LoCoMo by view {res['dataset']}: {len(res['conversations'])} conversations, "
+        f"recall on {fmt} by view {res['dataset']}: {len(res['conversations'])} conversations, "
         f"embedder {res['embedder']}, budget {res['budget_chars']}, gate {res['threshold']}",
         f"{'view / gate':<28}{'cover':>7}{'hit':>7}"
-        + "".join(f"{'cov c' + str(c):>8}" for c in CATEGORIES)
+        + "".join(f"{'cov c' + c:>8}" for c in cats)
         + f"{'off-top':>9}{'chars':>7}{'turn ch':>8}",
     ]
     for view, v in res["views"].items():
@@ -363,7 +381,9 @@ def format_views_bench(res: dict[str, Any]) -> str:
             o = s["overall"]
             lines.append(
                 f"{view + ' / ' + name:<28}{o['coverage']:>7.3f}{o['hit']:>7.3f}"
-                + "".join(f"{s['per_category'][str(c)]['coverage']:>8.3f}" for c in CATEGORIES)
+                + "".join(
+                    f"{s['per_category'].get(c, {}).get('coverage', math.nan):>8.3f}" for c in cats
+                )
                 + f"{s['off_topic']:>9.3f}{s['chars']:>7.0f}{s['per_turn_chars']:>8.0f}"
             )
         cv = v.get("cross_validated") or {}
@@ -384,4 +404,8 @@ def format_views_bench(res: dict[str, Any]) -> str:
         "questions injecting anything (default: both halves; cross-validated: held-out half); "
         "chars = len(Recall.text), stable + per-turn"
     )
+    if res.get("categories") and fmt != "locomo":
+        lines.append(
+            "  categories: " + ", ".join(f"c{c} {n}" for c, n in res["categories"].items())
+        )
     return "\n".join(lines)

@@ -219,7 +219,23 @@ _cs_command(
 
 
 @bench_group.command("locomo")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--dataset",
+    type=click.Choice(["auto", "locomo", "beam", "locomo-plus"]),
+    default="auto",
+    show_default=True,
+    help="The format of PATH: a LoCoMo JSON file, a BEAM chat directory, or LoCoMo-Plus "
+    "(locomo_plus.json or its directory); auto guesses. BEAM and LoCoMo-Plus work with "
+    "--recall (views) and --qa.",
+)
+@click.option(
+    "--hosts",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="LoCoMo-Plus: the LoCoMo JSON file whose conversations the cues are stitched into "
+    "(default: locomo10.json next to locomo_plus.json).",
+)
 @click.option(
     "--strategies",
     default="keyword,vector,hybrid",
@@ -320,6 +336,8 @@ _cs_command(
 @workdir_opt
 def bench_locomo(
     path: Path,
+    dataset: str,
+    hosts: Path | None,
     strategies: str,
     embedder: str,
     conversations: int | None,
@@ -356,7 +374,10 @@ def bench_locomo(
       memstore bench locomo data.json --chatlike --no-variants --json chatlike.json
       memstore bench locomo data.json --qa --llm-base-url http://127.0.0.1:8080/v1 \\
         --llm-model qwen2.5-7b-instruct --judge-model gpt-4o-mini
+      memstore bench locomo beam/100K --recall --views agent --embedder hashing
+      memstore bench locomo locomo-plus/ --recall --hosts locomo-dev.json
     """
+    from memstore.bench.datasets import detect_dataset
     from memstore.bench.locomo import format_locomo, run_locomo
     from memstore.bench.locomo_index import STRATEGIES
     from memstore.bench.peers_common import PEERS
@@ -372,6 +393,11 @@ def bench_locomo(
         "log": log,
         "progress": sys.stderr.isatty(),
     }
+    kind = detect_dataset(path) if dataset == "auto" else dataset
+    if kind != "locomo" and not (qa_mode or (recall_mode and not chatlike and not peer_names)):
+        raise click.UsageError(
+            f"{kind} data works with --recall (without --chatlike or --peers) and --qa only"
+        )
     if recall_mode and not chatlike and not peer_names:
         from memstore.bench.locomo_views import VIEWS, format_views_bench, run_views_bench
 
@@ -379,10 +405,10 @@ def bench_locomo(
         if not picked or any(x not in VIEWS for x in picked):
             raise click.BadParameter(f"views must be among {', '.join(VIEWS)}")
         del common["peers"]
-        vres = run_views_bench(path, views=picked, cache=cache, **common)
+        vres = run_views_bench(path, views=picked, cache=cache, dataset=kind, hosts=hosts, **common)
         click.echo(format_views_bench(vres))
         save(vres, "locomo_recall_views", json_path)
-        if not qa_mode:
+        if not qa_mode:  # the views replace the earlier recall bench, never run both
             return
     if qa_mode:
         _bench_qa(
@@ -397,6 +423,8 @@ def bench_locomo(
             questions,
             json_path,
             workdir,
+            kind,
+            hosts,
         )
         return
     if recall_mode:
@@ -429,6 +457,8 @@ def _bench_qa(
     questions: int | None,
     json_path: Path | None,
     workdir: Path | None,
+    dataset: str = "auto",
+    hosts: Path | None = None,
 ) -> None:
     from memstore.bench.locomo_qa import Chat, format_qa, run_qa
 
@@ -446,6 +476,8 @@ def _bench_qa(
         limit_questions=questions,
         workdir=workdir,
         log=log,
+        dataset=dataset,
+        hosts=hosts,
     )
     click.echo(format_qa(res))
     save(res, "locomo_qa", json_path)
@@ -714,6 +746,60 @@ def bench_large_user(store: Path, embedder: str, queries: int, json_path: Path |
     res = run_large_user(store, embedder, queries)
     click.echo(format_large_user(res))
     save(res, "large_user", json_path)
+
+
+@bench_group.command("fetch-data")
+@click.argument("dataset", type=click.Choice(["beam", "locomo-plus"]))
+@click.option(
+    "--to",
+    "to",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Directory to write the files into (created if missing).",
+)
+@click.option(
+    "--chats",
+    default="",
+    help="beam: comma-separated chat numbers of the 100K size (default: all, 1-20).",
+)
+@click.option(
+    "--hosts",
+    is_flag=True,
+    help="locomo-plus: also download the locomo10.json (LoCoMo, CC BY-NC 4.0) the dataset "
+    "ships; its conversations include any LoCoMo conversation you hold out.",
+)
+@click.option(
+    "--base-url",
+    default="https://raw.githubusercontent.com",
+    show_default=True,
+    help="Where to download from: raw.githubusercontent.com or a mirror of its layout.",
+)
+def bench_fetch_data(dataset: str, to: Path, chats: str, hosts: bool, base_url: str) -> None:
+    """Download BEAM (100K chats) or LoCoMo-Plus from GitHub at a pinned commit,
+    in the layout `memstore bench locomo` reads. The data is not memstore's:
+    read its licence (docs/benchmarks-data.md) before you use it.
+
+    \b
+    Example:
+      memstore bench fetch-data beam --to data/beam --chats 1,2
+      memstore bench locomo data/beam/100K --recall --views agent --embedder hashing
+      memstore bench fetch-data locomo-plus --to data/locomo-plus
+      memstore bench locomo data/locomo-plus --recall --hosts locomo-dev.json
+    """
+    from memstore.bench.fetch_data import SOURCES, fetch_dataset
+
+    try:
+        picked = [int(x) for x in chats.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter("--chats takes comma-separated numbers, e.g. 1,2,3") from None
+    if picked and dataset != "beam":
+        raise click.BadParameter("--chats applies to beam only")
+    if hosts and dataset != "locomo-plus":
+        raise click.BadParameter("--hosts applies to locomo-plus only")
+    src = SOURCES[dataset]
+    log(f"{dataset}: github.com/{src.repo} at {src.commit[:12]}; licence: {src.licence}")
+    files = fetch_dataset(dataset, to, chats=picked, hosts=hosts, base_url=base_url, log=log)
+    click.echo(f"{len(files)} files written under {to}")
 
 
 @bench_group.command("report")
