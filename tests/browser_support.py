@@ -1,7 +1,7 @@
 """A real headless Chromium for the inspector's tests: the distribution's
 (``apt-get install chromium``), driven by Playwright for Python.
 
-Without a Chromium the browser tests skip, unless MEMSTORE_REQUIRE_BROWSER
+Without a Chromium the browser tests skip, unless MEMSTORE_TEST_REQUIRE_BROWSER
 is set (CI sets it, so a missing browser fails there instead)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
 # Read at import: each test runs with the MEMSTORE_* variables cleared.
 GIVEN = os.environ.get("MEMSTORE_CHROMIUM")
-REQUIRED = bool(os.environ.get("MEMSTORE_REQUIRE_BROWSER"))
+REQUIRED = bool(os.environ.get("MEMSTORE_TEST_REQUIRE_BROWSER"))
 
 
 def chromium_path() -> str | None:
