@@ -30,6 +30,8 @@ has a typed, read-only accessor:
 - ``embedding_model`` and ``pending_embeddings()``: what ``reindex``,
   ``import``, ``demo`` and the gateway's health report show;
 - ``has_pipeline``: whether captures feed a pipeline (the gateway says so);
+- ``location``: the path or password-free URL, which the gateway keeps out
+  of its error messages;
 - ``projection_names``: what ``projections rebuild`` accepts;
 - ``internals``: the parts themselves, for memstore's importers and
   benchmarks only; ``tests/test_architecture.py`` fails if a host uses it.
@@ -229,6 +231,12 @@ class Store(Forgetting):
     def path(self) -> Path:
         """Where the store lives, as the database layer names it."""
         return self._db.path
+
+    @property
+    def location(self) -> str:
+        """Where the store lives as messages name it: the file's path, or the
+        PostgreSQL URL without its password."""
+        return self._db.location
 
     def _check_open(self) -> None:
         if self._closed:

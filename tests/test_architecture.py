@@ -253,7 +253,7 @@ def test_the_package_never_imports_the_test_suite() -> None:
 # - ``.internals``, the accessor reserved for memstore's importers and benchmarks;
 # - an internal under its former public name on anything named like a store
 #   (``store.derivation``, ``self.store.db``, ``lease.store.pipeline``,
-#   ``store_for().embedder``).
+#   ``store_for().embedder``), also through ``getattr``/``setattr``/``hasattr``.
 #
 # ``store.settings`` is the public read-only accessor and is allowed.
 HOST_PACKAGES = (
@@ -293,9 +293,20 @@ def store_internal_uses(source: str, filename: str) -> list[str]:
     former = set(STORE_INTERNALS) - STORE_ACCESSORS
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(source, filename=filename)):
-        if not isinstance(node, ast.Attribute):
+        if isinstance(node, ast.Attribute):
+            receiver, attr = node.value, node.attr
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            receiver, attr = node.args[0], node.args[1].value
+        else:
             continue
-        if node.attr in private or (node.attr in former and _names_a_store(node.value)):
+        if attr in private or (attr in former and _names_a_store(receiver)):
             found.append((node.lineno, ast.unparse(node)))
     return [f"{filename}:{line}: {what}" for line, what in sorted(found)]
 
@@ -313,6 +324,8 @@ def test_the_store_door_rule_on_examples() -> None:
         "cfg.settings.hermes\n"
         "self.db_path\n"
         "app.state.log\n"
+        'getattr(getattr(store, "db", None), "location", None)\n'
+        'getattr(store, "location", None)\n'
     )
     got = [g.split(": ", 1)[1] for g in store_internal_uses(src, "h.py")]
     assert got == [
@@ -322,6 +335,7 @@ def test_the_store_door_rule_on_examples() -> None:
         "store_for().embedder",
         "store._kernel",
         "store.internals",
+        "getattr(store, 'db', None)",
     ], got
 
 
