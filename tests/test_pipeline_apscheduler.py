@@ -216,7 +216,7 @@ def test_a_job_of_an_older_version_is_replaced_by_reconcile(
 def statements(tmp_path: Path) -> Iterator[tuple[Store, PipelineService, list[tuple[str, str]]]]:
     """A pipeline store whose SQL statements are recorded with their thread."""
     store = open_store(tmp_path / "m.db", warmup=(50,), extract_every=50)
-    svc = PipelineService(store, deriver=FakeDeriver())
+    svc = PipelineService(store._derivation, deriver=FakeDeriver())
     svc.timers.jobs()  # the job table exists
     seen: list[tuple[str, str]] = []
 

@@ -127,7 +127,7 @@ def test_one_scheduler_per_database_across_processes(tmp_path: Path) -> None:
         # A timer written now by this (non-holder) process fires in b, into
         # b's own service, once b has taken the lease over.
         marker = tmp_path / "fired"
-        mine = PipelineService(store, deriver=FakeDeriver())
+        mine = PipelineService(store._derivation, deriver=FakeDeriver())
         try:
             mine.timers.set("probe", f"{__name__}:probe", [str(marker)], store._clock())
             assert wait_for(lambda: holder_pid() == b.pid)
