@@ -93,7 +93,7 @@ class FakeDeriver:
             if self.fail_l1 > 0:
                 self.fail_l1 -= 1
                 return Outcome("l1", False, run_id, error="scripted failure")
-            with store._db.read() as conn:
+            with store.db.read() as conn:
                 st = get_session(conn, user_id, session_id)
             assert st is not None
             store.append(

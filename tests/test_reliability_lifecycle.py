@@ -75,7 +75,7 @@ class _SlowDeriver(FakeDeriver):
         self.started.set()
         try:
             time.sleep(self.hold_s)
-            store._kernel.head()  # "store is closed" once close() went on
+            store.kernel.head()  # "store is closed" once close() went on
             return RunOutcome("l1", True, uuid.uuid4().hex)
         finally:
             self.finished.set()
