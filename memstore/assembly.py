@@ -71,6 +71,19 @@ class Parts:
             )
         self.kernel.add_hooks(on_commit=self._notify_indexer)
 
+    # The kernel's pieces, named here too for code handed the parts (Store.internals).
+    @property
+    def db(self) -> Database:
+        return self.kernel.db
+
+    @property
+    def settings(self) -> Settings:
+        return self.kernel.settings
+
+    @property
+    def clock(self) -> Clock:
+        return self.kernel.clock
+
     def start(self) -> None:
         """After the schema is current: bring the projections up to the log,
         finish an erasure an earlier process left half done, then start what

@@ -16,6 +16,25 @@ Store. ``assembly.Parts`` builds them and the hooks between them:
 
 What the methods return is typed (``memstore.records`` and the dataclasses
 exported from ``memstore``).
+
+The Store is the only door: hosts (the CLI, the gateway, the MCP server, the
+inspector, the Hermes provider) call its public methods and nothing else, so
+every call passes the argument checks. The parts are private (``_parts``,
+``_kernel``, ``_derivation``, ``_pipeline``, ``_embedder``,
+``_search_engine``, ``_indexer``, ``_db``, ``_settings``, ``_clock``,
+``_log``, ``_projections``, ``_compactor``). What hosts need to read of them
+has a typed, read-only accessor:
+
+- ``settings``: the frozen settings (the inspector's default recall
+  threshold, ``retention run``'s policy);
+- ``embedding_model`` and ``pending_embeddings()``: what ``reindex``,
+  ``import``, ``demo`` and the gateway's health report show;
+- ``has_pipeline``: whether captures feed a pipeline (the gateway says so);
+- ``location``: the path or password-free URL, which the gateway keeps out
+  of its error messages;
+- ``projection_names``: what ``projections rebuild`` accepts;
+- ``internals``: the parts themselves, for memstore's importers and
+  benchmarks only; ``tests/test_architecture.py`` fails if a host uses it.
 """
 
 from __future__ import annotations
@@ -44,7 +63,8 @@ from memstore.l0.capture import CaptureResult, capture, turn_messages
 from memstore.llm.backend import ChatBackend
 from memstore.pipeline import Outcome, PipelineService
 from memstore.projections.base import Projection, ProjectionStatus
-from memstore.recall.compose import Recall
+from memstore.recall.compose import STABLE_SHARE, Recall
+from memstore.recall.compose import stable_part as stable_part_of
 from memstore.recall.preview import RecallPreview
 from memstore.recall.preview import preview as recall_preview_of
 from memstore.recall.rank import warm_up
@@ -77,25 +97,60 @@ class Store(Forgetting):
         projections: Sequence[Projection] | None = None,
         clock: Clock = system_clock,
     ) -> None:
-        self.parts = Parts(
+        self._parts = Parts(
             db,
             settings,
             projections if projections is not None else default_projections(),
             clock=clock,
         )
-        p = self.parts
-        self.kernel, self.derivation, self.pipeline = p.kernel, p.derivation, p.pipeline
-        self.embedder, self.search_engine, self.indexer = p.embedder, p.search_engine, p.indexer
-        self.db, self.settings, self.clock = db, settings, clock
+        p = self._parts
+        self._kernel, self._derivation, self._pipeline = p.kernel, p.derivation, p.pipeline
+        self._embedder, self._search_engine, self._indexer = p.embedder, p.search_engine, p.indexer
+        self._db, self._settings, self._clock = db, settings, clock
         k = p.kernel
-        self.log, self.projections, self.compactor = k.log, k.projections, k.compactor
+        self._log, self._projections, self._compactor = k.log, k.projections, k.compactor
         self._closed = False
         # Held while open (``Store.open``): a schema change refuses to run under it.
         self._presence: Hold | None = None
 
+    # -- what a host may read of the store's make-up ------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        """The settings this store was opened with. Frozen: reading only (the
+        inspector shows the recall threshold, ``retention run`` the policy)."""
+        return self._settings
+
+    @property
+    def embedding_model(self) -> str | None:
+        """The embedding model's id; None when the store has no embedder (search
+        is keyword-only)."""
+        return None if self._embedder is None else self._embedder.model_id
+
+    @property
+    def has_pipeline(self) -> bool:
+        """Whether this store runs the derivation pipeline (a store opened
+        without the ``pipeline_state`` projection does not)."""
+        return self._pipeline is not None
+
+    @property
+    def projection_names(self) -> list[str]:
+        """The names of the projections this store keeps, in replay order."""
+        return list(self._projections.names)
+
+    @property
+    def internals(self) -> Parts:
+        """The assembled parts behind the facade, for code of memstore that
+        extends or measures them: the importers (``memstore.porting``) that
+        append derived events with their own checks, and the benchmarks
+        (``memstore.bench``) that time one part alone. Hosts (the CLI, the
+        gateway, the MCP server, the inspector, the Hermes provider) never use
+        it; ``tests/test_architecture.py`` fails if one does."""
+        return self._parts
+
     def start_background(self) -> None:
         """Start the background vector indexer (Store.open does, unless disabled)."""
-        self.parts.start_background()
+        self._parts.start_background()
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -140,7 +195,7 @@ class Store(Forgetting):
             migrate.ensure_current(db, upgrade_schema=upgrade, owners=owners)
             store = cls(db, settings, projections=projections, clock=clock)
             store._presence = hold
-            store.parts.start()
+            store._parts.start()
         except BaseException:
             if hold is not None:
                 hold.release()
@@ -155,13 +210,13 @@ class Store(Forgetting):
         # Background work finishes (bounded) before the store refuses calls:
         # a run cut off by "store is closed" would count as a failed attempt.
         try:
-            if self.pipeline is not None:
-                self.pipeline.stop()
-            self.parts.stop_background()
+            if self._pipeline is not None:
+                self._pipeline.stop()
+            self._parts.stop_background()
         finally:
             self._closed = True
             try:
-                self.parts.close()
+                self._parts.close()
             finally:
                 if self._presence is not None:
                     self._presence.release()
@@ -175,7 +230,13 @@ class Store(Forgetting):
     @property
     def path(self) -> Path:
         """Where the store lives, as the database layer names it."""
-        return self.db.path
+        return self._db.path
+
+    @property
+    def location(self) -> str:
+        """Where the store lives as messages name it: the file's path, or the
+        PostgreSQL URL without its password."""
+        return self._db.location
 
     def _check_open(self) -> None:
         if self._closed:
@@ -186,7 +247,7 @@ class Store(Forgetting):
     def append(self, events: Sequence[NewEvent]) -> list[StoredEvent]:
         """Append events and apply inline projections, in one transaction."""
         self._check_open()
-        return self.kernel.append(v.check_new_events(events))
+        return self._kernel.append(v.check_new_events(events))
 
     def read_events(
         self,
@@ -202,24 +263,24 @@ class Store(Forgetting):
         types = v.check_strings("types", types)
         user_id = v.opt_id("user_id", user_id)
         limit = v.opt_int("limit", limit)
-        with self.db.read() as conn:
-            return self.log.read(conn, after=after, types=types, user_id=user_id, limit=limit)
+        with self._db.read() as conn:
+            return self._log.read(conn, after=after, types=types, user_id=user_id, limit=limit)
 
     def read_stream(self, stream: str, *, after_seq: int = 0) -> list[StoredEvent]:
         """One stream's events after its sequence number ``after_seq``."""
         self._check_open()
         stream = v.check_text("stream", stream)
         after_seq = v.check_int("after_seq", after_seq)
-        with self.db.read() as conn:
-            return self.log.read_stream(conn, stream, after_seq=after_seq)
+        with self._db.read() as conn:
+            return self._log.read_stream(conn, stream, after_seq=after_seq)
 
     def tail(self, n: int = 20) -> list[StoredEvent]:
         """The last ``n`` events of the log."""
         self._check_open()
         n = v.check_int("n", n)
-        with self.db.read() as conn:
-            head = self.log.last_position(conn)
-            return self.log.read(conn, after=max(0, head - n))
+        with self._db.read() as conn:
+            head = self._log.last_position(conn)
+            return self._log.read(conn, after=max(0, head - n))
 
     # -- L0 capture ------------------------------------------------------------
 
@@ -242,12 +303,12 @@ class Store(Forgetting):
         session_id = v.check_id("session_id", session_id)
         agent_id = v.opt_id("agent_id", agent_id)
         return capture(
-            self.kernel,
+            self._kernel,
             user_id,
             session_id,
             messages,
             agent_id=agent_id,
-            max_bytes=self.settings.storage.max_message_bytes,
+            max_bytes=self._settings.storage.max_message_bytes,
         )
 
     def capture_turn(
@@ -285,9 +346,9 @@ class Store(Forgetting):
         self._check_open()
         session_id = v.opt_id("session_id", session_id)
         asked = v.search_limit(limit)  # lenient: text from a tool call is clamped
-        with self.db.read() as conn:
+        with self._db.read() as conn:
             hidden = forgotten_sources(conn, v.check_id("user_id", user_id))
-        hits = self.search_engine.search(
+        hits = self._search_engine.search(
             "l0",
             query,
             user_id=user_id,
@@ -316,7 +377,7 @@ class Store(Forgetting):
         scene = v.opt_text("scene", scene)
         clamped = v.search_limit(limit)  # lenient: text from a tool call is clamped
         checked = v.opt_choice("type", type, v.MEMORY_TYPES)  # the Literal is not enforced
-        return self.search_engine.search(
+        return self._search_engine.search(
             "l1",
             query,
             user_id=user_id,
@@ -330,15 +391,22 @@ class Store(Forgetting):
         """Embed everything not yet embedded with the configured model, now."""
         self._check_open()
         progress = v.opt_callable("progress", progress)
-        if self.indexer is None:
+        if self._indexer is None:
             return 0
-        done = self.indexer.run_until_idle(progress=progress)
-        warm_up(self.derivation)  # recall's fixed vectors, so no later recall waits for them
+        done = self._indexer.run_until_idle(progress=progress)
+        warm_up(self._derivation)  # recall's fixed vectors, so no later recall waits for them
         return done
 
     def embedding_status(self) -> EmbeddingStatus:
         """Embedder, model and how many messages and memories still wait for a vector."""
-        return embedding_status(self.db, self.embedder, self.indexer)
+        return embedding_status(self._db, self._embedder, self._indexer)
+
+    def pending_embeddings(self) -> int:
+        """Messages and memories still waiting for a vector; 0 without an embedder."""
+        self._check_open()
+        if self._indexer is None:
+            return 0
+        return sum(self._indexer.pending(kind) for kind in ("l0", "l1"))
 
     # -- the host's model ----------------------------------------------------------
 
@@ -350,20 +418,20 @@ class Store(Forgetting):
             raise InvalidInputError(
                 f"backend must be a memstore.llm.ChatBackend, not {type(backend).__name__}"
             )
-        self.derivation.host_llm = backend
+        self._derivation.host_llm = backend
 
     @property
     def host_llm(self) -> ChatBackend | None:
         """The chat backend a host lent this store, if any."""
-        return self.derivation.host_llm
+        return self._derivation.host_llm
 
     # -- pipeline ------------------------------------------------------------------
 
-    def _pipeline(self) -> PipelineService:
+    def _pipeline_service(self) -> PipelineService:
         self._check_open()
-        if self.pipeline is None:
+        if self._pipeline is None:
             raise StorageError("this store was opened without the pipeline projection")
-        return self.pipeline
+        return self._pipeline
 
     def end_session(
         self, user_id: str, session_id: str, timeout_s: float = 30.0
@@ -373,7 +441,7 @@ class Store(Forgetting):
         Bounded by ``timeout_s``; the returned report says what ran and whether
         the timeout cut it short (pending work then stays queued, never lost).
         """
-        return self._pipeline().end_session(
+        return self._pipeline_service().end_session(
             v.check_id("user_id", user_id),
             v.check_id("session_id", session_id),
             v.check_seconds("timeout_s", timeout_s),
@@ -381,13 +449,13 @@ class Store(Forgetting):
 
     def run_pipeline(self, user_id: str | None = None, wait: bool = True) -> list[Outcome]:
         """Run due derivation work now (L1, then L2, then L3)."""
-        return self._pipeline().run_pipeline(
+        return self._pipeline_service().run_pipeline(
             v.opt_id("user_id", user_id), v.check_bool("wait", wait)
         )
 
     def pipeline_status(self, user_id: str | None = None) -> list[PipelineStatus]:
         """The derivation pipeline's state, per session (one user's, or everyone's)."""
-        return self._pipeline().status(v.opt_id("user_id", user_id))
+        return self._pipeline_service().status(v.opt_id("user_id", user_id))
 
     # -- derived layers (L1 memories, L2 scenes, L3 persona) ----------------------
 
@@ -414,7 +482,7 @@ class Store(Forgetting):
         the memories made from them."""
         self._check_open()
         return recall_api.recall(
-            self.derivation,
+            self._derivation,
             v.check_query("query", query),
             user_id=v.check_id("user_id", user_id),
             session_id=v.opt_id("session_id", session_id),
@@ -439,7 +507,7 @@ class Store(Forgetting):
         checked = v.opt_choice("type", type, v.MEMORY_TYPES)  # the Literal is not enforced
         include_retired = v.check_bool("include_retired", include_retired)
         rows = api.list_memories(
-            self.derivation,
+            self._derivation,
             user_id,
             type=checked,
             generation=generation,
@@ -452,7 +520,7 @@ class Store(Forgetting):
         their source messages."""
         self._check_open()
         return api.memory_history(
-            self.derivation, v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
+            self._derivation, v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
         )
 
     def get_memory(self, user_id: str, memory_id: str) -> Memory:
@@ -461,7 +529,7 @@ class Store(Forgetting):
         self._check_open()
         return Memory.from_row(
             api.get_memory(
-                self.derivation, v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
+                self._derivation, v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
             )
         )
 
@@ -471,7 +539,7 @@ class Store(Forgetting):
         self._check_open()
         user_id, memory_id = v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
         return api.update_memory(
-            self.derivation, user_id, memory_id, v.check_text("content", content)
+            self._derivation, user_id, memory_id, v.check_text("content", content)
         )
 
     def write_memory(
@@ -492,7 +560,7 @@ class Store(Forgetting):
             raise InvalidInputError(f"action must be add, replace or remove, not {action!r}")
 
         return api.write_memory(
-            self.derivation,
+            self._derivation,
             user_id,
             action,
             v.check_text("content", content),
@@ -508,7 +576,7 @@ class Store(Forgetting):
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
         return [
             Scene.from_row(r)
-            for r in api.list_scenes(self.derivation, user_id, generation=generation)
+            for r in api.list_scenes(self._derivation, user_id, generation=generation)
         ]
 
     def get_scene(self, user_id: str, name: str, *, generation: int | None = None) -> Scene | None:
@@ -517,7 +585,7 @@ class Store(Forgetting):
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
         row = api.get_scene(
-            self.derivation, user_id, v.check_query("name", name), generation=generation
+            self._derivation, user_id, v.check_query("name", name), generation=generation
         )
         return None if row is None else Scene.from_row(row)
 
@@ -525,12 +593,12 @@ class Store(Forgetting):
         """A user's persona (Markdown), or None before one was written."""
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
-        return api.get_persona(self.derivation, user_id, generation=generation)
+        return api.get_persona(self._derivation, user_id, generation=generation)
 
     def rederive(self, user_id: str | None = None, from_layer: Layer = "l1") -> int:
         """Re-run derivation over L0 into a new generation and switch to it."""
         self._check_open()
-        return api.rederive(self.derivation, v.opt_id("user_id", user_id), from_layer=from_layer)
+        return api.rederive(self._derivation, v.opt_id("user_id", user_id), from_layer=from_layer)
 
     # -- erasure -------------------------------------------------------------------
 
@@ -554,7 +622,7 @@ class Store(Forgetting):
         """
         self._check_open()
         return erase_user(
-            self.kernel,
+            self._kernel,
             v.check_id("user_id", user_id),
             reason=v.check_text("reason", reason),
             wait_s=v.check_seconds("wait_s", wait_s),
@@ -566,8 +634,8 @@ class Store(Forgetting):
     def projection_status(self) -> list[ProjectionStatus]:
         """Each projection's checkpoint against the head of the log."""
         self._check_open()
-        with self.db.read() as conn:
-            return self.projections.status(conn)
+        with self._db.read() as conn:
+            return self._projections.status(conn)
 
     def rebuild(
         self, names: Sequence[str] | None = None, progress: Callable[[int], None] | None = None
@@ -576,29 +644,29 @@ class Store(Forgetting):
         self._check_open()
         names = v.check_strings("names", names)
         progress = v.opt_callable("progress", progress)
-        with self.kernel.exclusive(), self.db.write() as conn:
-            return self.projections.rebuild(conn, names, progress)
+        with self._kernel.exclusive(), self._db.write() as conn:
+            return self._projections.rebuild(conn, names, progress)
 
     def catch_up(self) -> dict[str, int]:
         """Apply events the projections have not seen yet; returns how many per projection."""
         self._check_open()
         out: dict[str, int] = {}
-        with self.db.write() as conn:
-            for name in self.projections.names:
-                out[name] = self.projections.catch_up(conn, name)
+        with self._db.write() as conn:
+            for name in self._projections.names:
+                out[name] = self._projections.catch_up(conn, name)
         return out
 
     def event_count(self) -> int:
         """The position of the newest event (the log never reuses a position)."""
         self._check_open()
-        with self.db.read() as conn:
-            return self.log.last_position(conn)
+        with self._db.read() as conn:
+            return self._log.last_position(conn)
 
     def info(self) -> StoreInfo:
         """Path, schema revision and event count."""
         return {
             "path": str(self.path),
-            "revision": migrate.current_revision(self.db),
+            "revision": migrate.current_revision(self._db),
             "events": self.event_count(),
         }
 
@@ -607,42 +675,53 @@ class Store(Forgetting):
     def list_users(self) -> list[dict[str, object]]:
         """Every user with sessions, messages, live memories and last activity."""
         self._check_open()
-        return inspection.users(self.db)
+        return inspection.users(self._db)
 
     def memory_sources(self, user_id: str, memory_id: str) -> list[inspection.StoredMessage]:
         """The captured messages a memory was made from (its provenance)."""
         self._check_open()
         user_id, memory_id = v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
-        return inspection.memory_sources(self.derivation, user_id, memory_id)
+        return inspection.memory_sources(self._derivation, user_id, memory_id)
 
     def list_sessions(self, user_id: str) -> list[inspection.SessionSummary]:
         """The user's sessions with their message counts, most recent first."""
         self._check_open()
-        return inspection.list_sessions(self.derivation, v.check_id("user_id", user_id))
+        return inspection.list_sessions(self._derivation, v.check_id("user_id", user_id))
 
     def session_messages(self, user_id: str, session_id: str) -> list[inspection.SessionMessage]:
         """A session's captured messages in order, each with the ids of the
         memories made from it; an unknown session raises NotFoundError."""
         self._check_open()
         user_id, session_id = v.check_id("user_id", user_id), v.check_id("session_id", session_id)
-        return inspection.session_messages(self.derivation, user_id, session_id)
+        return inspection.session_messages(self._derivation, user_id, session_id)
 
     def scene_navigation(self, user_id: str, *, generation: int | None = None) -> str:
         """The scene navigation text recall puts in the stable part."""
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
-        return recall_api.scene_navigation(self.derivation, user_id, generation=generation)
+        return recall_api.scene_navigation(self._derivation, user_id, generation=generation)
+
+    def stable_part(self, user_id: str, *, budget_chars: int | None = None) -> str:
+        """The stable part of ``recall`` alone (persona, standing instructions,
+        scene navigation), cut to the share of ``budget_chars`` (default the
+        ``recall_budget_chars`` setting) that recall gives it. It does not
+        depend on a query: a host puts it in the system prompt once per session."""
+        self._check_open()
+        user_id = v.check_id("user_id", user_id)
+        budget = v.opt_int("budget_chars", budget_chars)
+        total = self._settings.recall.budget_chars if budget is None else budget
+        return stable_part_of(self._derivation, user_id, int(total * STABLE_SHARE)).text
 
     def list_generations(self, user_id: str) -> list[dict[str, Any]]:
         """The user's generations: number, active, live memories, completeness."""
         self._check_open()
-        return list_generations(self.derivation, v.check_id("user_id", user_id))
+        return list_generations(self._derivation, v.check_id("user_id", user_id))
 
     def activate_generation(self, user_id: str, generation: int) -> int:
         """Switch the user to a complete generation; returns the previous one."""
         self._check_open()
         user_id, generation = v.check_id("user_id", user_id), v.check_int("generation", generation)
-        return activate_generation(self.derivation, user_id, generation)
+        return activate_generation(self._derivation, user_id, generation)
 
     def recall_preview(
         self,
@@ -658,7 +737,7 @@ class Store(Forgetting):
         gate dropped it and why."""
         self._check_open()
         return recall_preview_of(
-            self.derivation,
+            self._derivation,
             v.check_query("query", query),
             user_id=v.check_id("user_id", user_id),
             session_id=v.opt_id("session_id", session_id),

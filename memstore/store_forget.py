@@ -23,8 +23,8 @@ from memstore.timeutil import parse_when, to_iso
 
 
 class Forgetting:
-    kernel: Kernel
-    derivation: DeriveContext
+    _kernel: Kernel
+    _derivation: DeriveContext
 
     def _check_open(self) -> None:
         raise NotImplementedError  # Store's
@@ -40,12 +40,12 @@ class Forgetting:
     ) -> ForgetReport:
         user_id = v.check_id("user_id", user_id)
         if dry_run:
-            return preview(self.kernel, user_id, sel)
+            return preview(self._kernel, user_id, sel)
         return erase_part(
-            self.kernel,
+            self._kernel,
             user_id,
             sel,
-            llm=self.derivation.llm_client() is not None,
+            llm=self._derivation.llm_client() is not None,
             reason=v.check_text("reason", reason),
             wait_s=v.check_seconds("wait_s", wait_s),
             vacuum_full=v.check_bool("vacuum_full", vacuum_full),
@@ -61,15 +61,15 @@ class Forgetting:
         erased. ``dry_run``: only report what would go."""
         self._check_open()
         if days is None:
-            policy = Policy.of(self.kernel.settings)
+            policy = Policy.of(self._kernel.settings)
         elif isinstance(days, bool) or not isinstance(days, int | float) or not days >= 0:
             raise InvalidInputError(f"days must be a number of days >= 0, got {days!r}")
         else:
             policy = Policy(float(days))
         return run_retention(
-            self.kernel,
+            self._kernel,
             policy,
-            llm=self.derivation.llm_client() is not None,
+            llm=self._derivation.llm_client() is not None,
             dry_run=v.check_bool("dry_run", dry_run),
             wait_s=v.check_seconds("wait_s", wait_s),
         )
@@ -154,7 +154,7 @@ class Forgetting:
             sel = Selection("memory", memory_ids=frozenset({memory_id}))
             return self._erase(user_id, sel, reason, wait_s, vacuum_full)
         api.forget_memory(
-            self.derivation, user_id, memory_id, reason=v.check_text("reason", reason)
+            self._derivation, user_id, memory_id, reason=v.check_text("reason", reason)
         )
         return None
 

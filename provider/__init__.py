@@ -29,6 +29,7 @@ from memstore.errors import MemstoreError
 from memstore.hermes_home import hermes_home as default_hermes_home
 from memstore.hosts import StoreLease, acquire
 from memstore.logtext import loggable
+from memstore.records import MemoryType
 from memstore.store import Store
 from memstore.validate import check_id
 
@@ -60,7 +61,7 @@ SYSTEM_PROMPT = (
 )
 
 # Hermes targets of its built-in memory tool → memstore memory types.
-_TARGET_TYPES = {"user": "persona", "memory": "episodic"}
+_TARGET_TYPES: dict[str, MemoryType] = {"user": "persona", "memory": "episodic"}
 _ACTIONS: dict[str, Literal["add", "replace", "remove"]] = {
     "add": "add",
     "replace": "replace",
@@ -190,11 +191,8 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         store = self.store
         if store is None:
             return SYSTEM_PROMPT
-        from memstore.recall.compose import STABLE_SHARE, stable_part
-
         try:
-            budget = int(store.settings.recall.budget_chars * STABLE_SHARE)
-            stable = stable_part(store.derivation, self._user_id, budget).text
+            stable = store.stable_part(self._user_id)
         except MemstoreError as exc:
             log.warning("memstore: reading the stable context failed: %s", loggable(exc))
             return SYSTEM_PROMPT
@@ -211,17 +209,9 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
     def _recall(
         self, store: Store, query: str, session: str, budget: int | None, *, per_turn: bool = False
     ) -> str:
-        from memstore.recall import recall
-
-        timeout = store.settings.recall.timeout_s
         try:
-            found = recall(
-                store.derivation,
-                query,
-                user_id=self._user_id,
-                session_id=session or None,
-                budget_chars=budget,
-                timeout_s=timeout,
+            found = store.recall(
+                query, user_id=self._user_id, session_id=session or None, budget_chars=budget
             )
         except MemstoreError as exc:
             log.warning("memstore: recall failed: %s", loggable(exc))
@@ -343,12 +333,9 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
         verb = _ACTIONS.get(action)
         if store is None or verb is None:
             return
-        from memstore.derive.api import write_memory
-
         old = (metadata or {}).get("old_text")
         try:
-            write_memory(
-                store.derivation,
+            store.write_memory(
                 self._user_id,
                 verb,
                 text_of(content),

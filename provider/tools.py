@@ -264,9 +264,7 @@ def _forget(store: Store, args: Mapping[str, Any], user_id: str, read_only: bool
     memory_id = _id_arg(args, "memory_id", required=True) or ""
     if read_only:
         return error("memory is read-only in this context (not the primary agent)")
-    from memstore.derive.api import forget_memory
-
-    forget_memory(store.derivation, user_id, memory_id, reason="user_request")
+    store.forget_memory(user_id, memory_id, reason="user_request")
     return json.dumps({"forgotten": memory_id}, ensure_ascii=False)
 
 

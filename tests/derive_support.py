@@ -30,7 +30,7 @@ def open_store(path: Path, settings: Settings) -> Store:
 
 def snapshot(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     out = {}
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         for table, order in DERIVED_TABLES.items():
             cols = "rowid, text, cjk" if table == "l1_fts" else "*"
             rows = conn.execute(text(f"SELECT {cols} FROM {table} ORDER BY {order}")).all()

@@ -196,7 +196,7 @@ def capture(
     """One capture of ``rounds`` user messages (each with a reply), through the
     kernel append as ``Store.capture``, hooked to ``svc``."""
     msgs: list[dict[str, Any]] = []
-    now = to_iso(store.clock())
+    now = to_iso(store._clock())
     for _ in range(rounds):
         roles = ["user", "assistant"] if assistant else ["user"]
         for role in roles:
@@ -212,7 +212,7 @@ def capture(
             )
     # The kernel's one append path, with this test's service as the only hook
     # (in place of the store's own pipeline); its after_commit runs below.
-    stored = store.kernel.append(
+    stored = store._kernel.append(
         [
             NewEvent(
                 l0_stream(user_id, session_id),
@@ -238,7 +238,7 @@ def env(tmp_path: Path, clock: FakeClock) -> Iterator[tuple[Store, PipelineServi
     """A store with a pipeline service driven by the fake deriver and clock."""
     store = open_store(tmp_path / "m.db", clock)
     der = FakeDeriver()
-    svc = PipelineService(store.derivation, deriver=der)
+    svc = PipelineService(store._derivation, deriver=der)
     try:
         yield store, svc, der
     finally:

@@ -241,3 +241,124 @@ def test_the_package_never_imports_the_test_suite() -> None:
                     if n == "tests" or n.startswith("tests.")
                 ]
     assert not found, "imports of the test suite:\n" + "\n".join(found)
+
+
+# -- the Store is the only door ------------------------------------------------------
+#
+# Hosts call the Store's public methods, which check their arguments; they never
+# reach the parts behind it. In a host module this scan fails on:
+#
+# - a Store internal under its private name (``store._derivation``), on any
+#   receiver: no host class keeps attributes of these names;
+# - ``.internals``, the accessor reserved for memstore's importers and benchmarks;
+# - an internal under its former public name on anything named like a store
+#   (``store.derivation``, ``self.store.db``, ``lease.store.pipeline``,
+#   ``store_for().embedder``), also through ``getattr``/``setattr``/``hasattr``.
+#
+# ``store.settings`` is the public read-only accessor and is allowed.
+HOST_PACKAGES = (
+    "memstore/cli",
+    "memstore/gateway",
+    "memstore/mcpserver",
+    "memstore/inspector",
+    "provider",
+)
+STORE_INTERNALS = (
+    "parts",
+    "kernel",
+    "derivation",
+    "pipeline",
+    "embedder",
+    "search_engine",
+    "indexer",
+    "db",
+    "settings",
+    "clock",
+    "log",
+    "projections",
+    "compactor",
+)
+STORE_ACCESSORS = {"settings"}
+
+
+def _names_a_store(node: ast.expr) -> bool:
+    text = ast.unparse(node.func if isinstance(node, ast.Call) else node)
+    last = text.rsplit(".", 1)[-1].lower()
+    return last.lstrip("_").startswith("store")
+
+
+def store_internal_uses(source: str, filename: str) -> list[str]:
+    """Each reach into a Store's parts in ``source``, "file:line: what"."""
+    private = {f"_{n}" for n in STORE_INTERNALS} | {"internals"}
+    former = set(STORE_INTERNALS) - STORE_ACCESSORS
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source, filename=filename)):
+        if isinstance(node, ast.Attribute):
+            receiver, attr = node.value, node.attr
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            receiver, attr = node.args[0], node.args[1].value
+        else:
+            continue
+        if attr in private or (attr in former and _names_a_store(receiver)):
+            found.append((node.lineno, ast.unparse(node)))
+    return [f"{filename}:{line}: {what}" for line, what in sorted(found)]
+
+
+def test_the_store_door_rule_on_examples() -> None:
+    src = (
+        "store.derivation\n"
+        "self.store.db.read()\n"
+        "lease.store.pipeline\n"
+        "store_for().embedder\n"
+        "store._kernel.append(x)\n"
+        "store.internals.search_engine\n"
+        "store.settings.recall\n"
+        "store.recall('q', user_id='u')\n"
+        "cfg.settings.hermes\n"
+        "self.db_path\n"
+        "app.state.log\n"
+        'getattr(getattr(store, "db", None), "location", None)\n'
+        'getattr(store, "location", None)\n'
+    )
+    got = [g.split(": ", 1)[1] for g in store_internal_uses(src, "h.py")]
+    assert got == [
+        "store.derivation",
+        "self.store.db",
+        "lease.store.pipeline",
+        "store_for().embedder",
+        "store._kernel",
+        "store.internals",
+        "getattr(store, 'db', None)",
+    ], got
+
+
+def test_no_host_reaches_behind_the_store() -> None:
+    found = [
+        hit
+        for top in HOST_PACKAGES
+        for p in sorted((ROOT / top).rglob("*.py"))
+        for hit in store_internal_uses(
+            p.read_text(encoding="utf-8"), p.relative_to(ROOT).as_posix()
+        )
+    ]
+    assert not found, "hosts using Store internals:\n" + "\n".join(found)
+
+
+def test_the_store_keeps_its_parts_private(tmp_path: Path) -> None:
+    from memstore.config import Settings
+    from memstore.store import Store
+
+    settings = Settings.load().replace(background_indexer=False, scheduler=False)
+    with Store.open(tmp_path / "s.db", settings=settings) as store:
+        public = {n for n in STORE_INTERNALS if hasattr(store, n)}
+        assert public == STORE_ACCESSORS, public
+        assert all(hasattr(store, f"_{n}") for n in STORE_INTERNALS)
+        # The read-only accessor hands out the frozen settings the store runs on.
+        assert store.settings is store.internals.settings

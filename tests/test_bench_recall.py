@@ -92,7 +92,7 @@ def test_a_sibling_store_lends_its_embeddings(tmp_path: Path) -> None:
     clean = next(cache.glob("*-clean-*.db"))
     with Store.open(tmp_path / "other.db", settings=locomo_settings("hashing")) as other:
         copied = seed_embedding_cache(other, clean)
-        with other.db.read() as conn:
+        with other._db.read() as conn:
             have = conn.execute(text("SELECT count(*) FROM embedding_cache")).scalar()
     assert copied > 0 and have == copied
 

@@ -10,7 +10,7 @@ from memstore.store import Store
 
 
 def _texts(store: Store, user: str) -> list[str]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         return [
             r[0]
             for r in conn.exec_driver_sql(
@@ -49,7 +49,7 @@ def test_timestamps_become_occurred_at(store: Store) -> None:
     )
     (ev,) = store.read_events()
     assert ev.occurred_at.startswith("2023-05-08T13:56")
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         (occ,) = conn.exec_driver_sql("select occurred_at from l0_messages").one()
     assert occ == "2023-05-08T13:56:00.000000Z"
     store.capture("u", "s", [{"role": "user", "content": "epoch ms", "timestamp": 1683554160000}])

@@ -23,14 +23,14 @@ def test_driver_statements_stay_in_the_transaction_and_raise_sqlalchemy_errors(
     store: Store,
 ) -> None:
     store.capture_turn("alice", "s1", "hello there", "hi")
-    with pytest.raises(exc.IntegrityError), store.db.write() as conn:
+    with pytest.raises(exc.IntegrityError), store._db.write() as conn:
         rawexec.run(conn, "INSERT INTO l0_user_slots (user_id, slot) VALUES (?, ?)", ("zed", 99))
         assert rawexec.scalar(conn, "SELECT slot FROM l0_user_slots WHERE user_id = ?", ["zed"])
         # alice already has a slot: the primary key refuses a second row.
         rawexec.run_many(
             conn, "INSERT INTO l0_user_slots (user_id, slot) VALUES (?, ?)", [("alice", 100)]
         )
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         # The failed transaction rolled back the statement that had succeeded.
         assert rawexec.first(conn, "SELECT slot FROM l0_user_slots WHERE user_id = 'zed'") is None
         assert rawexec.rows(conn, "SELECT user_id FROM l0_user_slots") == [("alice",)]
@@ -43,11 +43,11 @@ def test_a_statement_listener_still_sees_every_capture_statement(store: Store) -
     def on_execute(*args: Any) -> None:
         seen.append(args[2])
 
-    event.listen(store.db.engine, "before_cursor_execute", on_execute)
+    event.listen(store._db.engine, "before_cursor_execute", on_execute)
     try:
         store.capture_turn("alice", "s1", "second turn", "ok")
     finally:
-        event.remove(store.db.engine, "before_cursor_execute", on_execute)
+        event.remove(store._db.engine, "before_cursor_execute", on_execute)
     assert any(s.startswith("INSERT INTO events") for s in seen)
     assert any(s.startswith("INSERT INTO l0_messages") for s in seen)
     assert any("FROM pipeline_sessions s LEFT JOIN l1_cursors" in s for s in seen)
@@ -74,13 +74,13 @@ def test_pending_reached_agrees_with_the_full_session_state(tmp_path: Path, firs
     with Store.open(tmp_path / "m.db", settings=settings) as store:
         for call in calls:
             store.capture("alice", "s1", call)
-            with store.db.read() as conn:
+            with store._db.read() as conn:
                 st = get_session(conn, "alice", "s1")
                 got = pending_reached(conn, "alice", "s1", settings)
             assert st is not None and got is not None
             assert got == (st.last_capture_position, st.rounds_pending >= first)
             answers.append(got[1])
-        with store.db.read() as conn:
+        with store._db.read() as conn:
             assert pending_reached(conn, "alice", "nope", settings) is None
     # The comparison saw both answers (rounds 0, 1, 1, 3, 3, 4, 5).
     assert answers.count(False) and answers.count(True)
@@ -88,7 +88,7 @@ def test_pending_reached_agrees_with_the_full_session_state(tmp_path: Path, firs
 
 def test_next_run_after_reads_the_partial_index(store: Store) -> None:
     now = system_clock()
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         for i in range(30):
             due = now + timedelta(seconds=100 - i)
             queue.enqueue(conn, f"u{i}", "l1", session_id="s", now=now, run_after=due)
@@ -107,7 +107,7 @@ def test_next_run_after_reads_the_partial_index(store: Store) -> None:
 
 def test_the_pool_hands_back_the_connection_returned_last(store: Store) -> None:
     # Two connections in the pool, returned in the order a, b.
-    first, second = store.db.engine.connect(), store.db.engine.connect()
+    first, second = store._db.engine.connect(), store._db.engine.connect()
     a = first.connection.driver_connection
     b = second.connection.driver_connection
     assert a is not b
@@ -117,7 +117,7 @@ def test_the_pool_hands_back_the_connection_returned_last(store: Store) -> None:
     # what the previous one read; first-in-first-out alternated a and b.
     used = []
     for _ in range(3):
-        with store.db.read() as conn:
+        with store._db.read() as conn:
             used.append(conn.connection.driver_connection)
             rawexec.rows(conn, "SELECT count(*) FROM l0_user_slots")
     assert all(u is b for u in used)
@@ -126,16 +126,16 @@ def test_the_pool_hands_back_the_connection_returned_last(store: Store) -> None:
 def test_write_transactions_run_on_one_held_connection(store: Store) -> None:
     used = []
     for i in range(3):
-        with store.db.write() as conn:
+        with store._db.write() as conn:
             used.append(conn.connection.driver_connection)
             rawexec.run(
                 conn, "INSERT INTO l0_user_slots (user_id, slot) VALUES (?, ?)", (f"p{i}", i)
             )
             # A write inside a write of the same thread gets a pooled
             # connection (and waits for the first one's lock like any writer).
-            assert store.db._held_writer() is None
+            assert store._db._held_writer() is None
     assert len({id(u) for u in used}) == 1
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         assert conn.connection.driver_connection is not used[0]
         got = rawexec.rows(conn, "SELECT user_id FROM l0_user_slots WHERE user_id LIKE 'p%'")
     assert sorted(r[0] for r in got) == ["p0", "p1", "p2"]

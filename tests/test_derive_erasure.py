@@ -51,10 +51,10 @@ def _erase_during(store: Store, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _nothing_of_the_user_left(store: Store) -> None:
     assert store.read_events(user_id=USER) == []
-    assert api.list_memories(store.derivation, USER) == []
-    assert api.list_scenes(store.derivation, USER) == []
-    assert api.get_persona(store.derivation, USER) is None
-    with store.db.read() as conn:
+    assert api.list_memories(store._derivation, USER) == []
+    assert api.list_scenes(store._derivation, USER) == []
+    assert api.get_persona(store._derivation, USER) is None
+    with store._db.read() as conn:
         for table in ("l1_memories", "l1_cursors", "l2_scenes", "l3_persona", "derive_failures"):
             n = conn.execute(
                 text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": USER}
@@ -77,7 +77,7 @@ def test_l1_run_in_flight_during_erasure_appends_nothing(
     _nothing_of_the_user_left(estore)
     # other users are untouched and keep working
     estore.run_pipeline("other")
-    assert [m["content"] for m in api.list_memories(estore.derivation, "other")] == [
+    assert [m["content"] for m in api.list_memories(estore._derivation, "other")] == [
         "The user's name is Olga."
     ]
 
@@ -85,9 +85,9 @@ def test_l1_run_in_flight_during_erasure_appends_nothing(
 def test_l2_run_in_flight_during_erasure_appends_nothing(
     estore: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    api.run_l1(estore.derivation, USER, "s")
+    api.run_l1(estore._derivation, USER, "s")
     monkeypatch.setattr(scene_rules, "scene_ops", _erase_during(estore, scene_rules.scene_ops))
-    out = api.run_l2(estore.derivation, USER)
+    out = api.run_l2(estore._derivation, USER)
     assert out.events_appended == 0
     _nothing_of_the_user_left(estore)
 
@@ -95,12 +95,12 @@ def test_l2_run_in_flight_during_erasure_appends_nothing(
 def test_l3_run_in_flight_during_erasure_appends_nothing(
     estore: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    api.run_l1(estore.derivation, USER, "s")
-    api.run_l2(estore.derivation, USER)
+    api.run_l1(estore._derivation, USER, "s")
+    api.run_l2(estore._derivation, USER)
     monkeypatch.setattr(
         persona_rules, "persona_text", _erase_during(estore, persona_rules.persona_text)
     )
-    out = api.run_l3(estore.derivation, USER)
+    out = api.run_l3(estore._derivation, USER)
     assert out.events_appended == 0
     _nothing_of_the_user_left(estore)
 
@@ -109,6 +109,6 @@ def test_a_user_recreated_after_erasure_is_derived_normally(estore: Store) -> No
     estore.forget_user(USER)
     say(estore, USER, "s2", "My name is Dana.")
     estore.run_pipeline(USER)
-    assert [m["content"] for m in api.list_memories(estore.derivation, USER)] == [
+    assert [m["content"] for m in api.list_memories(estore._derivation, USER)] == [
         "The user's name is Dana."
     ]

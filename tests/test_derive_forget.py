@@ -30,12 +30,12 @@ def fstore(tmp_path: Path, settings: Settings) -> Iterator[Store]:
 
 
 def _contents(store: Store) -> list[str]:
-    return sorted(m["content"] for m in api.list_memories(store.derivation, "u"))
+    return sorted(m["content"] for m in api.list_memories(store._derivation, "u"))
 
 
 def _forget(store: Store, needle: str) -> str:
-    [m] = [m for m in api.list_memories(store.derivation, "u") if needle in m["content"]]
-    api.forget_memory(store.derivation, "u", m["memory_id"])
+    [m] = [m for m in api.list_memories(store._derivation, "u") if needle in m["content"]]
+    api.forget_memory(store._derivation, "u", m["memory_id"])
     return str(m["memory_id"])
 
 
@@ -43,7 +43,7 @@ def _forget(store: Store, needle: str) -> str:
 def test_rederive_does_not_bring_back_a_forgotten_memory(fstore: Store, from_layer: str) -> None:
     forgotten = _forget(fstore, "peanuts")
     assert _contents(fstore) == ["The user likes hiking.", "The user's name is Dana."]
-    gen = api.rederive(fstore.derivation, "u", from_layer=from_layer)
+    gen = api.rederive(fstore._derivation, "u", from_layer=from_layer)
     assert _contents(fstore) == ["The user likes hiking.", "The user's name is Dana."]
     if from_layer == "l1":
         ev = [
@@ -60,10 +60,10 @@ def test_rederive_does_not_bring_back_a_forgotten_memory(fstore: Store, from_lay
 
 def test_a_forget_survives_two_rederives_and_a_rollback(fstore: Store) -> None:
     _forget(fstore, "peanuts")
-    api.rederive(fstore.derivation, "u")
-    api.rederive(fstore.derivation, "u")
+    api.rederive(fstore._derivation, "u")
+    api.rederive(fstore._derivation, "u")
     assert "The user is allergic to peanuts." not in _contents(fstore)
-    api.activate_generation(fstore.derivation, "u", 0)
+    api.activate_generation(fstore._derivation, "u", 0)
     assert "The user is allergic to peanuts." not in _contents(fstore)
 
 
@@ -72,7 +72,7 @@ def test_rules_rederive_skips_the_same_subject_from_older_messages(fstore: Store
     fstore.run_pipeline("u")
     assert "The user's name is Dana Scully." in _contents(fstore)
     _forget(fstore, "name is")  # the user wants no name kept
-    api.rederive(fstore.derivation, "u")
+    api.rederive(fstore._derivation, "u")
     assert not [c for c in _contents(fstore) if "name is" in c]
 
 
@@ -81,16 +81,16 @@ def test_a_statement_made_after_the_forget_is_derived_again(fstore: Store) -> No
     say(fstore, "u", "s", "I am allergic to peanuts.")  # said again, after the forget
     fstore.run_pipeline("u")
     assert "The user is allergic to peanuts." in _contents(fstore)
-    api.rederive(fstore.derivation, "u")
+    api.rederive(fstore._derivation, "u")
     assert "The user is allergic to peanuts." in _contents(fstore)
 
 
 def test_memory_history_is_scoped_to_the_user(fstore: Store) -> None:
     mid = _forget(fstore, "peanuts")
-    hist = api.memory_history(fstore.derivation, "u", mid)
+    hist = api.memory_history(fstore._derivation, "u", mid)
     assert hist[0]["action"] == "store" and hist[-1]["action"] == "forget"
     with pytest.raises(NotFoundError):
-        api.memory_history(fstore.derivation, "someone-else", mid)
+        api.memory_history(fstore._derivation, "someone-else", mid)
 
 
 def test_cli_history_takes_the_user(fstore: Store) -> None:

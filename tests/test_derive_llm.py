@@ -40,7 +40,7 @@ def lstore(
 
 
 def _contents(store: Store, user: str = "alice") -> list[str]:
-    return [m["content"] for m in api.list_memories(store.derivation, user)]
+    return [m["content"] for m in api.list_memories(store._derivation, user)]
 
 
 def test_multi_session_conversation_gives_memories_scenes_persona_and_recall(
@@ -49,15 +49,15 @@ def test_multi_session_conversation_gives_memories_scenes_persona_and_recall(
     fake, script = llm
     say(lstore, "alice", "s1", "Hi, my name is Alice.", "I live in Berlin and I'm vegetarian.")
     say(lstore, "alice", "s1", "I like running.", "I train for the Berlin marathon.")
-    assert api.run_l1(lstore.derivation, "alice", "s1").new_memories == 5
+    assert api.run_l1(lstore._derivation, "alice", "s1").new_memories == 5
     say(lstore, "alice", "s2", "My name is Alice, remember?", "I moved to Munich in April.")
     say(lstore, "alice", "s2", "I'm vegan now.", "I run marathons every year.")
     say(lstore, "alice", "s2", "Back from Lisbon! Please answer in English always.")
-    out = api.run_l1(lstore.derivation, "alice", "s2")
+    out = api.run_l1(lstore._derivation, "alice", "s2")
     assert out.ok and out.events_appended == 1
 
     mems = {
-        m["content"]: m for m in api.list_memories(lstore.derivation, "alice", include_retired=True)
+        m["content"]: m for m in api.list_memories(lstore._derivation, "alice", include_retired=True)
     }
     assert mems["The user's name is Alice."]["status"] == "active"  # skip kept one copy
     assert list(mems).count("The user's name is Alice.") == 1
@@ -77,19 +77,19 @@ def test_multi_session_conversation_gives_memories_scenes_persona_and_recall(
     ]
     assert {"store", "skip", "supersede", "update", "merge"} <= set(actions)
 
-    l2 = api.run_l2(lstore.derivation, "alice")
+    l2 = api.run_l2(lstore._derivation, "alice")
     assert l2.ok and l2.persona_requested
-    scenes = {s["name"]: s for s in api.list_scenes(lstore.derivation, "alice")}
+    scenes = {s["name"]: s for s in api.list_scenes(lstore._derivation, "alice")}
     assert {"About Alice", "Food", "Sport", "Travel", "Working style"} <= set(scenes)
-    assert api.persona_due(lstore.derivation, "alice")
-    assert api.run_l3(lstore.derivation, "alice").ok
-    persona = api.get_persona(lstore.derivation, "alice") or ""
-    assert "Munich" in persona and not api.persona_due(lstore.derivation, "alice")
+    assert api.persona_due(lstore._derivation, "alice")
+    assert api.run_l3(lstore._derivation, "alice").ok
+    persona = api.get_persona(lstore._derivation, "alice") or ""
+    assert "Munich" in persona and not api.persona_due(lstore._derivation, "alice")
     ev = lstore.read_events(types=[PersonaUpdated.TYPE])[-1].payload
     assert ev.deriver == "llm" and ev.model == "fake-model"  # type: ignore[attr-defined]
 
     lstore.reindex()
-    r = recall_api.recall(lstore.derivation, "Where does Alice live now?", user_id="alice")
+    r = recall_api.recall(lstore._derivation, "Where does Alice live now?", user_id="alice")
     assert "<user-persona>" in r.text and "<scene-navigation>" in r.text
     assert "Munich" in r.text and "About Alice" in r.navigation
     assert any("Munich" in m.content for m in r.memories)
@@ -109,16 +109,16 @@ def test_malformed_json_fails_without_losing_anything(
     _, script = llm
     script.override["extract"] = "this is not {json"
     say(lstore, "alice", "s1", "Hi, my name is Alice.")
-    first = api.run_l1(lstore.derivation, "alice", "s1")
-    second = api.run_l1(lstore.derivation, "alice", "s1")
+    first = api.run_l1(lstore._derivation, "alice", "s1")
+    second = api.run_l1(lstore._derivation, "alice", "s1")
     assert not first.ok and "LLMOutputError" in (first.error or "")
     fails = [e.payload for e in lstore.read_events(types=[RunFailed.TYPE])]
     assert [f.attempt for f in fails] == [1, 2]  # type: ignore[attr-defined]
     assert second.ok is False and _contents(lstore) == []
-    with lstore.db.read() as conn:
+    with lstore._db.read() as conn:
         assert l1_cursor(conn, "alice", "s1", 0) == 0
     del script.override["extract"]
-    ok = api.run_l1(lstore.derivation, "alice", "s1")
+    ok = api.run_l1(lstore._derivation, "alice", "s1")
     assert ok.ok and _contents(lstore) == ["The user's name is Alice."]
 
 
@@ -128,7 +128,7 @@ def test_server_error_then_success_is_retried(
     fake, _ = llm
     fake.fail_next(500, retry_after=0.01)
     say(lstore, "alice", "s1", "Hi, my name is Alice.")
-    assert api.run_l1(lstore.derivation, "alice", "s1").ok
+    assert api.run_l1(lstore._derivation, "alice", "s1").ok
     assert _contents(lstore) == ["The user's name is Alice."]
 
 
@@ -142,10 +142,10 @@ def test_timeout_is_a_failed_run_and_the_next_run_recovers(
     with open_store(tmp_path / "t.db", s) as store:
         say(store, "alice", "s1", "Hi, my name is Alice.")
         fake.delay_next(3.0)
-        out = api.run_l1(store.derivation, "alice", "s1")
+        out = api.run_l1(store._derivation, "alice", "s1")
         assert not out.ok and "timed out" in (out.error or "")
         assert _contents(store) == []
-        assert api.run_l1(store.derivation, "alice", "s1").ok
+        assert api.run_l1(store._derivation, "alice", "s1").ok
         assert _contents(store) == ["The user's name is Alice."]
 
 
@@ -158,8 +158,8 @@ def test_unknown_ids_in_answers_are_dropped(
         '"priority": 60, "scene_name": "Food", "source_message_ids": ["bogus-id"]}]}'
     )
     say(lstore, "alice", "s1", "I like tea.")
-    assert api.run_l1(lstore.derivation, "alice", "s1").ok
-    [tea] = api.list_memories(lstore.derivation, "alice")
+    assert api.run_l1(lstore._derivation, "alice", "s1").ok
+    [tea] = api.list_memories(lstore._derivation, "alice")
     assert tea["source_message_ids"] and "bogus-id" not in tea["source_message_ids"]
 
     script.override["extract"] = (
@@ -170,15 +170,15 @@ def test_unknown_ids_in_answers_are_dropped(
         '{"action": "update", "target_ids": ["no-such-memory"], "content": "?"}'
     )
     say(lstore, "alice", "s1", "Green tea especially.")
-    assert api.run_l1(lstore.derivation, "alice", "s1").ok
+    assert api.run_l1(lstore._derivation, "alice", "s1").ok
     assert sorted(_contents(lstore)) == ["The user likes green tea.", "The user likes tea."]
 
     script.override["scenes"] = (
         '{"operations": [{"op": "create", "name": "Drinks", "summary": "s", "body": "- tea", '
         '"memory_ids": ["not-a-memory"]}], "persona_refresh": false}'
     )
-    assert api.run_l2(lstore.derivation, "alice").ok
-    [scene] = api.list_scenes(lstore.derivation, "alice")
+    assert api.run_l2(lstore._derivation, "alice").ok
+    [scene] = api.list_scenes(lstore._derivation, "alice")
     assert scene["name"] == "Drinks" and scene["memory_ids"] == []
     ops = lstore.read_events(types=[ScenesUpdated.TYPE])[-1].payload.operations  # type: ignore[attr-defined]
     assert [o["op"] for o in ops] == ["create"]

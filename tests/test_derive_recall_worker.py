@@ -34,8 +34,8 @@ def test_an_unexpected_search_error_answers_without_memories_at_once(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise ZeroDivisionError("a bug in the embedder")
 
-    monkeypatch.setattr(rstore.derivation, "search_both", broken)
-    r = recall_api.recall(rstore.derivation, "hiking", user_id="u", timeout_s=20)
+    monkeypatch.setattr(rstore._derivation, "search_both", broken)
+    r = recall_api.recall(rstore._derivation, "hiking", user_id="u", timeout_s=20)
     assert not r.timed_out  # the error came back; the caller did not wait out the deadline
     assert r.memories == [] and "<user-persona>" in r.text
     assert any("ZeroDivisionError" in rec.getMessage() for rec in caplog.records)
@@ -54,11 +54,11 @@ def test_hung_searches_do_not_pile_up_threads(
         release.wait(timeout=60)
         return [], []
 
-    monkeypatch.setattr(rstore.derivation, "search_both", hung)
+    monkeypatch.setattr(rstore._derivation, "search_both", hung)
     before = _recall_threads()
     try:
         for _ in range(getattr(recall, "MAX_RECALL_WORKERS", 4) * 3):
-            r = recall_api.recall(rstore.derivation, "hiking", user_id="u", timeout_s=0)
+            r = recall_api.recall(rstore._derivation, "hiking", user_id="u", timeout_s=0)
             assert r.timed_out and "<user-persona>" in r.text
         assert _recall_threads() - before <= getattr(recall, "MAX_RECALL_WORKERS", 4)
     finally:

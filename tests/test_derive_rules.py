@@ -31,7 +31,7 @@ def _msg(text: str, role: str = "user") -> L0Message:
 
 
 def _contents(store: Store, user: str = "u", **kw: object) -> list[str]:
-    return [m["content"] for m in api.list_memories(store.derivation, user, **kw)]  # type: ignore[arg-type]
+    return [m["content"] for m in api.list_memories(store._derivation, user, **kw)]  # type: ignore[arg-type]
 
 
 def test_english_statements() -> None:
@@ -99,9 +99,9 @@ def test_rules_dedup_skip_supersede_store() -> None:
 
 def test_pipeline_offline_in_english(rstore: Store) -> None:
     say(rstore, "u", "s1", "My name is Alice and I live in Berlin.", "I love coffee.")
-    first = api.run_l1(rstore.derivation, "u", "s1")
+    first = api.run_l1(rstore._derivation, "u", "s1")
     assert first.ok and first.new_memories == 3
-    assert api.run_l1(rstore.derivation, "u", "s1").events_appended == 0  # cursor: nothing new
+    assert api.run_l1(rstore._derivation, "u", "s1").events_appended == 0  # cursor: nothing new
     say(
         rstore,
         "u",
@@ -111,7 +111,7 @@ def test_pipeline_offline_in_english(rstore: Store) -> None:
         at="2023-06-10T09:00:00Z",
     )
     say(rstore, "u", "s2", "I hate coffee now, and I love tea.", at="2023-06-10T09:01:00Z")
-    assert api.run_l1(rstore.derivation, "u", "s2").ok
+    assert api.run_l1(rstore._derivation, "u", "s2").ok
     assert sorted(_contents(rstore)) == [
         "Around 2023-06-03, the user moved to Munich.",
         "The user dislikes coffee.",
@@ -124,11 +124,11 @@ def test_pipeline_offline_in_english(rstore: Store) -> None:
     ev = rstore.read_events(types=[L1Extracted.TYPE])[0].payload
     assert ev.deriver == "rules"  # type: ignore[attr-defined]
 
-    assert api.run_l2(rstore.derivation, "u").persona_requested
-    names = [s["name"] for s in api.list_scenes(rstore.derivation, "u")]
+    assert api.run_l2(rstore._derivation, "u").persona_requested
+    names = [s["name"] for s in api.list_scenes(rstore._derivation, "u")]
     assert set(names) == {"Identity", "Home", "Preferences", "Events"}
-    assert api.run_l3(rstore.derivation, "u").ok
-    persona = api.get_persona(rstore.derivation, "u") or ""
+    assert api.run_l3(rstore._derivation, "u").ok
+    persona = api.get_persona(rstore._derivation, "u") or ""
     assert persona.startswith("# Profile") and "Munich" in persona and "Berlin" not in persona
 
     before = snapshot(rstore)
@@ -139,13 +139,13 @@ def test_pipeline_offline_in_english(rstore: Store) -> None:
 def test_pipeline_offline_in_chinese(rstore: Store) -> None:
     say(rstore, "u", "s1", "我叫小明。我住在上海。我喜欢喝咖啡。")
     say(rstore, "u", "s1", "我搬到了北京。")
-    assert api.run_l1(rstore.derivation, "u", "s1").ok
+    assert api.run_l1(rstore._derivation, "u", "s1").ok
     assert sorted(_contents(rstore)) == sorted(
         ["用户的名字是小明。", "用户住在北京。", "用户喜欢喝咖啡。"]
     )
-    api.run_l2(rstore.derivation, "u")
-    api.run_l3(rstore.derivation, "u")
-    persona = api.get_persona(rstore.derivation, "u") or ""
+    api.run_l2(rstore._derivation, "u")
+    api.run_l3(rstore._derivation, "u")
+    persona = api.get_persona(rstore._derivation, "u") or ""
     assert persona.startswith("# 用户画像") and "北京" in persona
 
 
@@ -155,7 +155,7 @@ def test_batches_keep_capture_events_whole_and_give_background(
     with open_store(tmp_path / "b.db", settings.replace(l1_batch_messages=2)) as store:
         for i in range(5):
             say(store, "u", "s", f"I like topic{i}.", f"I love thing{i}.")
-        out = api.run_l1(store.derivation, "u", "s")
+        out = api.run_l1(store._derivation, "u", "s")
         assert out.events_appended == 5 and out.new_memories == 10
         cursors = [e.payload.cursor_position for e in store.read_events(types=[L1Extracted.TYPE])]  # type: ignore[attr-defined]
         assert cursors == sorted(cursors) and len(set(cursors)) == 5
@@ -164,41 +164,41 @@ def test_batches_keep_capture_events_whole_and_give_background(
 def test_scene_limit_merges_the_coldest(tmp_path: Path, settings: Settings) -> None:
     with open_store(tmp_path / "s.db", settings.replace(max_scenes=2)) as store:
         say(store, "u", "s", "My name is Bob.", "I love jazz.")
-        api.run_l1(store.derivation, "u", "s")
-        api.run_l2(store.derivation, "u")
+        api.run_l1(store._derivation, "u", "s")
+        api.run_l2(store._derivation, "u")
         say(store, "u", "s", "I live in Oslo.")
-        api.run_l1(store.derivation, "u", "s")
-        api.run_l2(store.derivation, "u")
-        scenes = api.list_scenes(store.derivation, "u")
+        api.run_l1(store._derivation, "u", "s")
+        api.run_l2(store._derivation, "u")
+        scenes = api.list_scenes(store._derivation, "u")
         assert len(scenes) == 2
         merged = [s for s in scenes if " / " in s["name"]]
         assert merged and merged[0]["heat"] == 3  # 1 + 1 + 1
 
 
 def test_write_forget_and_history(rstore: Store) -> None:
-    mid = api.write_memory(rstore.derivation, "u", "add", "Prefers window seats.")
-    assert mid and api.write_memory(rstore.derivation, "u", "add", "Prefers window seats.") == mid
+    mid = api.write_memory(rstore._derivation, "u", "add", "Prefers window seats.")
+    assert mid and api.write_memory(rstore._derivation, "u", "add", "Prefers window seats.") == mid
     same = api.write_memory(
-        rstore, "u", "replace", "Prefers aisle seats.", old_content="Prefers window seats."
+        rstore._derivation, "u", "replace", "Prefers aisle seats.", old_content="Prefers window seats."
     )
     assert same == mid and _contents(rstore) == ["Prefers aisle seats."]
-    assert api.write_memory(rstore.derivation, "u", "remove", "Prefers aisle seats.") == mid
+    assert api.write_memory(rstore._derivation, "u", "remove", "Prefers aisle seats.") == mid
     assert _contents(rstore) == []
-    assert [h["action"] for h in api.memory_history(rstore.derivation, "u", mid)] == [
+    assert [h["action"] for h in api.memory_history(rstore._derivation, "u", mid)] == [
         "store",
         "update",
         "forget",
     ]
 
     say(rstore, "u", "s", "I love sailing.")
-    api.run_l1(rstore.derivation, "u", "s")
-    [m] = api.list_memories(rstore.derivation, "u")
-    api.forget_memory(rstore.derivation, "u", m["memory_id"])
+    api.run_l1(rstore._derivation, "u", "s")
+    [m] = api.list_memories(rstore._derivation, "u")
+    api.forget_memory(rstore._derivation, "u", m["memory_id"])
     assert _contents(rstore) == []
-    hist = api.memory_history(rstore.derivation, "u", m["memory_id"])
+    hist = api.memory_history(rstore._derivation, "u", m["memory_id"])
     assert hist[0]["source_message_ids"] and hist[-1]["action"] == "forget"
     with pytest.raises(Exception, match="no memory"):
-        api.forget_memory(rstore.derivation, "someone-else", m["memory_id"])
+        api.forget_memory(rstore._derivation, "someone-else", m["memory_id"])
 
 
 def test_chinese_clause_without_repeated_subject() -> None:
@@ -397,5 +397,5 @@ def test_a_move_last_month_name_is_an_event_and_a_home(
 ) -> None:
     # Not "The user lives in Lisbon last May": the date belongs to the move.
     say(rstore, "u", "s1", said, at=at)
-    assert api.run_l1(rstore.derivation, "u", "s1").ok
+    assert api.run_l1(rstore._derivation, "u", "s1").ok
     assert sorted(_contents(rstore)) == [event + " to Lisbon.", "The user lives in Lisbon."]

@@ -30,7 +30,7 @@ def _open(path: Path) -> Store:
 
 
 def _raw_payloads(store: Store) -> list[tuple[Any, str | None]]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         rows = conn.exec_driver_sql(
             "SELECT payload, idempotency_key FROM events WHERE type = 'l0.captured' "
             "ORDER BY position"
@@ -119,7 +119,7 @@ def test_old_dict_payloads_still_decode(tmp_path: Path) -> None:
         "agent_id": "hermes",
     }
     with _open(tmp_path / "m.db") as s:
-        with s.db.write() as conn:
+        with s._db.write() as conn:
             conn.exec_driver_sql(
                 "INSERT INTO events (position, event_id, stream, seq, type, version, user_id, "
                 "payload, occurred_at, recorded_at, idempotency_key) VALUES (1, 'e1', 'l0/u/s', "

@@ -53,7 +53,7 @@ def test_expected_sequence_conflict_raises_concurrency_error(store: Store) -> No
 
 def test_unique_stream_sequence_is_enforced_by_the_database(store: Store) -> None:
     store.append([NewEvent("s", Noted("a"))])
-    with store.db.write() as conn, pytest.raises(Exception, match="UNIQUE"):
+    with store._db.write() as conn, pytest.raises(Exception, match="UNIQUE"):
         conn.execute(
             text(
                 "insert into events(position,event_id,stream,seq,type,version,user_id,payload,"
@@ -79,7 +79,7 @@ def test_idempotency_key_returns_original_and_writes_nothing(store: Store) -> No
 
 
 def test_upcaster_reads_version_1_as_version_2(store: Store) -> None:
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         conn.execute(
             text(
                 "insert into events(position,event_id,stream,seq,type,version,user_id,payload,"
@@ -93,7 +93,7 @@ def test_upcaster_reads_version_1_as_version_2(store: Store) -> None:
 
 
 def test_unknown_type_and_future_version_are_clear_errors(store: Store) -> None:
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         conn.execute(
             text(
                 "insert into events(position,event_id,stream,seq,type,version,user_id,payload,"
@@ -102,7 +102,7 @@ def test_unknown_type_and_future_version_are_clear_errors(store: Store) -> None:
         )
     with pytest.raises(UnknownEventTypeError, match=r"martian\.event"):
         store.read_events()
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         conn.execute(text("delete from events"))
         conn.execute(
             text(
@@ -169,15 +169,15 @@ def test_processes_append_to_the_same_file_without_lock_errors(db_path: Path) ->
         assert [e.seq for e in evs] == list(range(1, 601))
         counts = {
             (r.type, r.user_id): r.n
-            for r in s.db.engine.connect().execute(text("select * from event_counts"))
+            for r in s._db.engine.connect().execute(text("select * from event_counts"))
         }
         assert counts == {("test.noted", f"p{i}"): 200 for i in range(3)}
 
 
 def test_rolled_back_append_does_not_leave_stale_stream_heads(store: Store) -> None:
     store.append([NewEvent("s", Noted("a"))])
-    with pytest.raises(RuntimeError), store.db.write() as conn:
-        store.log.append(conn, [NewEvent("s", Noted("b")), NewEvent("s", Noted("c"))])
+    with pytest.raises(RuntimeError), store._db.write() as conn:
+        store._log.append(conn, [NewEvent("s", Noted("b")), NewEvent("s", Noted("c"))])
         raise RuntimeError("abort")
     # another writer (a second store on the same file) takes the same positions
     with Store.open(store.path, settings=store.settings) as other:
@@ -220,7 +220,7 @@ def test_a_read_event_is_the_event_that_was_appended(store: Store) -> None:
 def test_payloads_decode_as_json_loads_decodes_them(store: Store, stored: str) -> None:
     """The replay's JSON shortcut accepts and rejects what json.loads does."""
     store.append([NewEvent("s/a", Noted("x"), user_id="u1")])
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         conn.execute(text("UPDATE events SET payload = :p"), {"p": stored})
     try:
         expected: object = Noted(**json.loads(stored))

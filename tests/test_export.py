@@ -34,7 +34,7 @@ def _state(s: Store, user: str) -> dict[str, Any]:
         (x["scene_id"], x["name"], x["summary"], x["body"], x["heat"], tuple(x["memory_ids"]))
         for x in s.list_scenes(user)
     )
-    with s.db.read() as conn:
+    with s._db.read() as conn:
         l0 = conn.execute(
             text(
                 "SELECT session_id, message_id, role, text, occurred_at FROM l0_messages "

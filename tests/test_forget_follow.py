@@ -127,9 +127,9 @@ def test_llm_stale_text_is_never_served_while_the_rederivation_waits_or_fails(
     store = open_store(tmp_path / "l.db", s)
     try:
         say(store, "alice", "s1", "Hi, my name is Alice.", "I live in Berlin and I'm vegetarian.")
-        assert api.run_l1(store.derivation, "alice", "s1").ok
-        assert api.run_l2(store.derivation, "alice").ok
-        assert api.run_l3(store.derivation, "alice").ok
+        assert api.run_l1(store._derivation, "alice", "s1").ok
+        assert api.run_l2(store._derivation, "alice").ok
+        assert api.run_l3(store._derivation, "alice").ok
         assert "Berlin" in (store.get_persona("alice") or "")
         assert any("Berlin" in sc["body"] for sc in store.list_scenes("alice"))
         berlin = next(m for m in store.list_memories("alice") if "Berlin" in m["content"])
@@ -137,7 +137,7 @@ def test_llm_stale_text_is_never_served_while_the_rederivation_waits_or_fails(
         script.override["persona"] = "this is not {json"  # the LLM's persona run fails
         store.forget_memory("alice", berlin["memory_id"])
         # Queued for the LLM at once ...
-        with store.db.read() as conn:
+        with store._db.read() as conn:
             assert "l3" in [i.stage for i in queue.pending(conn, "alice")]
         # ... and meanwhile a rule-built stand-in is served, without Berlin.
         assert "Berlin" not in _served(store)
@@ -150,8 +150,8 @@ def test_llm_stale_text_is_never_served_while_the_rederivation_waits_or_fails(
         assert isinstance(persona, PersonaUpdated) and persona.deriver == "rules"
 
         del script.override["persona"]
-        with store.db.write() as conn:  # the retry, due now
-            queue.enqueue(conn, "alice", "l3", now=store.clock())
+        with store._db.write() as conn:  # the retry, due now
+            queue.enqueue(conn, "alice", "l3", now=store._clock())
         store.run_pipeline("alice")
         persona = store.read_events(types=[PersonaUpdated.TYPE])[-1].payload
         assert isinstance(persona, PersonaUpdated) and persona.deriver == "llm"
@@ -173,14 +173,14 @@ def test_llm_erasure_rebuilds_by_rules_and_queues_the_llm(
         say(store, "alice", "s1", "Hi, my name is Alice.")
         say(store, "alice", "s2", "I live in Berlin and I'm vegetarian.")
         for sid in ("s1", "s2"):
-            assert api.run_l1(store.derivation, "alice", sid).ok
-        assert api.run_l2(store.derivation, "alice").ok
-        assert api.run_l3(store.derivation, "alice").ok
+            assert api.run_l1(store._derivation, "alice", sid).ok
+        assert api.run_l2(store._derivation, "alice").ok
+        assert api.run_l3(store._derivation, "alice").ok
         assert "Berlin" in _served(store)
         script.override["persona"] = "this is not {json"
         report = store.forget_session("alice", "s2")
         assert report.compacted and report.memories_removed == 2
-        with store.db.read() as conn:
+        with store._db.read() as conn:
             assert "l3" in [i.stage for i in queue.pending(conn, "alice")]
         assert "Berlin" not in _served(store) and "vegetarian" not in _served(store)
         assert "Alice" in (store.get_persona("alice") or "")
@@ -213,8 +213,8 @@ def test_a_persona_of_unknown_sources_is_rewritten_by_any_forget(rstore: Store) 
 def test_a_derivation_that_ran_across_an_erasure_is_discarded(rstore: Store) -> None:
     from memstore.derive.runs import append_checked
 
-    since = rstore.kernel.head()  # a run starts, reads the messages ...
+    since = rstore._kernel.head()  # a run starts, reads the messages ...
     rstore.forget_session("alice", "s1")  # ... the user erases them meanwhile
     stale = PersonaUpdated("r1", 0, "llm", "m", "v", "- lives in Porto", "manual", memory_ids=[])
-    assert append_checked(rstore.derivation, "alice", [stale], since=since) is None
+    assert append_checked(rstore._derivation, "alice", [stale], since=since) is None
     assert "Porto" not in (rstore.get_persona("alice") or "")

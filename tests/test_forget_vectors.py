@@ -13,7 +13,7 @@ from memstore.store import Store
 
 
 def _vectors(store: Store) -> dict[int, bytes]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         table = conn.execute(
             text("SELECT table_name FROM vector_spaces WHERE kind = 'l0'")
         ).scalar()
@@ -37,7 +37,7 @@ def test_the_next_message_is_embedded_again_without_the_erased_context(
         assert store.reindex() == 1
         again = _vectors(store)
         assert sorted(again) == [1, 2] and again[2] != before[3]
-        with store.db.read() as conn:
+        with store._db.read() as conn:
             assert conn.execute(text("SELECT count(*) FROM vector_quarantine")).scalar() == 0
         hits = store.search_conversations("third thing", user_id="a", strategy="vector")
         assert hits[0].text == "third thing"

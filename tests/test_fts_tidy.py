@@ -21,7 +21,7 @@ def _captures(store: Store, n: int) -> None:
 
 
 def _lists(store: Store) -> dict[tuple[str, str], list[tuple[int, float]]]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         return {
             (q, u): bm25.keyword_messages(conn, q, u, 50, sole_user_shortcut=False)
             for q in _QUERIES
@@ -32,19 +32,19 @@ def _lists(store: Store) -> dict[tuple[str, str], list[tuple[int, float]]]:
 def _index_rows(store: Store) -> int:
     # l0_fts_idx holds a row per leaf page that starts a term, per segment:
     # fewer segments, fewer rows.
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         return int(conn.exec_driver_sql("SELECT count(*) FROM l0_fts_idx").scalar_one())
 
 
 def test_tidy_merges_segments_and_keeps_results(store: Store) -> None:
     _captures(store, 150)
     before, rows_before = _lists(store), _index_rows(store)
-    steps = fts_tidy.tidy(store.db)
+    steps = fts_tidy.tidy(store._db)
     assert steps > 0
     assert _index_rows(store) < rows_before
     assert _lists(store) == before
-    assert fts_tidy.tidy(store.db) == 0  # nothing left to merge
-    with store.db.write() as conn:
+    assert fts_tidy.tidy(store._db) == 0  # nothing left to merge
+    with store._db.write() as conn:
         conn.exec_driver_sql("INSERT INTO l0_fts(l0_fts, rank) VALUES ('integrity-check', 0)")
         setting = conn.exec_driver_sql("SELECT v FROM l0_fts_config WHERE k = 'usermerge'")
         assert setting.scalar() == fts_tidy.USERMERGE
@@ -52,8 +52,8 @@ def test_tidy_merges_segments_and_keeps_results(store: Store) -> None:
 
 def test_tidy_stops_when_asked(store: Store) -> None:
     _captures(store, 150)
-    assert fts_tidy.tidy(store.db, should_stop=lambda: True) == 0
-    assert fts_tidy.tidy(store.db, max_steps=1) == 1
+    assert fts_tidy.tidy(store._db, should_stop=lambda: True) == 0
+    assert fts_tidy.tidy(store._db, max_steps=1) == 1
 
 
 def test_the_background_indexer_tidies_after_captures(db_path: Path, settings: Settings) -> None:

@@ -110,7 +110,7 @@ def test_threads_by_instances_lose_no_turn(
             f"instance {i}", user_id=f"u{i % 2}", session_id=f"s{i}", limit=20, strategy="keyword"
         )
         assert said  # searchable
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         from sqlalchemy import text
 
         n = conn.execute(text("SELECT count(*) FROM l0_messages")).scalar_one()

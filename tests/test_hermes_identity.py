@@ -178,18 +178,18 @@ def test_two_callers_contradictory_facts_both_survive(hermes_home: Path) -> None
     store = p.store
     alice = [
         m["content"]
-        for m in api.list_memories(store.derivation, users["alice"], include_retired=True)
+        for m in api.list_memories(store._derivation, users["alice"], include_retired=True)
     ]
     bob = [
         m["content"]
-        for m in api.list_memories(store.derivation, users["bob"], include_retired=True)
+        for m in api.list_memories(store._derivation, users["bob"], include_retired=True)
     ]
-    assert [m for m in api.list_memories(store.derivation, users["alice"])] and alice == [
-        m["content"] for m in api.list_memories(store.derivation, users["alice"])
+    assert [m for m in api.list_memories(store._derivation, users["alice"])] and alice == [
+        m["content"] for m in api.list_memories(store._derivation, users["alice"])
     ]  # nothing of Alice's was retired
     assert any("Lisbon" in m for m in alice) and not any("Reykjavik" in m for m in alice)
     assert any("Reykjavik" in m for m in bob) and not any("Lisbon" in m for m in bob)
-    assert len(bob) == len(api.list_memories(store.derivation, users["bob"]))
+    assert len(bob) == len(api.list_memories(store._derivation, users["bob"]))
     mm.shutdown_all()
 
 
@@ -207,7 +207,7 @@ def test_shared_scope_does_merge_them(hermes_home: Path) -> None:
         assert mm.flush_pending(timeout=30)
         mm.on_session_end([])
         user, store = p.user_id, p.store
-        active = [m["content"] for m in api.list_memories(store.derivation, user)]
+        active = [m["content"] for m in api.list_memories(store._derivation, user)]
         mm.shutdown_all()
     assert user == "default"
     assert any("Reykjavik" in m for m in active) and not any("Lisbon" in m for m in active)
@@ -224,7 +224,7 @@ def _history(n: int) -> list[dict[str, Any]]:
 
 
 def _texts(p: Any, session: str) -> list[str]:
-    with p.store.db.read() as conn:
+    with p.store._db.read() as conn:
         from sqlalchemy import text
 
         rows = conn.execute(
@@ -304,7 +304,7 @@ def test_host_ids_and_timestamps_are_used(hermes_home: Path) -> None:
     for _ in range(2):  # two instances (two processes): the stamp makes them one turn
         mm, p = manager(hermes_home, "ids", platform="cli")
         p.sync_turn("stamped", "fine", session_id="ids", messages=stamped)
-        with p.store.db.read() as conn:
+        with p.store._db.read() as conn:
             from sqlalchemy import text
 
             rows = conn.execute(

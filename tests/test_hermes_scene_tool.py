@@ -17,7 +17,6 @@ pytest.importorskip("agent.memory_provider")
 
 from agent.memory_manager import MemoryManager
 
-from memstore.recall import scene_navigation
 from tests.hermes_support import config, hermes_home_fixture, provider_module  # noqa: F401
 
 pytestmark = pytest.mark.hermes
@@ -52,7 +51,7 @@ def read(mm: MemoryManager, **args: Any) -> dict[str, Any]:
 def navigation_names(p: Any, user: str) -> list[str]:
     """Scene names exactly as the scene navigation shows them to the model (the
     text recall injects; read directly, so a recall timeout cannot drop it)."""
-    text = scene_navigation(p.store, user)
+    text = p.store.scene_navigation(user)
     return [line[2:].split(" (heat ")[0] for line in text.splitlines()]
 
 

@@ -19,8 +19,8 @@ class Recording(BackgroundIndexer):
 
 
 def test_rests_only_after_batches_that_captures_overlapped(store: Store) -> None:
-    assert store.parts.indexer is not None
-    bg = Recording(store.parts.indexer, yield_ratio=2.0)  # never started: _pace by hand
+    assert store._parts.indexer is not None
+    bg = Recording(store._parts.indexer, yield_ratio=2.0)  # never started: _pace by hand
     bg._step_started = time.monotonic() - 0.01
     bg._pace(16)  # nothing captured during the batch
     assert bg.rests == []
@@ -35,8 +35,8 @@ def test_rests_only_after_batches_that_captures_overlapped(store: Store) -> None
 
 
 def test_yield_ratio_zero_never_rests(store: Store) -> None:
-    assert store.parts.indexer is not None
-    bg = Recording(store.parts.indexer, yield_ratio=0.0)
+    assert store._parts.indexer is not None
+    bg = Recording(store._parts.indexer, yield_ratio=0.0)
     bg._step_started = time.monotonic() - 0.01
     bg.notify()
     bg._pace(16)
@@ -44,10 +44,10 @@ def test_yield_ratio_zero_never_rests(store: Store) -> None:
 
 
 def test_a_store_captures_and_indexes_with_the_pacing_on(store: Store) -> None:
-    store.parts.start_background()
+    store._parts.start_background()
     for i in range(30):
         store.capture_turn("u", "s", f"turn {i} about the pottery class", "noted")
     deadline = time.monotonic() + 60
-    while store.parts.indexer is not None and store.parts.indexer.pending("l0"):
+    while store._parts.indexer is not None and store._parts.indexer.pending("l0"):
         assert time.monotonic() < deadline, "the indexer never caught up"
         time.sleep(0.05)

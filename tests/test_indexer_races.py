@@ -8,9 +8,9 @@ from memstore import Store
 
 def _vector_owners_match(store: Store) -> tuple[int, int]:
     """(vector rows, rows whose partition user differs from the message's user)."""
-    assert store.indexer is not None
-    sp = store.indexer.space("l0")
-    with store.db.read() as conn:
+    assert store._indexer is not None
+    sp = store._indexer.space("l0")
+    with store._db.read() as conn:
         rows = conn.exec_driver_sql(f'SELECT rowid, user_id FROM "{sp.table_name}"').all()
         owners = dict(conn.exec_driver_sql("SELECT id, user_id FROM l0_messages").all())
     return len(rows), sum(1 for rid, user in rows if owners.get(rid) != user)
@@ -19,8 +19,8 @@ def _vector_owners_match(store: Store) -> tuple[int, int]:
 def test_erasure_during_an_embedding_batch_cannot_misfile_vectors(store: Store) -> None:
     for user in ("alice", "bob", "carol"):
         store.capture_turn(user, "s", f"good morning from {user}", "how are you")
-    assert store.embedder is not None
-    original = store.embedder.embed_documents
+    assert store._embedder is not None
+    original = store._embedder.embed_documents
     fired: list[bool] = []
 
     def embed_and_erase(texts):  # type: ignore[no-untyped-def]
@@ -30,11 +30,11 @@ def test_erasure_during_an_embedding_batch_cannot_misfile_vectors(store: Store) 
             store.forget_user("alice")
         return original(texts)
 
-    store.embedder.embed_documents = embed_and_erase  # type: ignore[method-assign]
+    store._embedder.embed_documents = embed_and_erase  # type: ignore[method-assign]
     store.reindex()
     n, wrong = _vector_owners_match(store)
     assert fired and wrong == 0
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         messages = conn.exec_driver_sql("SELECT count(*) FROM l0_messages").scalar_one()
     assert n == messages == 4
     assert store.embedding_status()["l0"]["pending"] == 0
@@ -43,8 +43,8 @@ def test_erasure_during_an_embedding_batch_cannot_misfile_vectors(store: Store) 
 def test_rebuild_during_an_embedding_batch_leaves_nothing_unindexed(store: Store) -> None:
     for i in range(30):
         store.capture_turn("u", f"s{i % 3}", f"message number {i}", "ok")
-    assert store.embedder is not None
-    original = store.embedder.embed_documents
+    assert store._embedder is not None
+    original = store._embedder.embed_documents
     fired: list[bool] = []
 
     def embed_and_rebuild(texts):  # type: ignore[no-untyped-def]
@@ -53,8 +53,8 @@ def test_rebuild_during_an_embedding_batch_leaves_nothing_unindexed(store: Store
             store.rebuild()
         return original(texts)
 
-    store.embedder.embed_documents = embed_and_rebuild  # type: ignore[method-assign]
+    store._embedder.embed_documents = embed_and_rebuild  # type: ignore[method-assign]
     store.reindex()
     n, wrong = _vector_owners_match(store)
     assert n == 60 and wrong == 0
-    assert store.search_engine.vector_ready("l0")
+    assert store._search_engine.vector_ready("l0")

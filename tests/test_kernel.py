@@ -22,7 +22,7 @@ from tests.helpers_events import Noted
 def kernel(tmp_path: Path) -> Iterator[Kernel]:
     s = Settings().replace(embedder="none", scheduler=False, background_indexer=False)
     with Store.open(tmp_path / "k.db", settings=s, projections=[StatsProjection()]) as store:
-        yield store.kernel
+        yield store._kernel
 
 
 def _noted(n: int = 0) -> NewEvent:

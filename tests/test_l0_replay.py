@@ -39,7 +39,7 @@ def _fts_index(conn: Connection) -> list[tuple[Any, ...]]:
 
 
 def _state(store: Store) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         return snapshot(store), _fts_index(conn)
 
 
@@ -90,7 +90,7 @@ def test_a_message_id_the_log_holds_twice_is_stored_once(store: Store) -> None:
     )
     store.append([first])
     store.append([again])
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         rows = conn.exec_driver_sql("SELECT message_id, text FROM l0_messages ORDER BY id").all()
         terms = {t for t, *_ in _fts_index(conn)}
     assert [tuple(r) for r in rows] == [
@@ -105,7 +105,7 @@ def test_a_message_id_the_log_holds_twice_is_stored_once(store: Store) -> None:
 
 
 def _index_sql(store: Store) -> list[tuple[str, str]]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         return [
             (str(n), str(s))
             for n, s in conn.exec_driver_sql(
@@ -135,5 +135,5 @@ def test_a_failed_rebuild_leaves_indexes_and_rows_as_they_were(store: Store) -> 
         store.rebuild(progress=fail)
     assert _index_sql(store) == indexes
     assert _state(store) == before
-    with store.db.write() as conn:  # the connection's cache size is back too
+    with store._db.write() as conn:  # the connection's cache size is back too
         assert conn.exec_driver_sql("PRAGMA cache_size").scalar_one() == -2000

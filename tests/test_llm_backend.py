@@ -47,18 +47,18 @@ def test_scripted_backend_is_a_chat_backend() -> None:
 def test_host_backend_derives_when_memstore_has_no_llm(tmp_path: Path, settings: Settings) -> None:
     backend = ScriptedBackend()
     with open_store(tmp_path / "m.db", settings) as store:
-        assert llm_description(store.derivation).startswith("rules")
+        assert llm_description(store._derivation).startswith("rules")
         store.use_host_llm(backend)
-        assert llm_description(store.derivation) == "host-model: a scripted host model"
+        assert llm_description(store._derivation) == "host-model: a scripted host model"
         say(store, "alice", "s1", "Hi, my name is Alice.")
-        assert api.run_l1(store.derivation, "alice", "s1").ok
+        assert api.run_l1(store._derivation, "alice", "s1").ok
         [event] = store.read_events(types=[L1Extracted.TYPE])
         assert event.payload.deriver == "host-model"  # type: ignore[attr-defined]
         assert event.payload.model == "scripted-1-0613"  # what the answer says it was
-        assert [m["content"] for m in api.list_memories(store.derivation, "alice")] == [
+        assert [m["content"] for m in api.list_memories(store._derivation, "alice")] == [
             "The user's name is Alice."
         ]
-        with store.db.read() as conn:
+        with store._db.read() as conn:
             last = last_derivation(conn)
         assert last is not None and (last["deriver"], last["stage"]) == ("host-model", "l1")
         assert describe_derivation(last).startswith("host-model, model scripted-1-0613 (l1, ")
@@ -73,7 +73,7 @@ def test_memstore_endpoint_wins_over_a_host_backend(tmp_path: Path, settings: Se
         with open_store(tmp_path / "m.db", s) as store:
             store.use_host_llm(backend)
             say(store, "alice", "s1", "Hi, my name is Alice.")
-            assert api.run_l1(store.derivation, "alice", "s1").ok
+            assert api.run_l1(store._derivation, "alice", "s1").ok
             [event] = store.read_events(types=[L1Extracted.TYPE])
             assert (event.payload.deriver, event.payload.model) == ("llm", "own-model")  # type: ignore[attr-defined]
     assert backend.script.calls == [] and script.calls == ["extract"]
@@ -84,7 +84,7 @@ def test_registration_is_per_store_and_dies_with_it(tmp_path: Path, settings: Se
         a.use_host_llm(ScriptedBackend())
         assert a.host_llm is not None and b.host_llm is None
         say(b, "bob", "s1", "Hi, my name is Alice.")
-        assert api.run_l1(b.derivation, "bob", "s1").ok
+        assert api.run_l1(b._derivation, "bob", "s1").ok
         [event] = b.read_events(types=[L1Extracted.TYPE])
         assert event.payload.deriver == "rules"  # type: ignore[attr-defined]
         a.use_host_llm(None)
@@ -144,7 +144,7 @@ def test_doctor_names_the_configured_and_the_last_deriver(
         assert report["llm"].startswith("rules:") and report["last_derivation"] == "none yet"
         store.use_host_llm(ScriptedBackend())
         say(store, "alice", "s1", "Hi, my name is Alice.")
-        assert api.run_l1(store.derivation, "alice", "s1").ok
+        assert api.run_l1(store._derivation, "alice", "s1").ok
     report, problems = doctor_report(db)
     assert problems == []
     assert report["last_derivation"].startswith("host-model, model scripted-1-0613 (l1, ")

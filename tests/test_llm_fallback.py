@@ -38,7 +38,7 @@ def _fail_three_runs(db: Path, settings: Settings) -> None:
     with open_store(db, settings) as store:
         say(store, "alice", "s1", "Hi, my name is Alice.")
         for _ in range(3):
-            api.run_l1(store.derivation, "alice", "s1")
+            api.run_l1(store._derivation, "alice", "s1")
 
 
 def _derivers(store: Store) -> list[str]:
@@ -54,15 +54,15 @@ def test_three_unusable_answers_then_the_rules(
     with open_store(db, _settings(settings, fake)) as store:
         say(store, "alice", "s1", "Hi, my name is Alice.")
         for _ in range(3):
-            out = api.run_l1(store.derivation, "alice", "s1")
+            out = api.run_l1(store._derivation, "alice", "s1")
             assert not out.ok and "LLMOutputError" in (out.error or "")
         assert len(script.calls) == 6  # each run: the answer and its corrective retry
-        out = api.run_l1(store.derivation, "alice", "s1")
+        out = api.run_l1(store._derivation, "alice", "s1")
         assert out.ok
         assert len(script.calls) == 6  # the model was not asked again
         assert _derivers(store) == ["rules"]
-        assert [m["content"] for m in api.list_memories(store.derivation, "alice")]
-        with store.db.read() as conn:
+        assert [m["content"] for m in api.list_memories(store._derivation, "alice")]
+        with store._db.read() as conn:
             streak, newest = output_failures(conn)
         assert streak == 3 and "no usable JSON" in newest
         line = describe_failures(streak, newest, 3)
@@ -70,14 +70,14 @@ def test_three_unusable_answers_then_the_rules(
 
     # A restart does not spend another round of failures on the same model.
     with open_store(db, _settings(settings, fake)) as store:
-        assert store.derivation.llm_client() is None
+        assert store._derivation.llm_client() is None
         say(store, "alice", "s2", "I have a dog.")
-        assert api.run_l1(store.derivation, "alice", "s2").ok
+        assert api.run_l1(store._derivation, "alice", "s2").ok
         assert len(script.calls) == 6
 
     # Another model starts from zero.
     with open_store(db, _settings(settings, fake).replace(llm_model="other")) as store:
-        assert store.derivation.llm_client() is not None
+        assert store._derivation.llm_client() is not None
 
 
 def test_a_usable_answer_resets_the_count(
@@ -89,10 +89,10 @@ def test_a_usable_answer_resets_the_count(
             script.override["extract"] = PROSE
             for i in range(2):
                 say(store, "alice", f"s{round_}{i}", "Hi, my name is Alice.")
-                assert not api.run_l1(store.derivation, "alice", f"s{round_}{i}").ok
+                assert not api.run_l1(store._derivation, "alice", f"s{round_}{i}").ok
             del script.override["extract"]
-            assert api.run_l1(store.derivation, "alice", f"s{round_}0").ok
-        assert store.derivation.llm_client() is not None
+            assert api.run_l1(store._derivation, "alice", f"s{round_}0").ok
+        assert store._derivation.llm_client() is not None
         assert set(_derivers(store)) == {"llm"}
 
 
@@ -104,7 +104,7 @@ def test_fallback_after_zero_never_falls_back(
     with open_store(tmp_path / "m.db", _settings(settings, fake, llm_fallback_after=0)) as store:
         say(store, "alice", "s1", "Hi, my name is Alice.")
         for _ in range(4):
-            assert not api.run_l1(store.derivation, "alice", "s1").ok
+            assert not api.run_l1(store._derivation, "alice", "s1").ok
         assert len(store.read_events(types=[RunFailed.TYPE])) == 4
 
 
@@ -114,7 +114,7 @@ def test_deriver_rules_never_asks_the_model(
     fake, script = llm
     with open_store(tmp_path / "m.db", _settings(settings, fake, deriver="rules")) as store:
         say(store, "alice", "s1", "Hi, my name is Alice.")
-        assert api.run_l1(store.derivation, "alice", "s1").ok
+        assert api.run_l1(store._derivation, "alice", "s1").ok
         assert script.calls == [] and _derivers(store) == ["rules"]
 
 

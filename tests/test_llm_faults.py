@@ -53,7 +53,7 @@ def lstore(
 
 
 def _cursor(store: Store) -> int:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         return l1_cursor(conn, "alice", "s1", 0)
 
 
@@ -67,7 +67,7 @@ def test_wrong_item_fields_fail_the_run_and_keep_the_messages(
     _, script = llm
     script.override["extract"] = WRONG_FIELDS
     say(lstore, "alice", "s1", "Hi, my name is Alice.")
-    out = api.run_l1(lstore.derivation, "alice", "s1")
+    out = api.run_l1(lstore._derivation, "alice", "s1")
     assert not out.ok and "LLMOutputError" in (out.error or "")
     assert "no text 'content'" in (out.error or "") and '"fact"' in (out.error or "")
     assert script.calls == ["extract", "extract"]  # one corrective retry, then fail
@@ -75,8 +75,8 @@ def test_wrong_item_fields_fail_the_run_and_keep_the_messages(
     assert [f.stage for f in _failures(lstore)] == ["l1"]
 
     del script.override["extract"]  # the model behaves again: nothing was lost
-    assert api.run_l1(lstore.derivation, "alice", "s1").ok
-    assert [m["content"] for m in api.list_memories(lstore.derivation, "alice")] == [
+    assert api.run_l1(lstore._derivation, "alice", "s1").ok
+    assert [m["content"] for m in api.list_memories(lstore._derivation, "alice")] == [
         "The user's name is Alice."
     ]
     assert _cursor(lstore) > 0
@@ -95,8 +95,8 @@ def test_wrong_item_fields_then_a_corrected_answer(
 
     script.override["extract"] = first_wrong
     say(lstore, "alice", "s1", "Hi, my name is Alice.")
-    assert api.run_l1(lstore.derivation, "alice", "s1").ok
-    assert [m["content"] for m in api.list_memories(lstore.derivation, "alice")] == [
+    assert api.run_l1(lstore._derivation, "alice", "s1").ok
+    assert [m["content"] for m in api.list_memories(lstore._derivation, "alice")] == [
         "The user's name is Alice."
     ]
     assert script.calls == ["extract", "extract"]
@@ -107,18 +107,18 @@ def test_scene_ops_with_wrong_fields_fail_without_moving_the_scene_cursor(
 ) -> None:
     _, script = llm
     say(lstore, "alice", "s1", "Hi, my name is Alice.")
-    assert api.run_l1(lstore.derivation, "alice", "s1").ok
+    assert api.run_l1(lstore._derivation, "alice", "s1").ok
     script.override["scenes"] = (
         '{"operations": [{"operation": "create", "title": "About Alice", "text": "- Alice"}]}'
     )
-    out = api.run_l2(lstore.derivation, "alice")
+    out = api.run_l2(lstore._derivation, "alice")
     assert not out.ok and "'op'" in (out.error or "")
-    with lstore.db.read() as conn:
+    with lstore._db.read() as conn:
         assert cursor_of(conn, "alice", 0) == 0
     assert lstore.read_events(types=[ScenesUpdated.TYPE]) == []
     del script.override["scenes"]
-    assert api.run_l2(lstore.derivation, "alice").ok
-    assert [s["name"] for s in api.list_scenes(lstore.derivation, "alice")] == ["About Alice"]
+    assert api.run_l2(lstore._derivation, "alice").ok
+    assert [s["name"] for s in api.list_scenes(lstore._derivation, "alice")] == ["About Alice"]
 
 
 def test_persona_with_wrong_fields_fails_and_keeps_the_old_one(
@@ -126,12 +126,12 @@ def test_persona_with_wrong_fields_fails_and_keeps_the_old_one(
 ) -> None:
     _, script = llm
     say(lstore, "alice", "s1", "Hi, my name is Alice.")
-    assert api.run_l1(lstore.derivation, "alice", "s1").ok
+    assert api.run_l1(lstore._derivation, "alice", "s1").ok
     script.override["persona"] = '{"profile": "# Profile\\nAlice."}'
-    out = api.run_l3(lstore.derivation, "alice")
+    out = api.run_l3(lstore._derivation, "alice")
     assert not out.ok and "'persona' is missing" in (out.error or "")
     assert lstore.read_events(types=[PersonaUpdated.TYPE]) == []
-    assert api.get_persona(lstore.derivation, "alice") in (None, "")
+    assert api.get_persona(lstore._derivation, "alice") in (None, "")
 
 
 @pytest.mark.parametrize("fault", ["truncated", "disconnect"])
@@ -141,9 +141,9 @@ def test_a_broken_body_is_retried(
     fake, script = llm
     fake.fault_next(fault)
     say(lstore, "alice", "s1", "Hi, my name is Alice.")
-    assert api.run_l1(lstore.derivation, "alice", "s1").ok
+    assert api.run_l1(lstore._derivation, "alice", "s1").ok
     assert script.calls == ["extract", "extract"]  # the broken answer, then the retry
-    assert [m["content"] for m in api.list_memories(lstore.derivation, "alice")] == [
+    assert [m["content"] for m in api.list_memories(lstore._derivation, "alice")] == [
         "The user's name is Alice."
     ]
 
@@ -154,7 +154,7 @@ def test_a_body_broken_every_time_is_an_llm_error_and_a_failed_run(
     fake, script = llm
     fake.fault_next("truncated", n=10)
     say(lstore, "alice", "s1", "Hi, my name is Alice.")
-    out = api.run_l1(lstore.derivation, "alice", "s1")  # no raw JSONDecodeError escapes
+    out = api.run_l1(lstore._derivation, "alice", "s1")  # no raw JSONDecodeError escapes
     assert not out.ok and out.error is not None
     assert out.error.startswith("LLMError") and "not complete JSON" in out.error
     assert len(script.calls) == 2  # llm_max_retries=1: two tries
@@ -168,10 +168,10 @@ def test_an_answer_past_the_cap_is_refused(
     with _store(tmp_path, settings, fake, llm_max_answer_bytes=100_000) as store:
         say(store, "alice", "s1", "Hi, my name is Alice.")
         fake.fault_next("huge", size=1_000_000)
-        out = api.run_l1(store.derivation, "alice", "s1")
+        out = api.run_l1(store._derivation, "alice", "s1")
         assert not out.ok and "more than llm_max_answer_bytes (100,000)" in (out.error or "")
         assert _cursor(store) == 0
-        assert api.run_l1(store.derivation, "alice", "s1").ok  # an ordinary answer still fits
+        assert api.run_l1(store._derivation, "alice", "s1").ok  # an ordinary answer still fits
 
 
 def test_an_undeclared_huge_answer_stops_being_read_at_the_cap(fake_server: FakeOpenAI) -> None:

@@ -82,7 +82,7 @@ def _one_session(fake: FakeOpenAI, reopen: list[Store]) -> Store:
     agent = make_agent(fake, "derive-1")
     result = agent.run_conversation(SAID)
     assert agent._memory_manager.flush_pending(timeout=10)
-    db = agent._memory_manager.get_provider("memstore").store.db.path
+    db = agent._memory_manager.get_provider("memstore").store.path
     agent.shutdown_memory_provider(result["messages"])  # on_session_end: extraction runs
     agent.close()
     shared_stores().close_all()

@@ -101,27 +101,27 @@ def test_no_user_text_in_logs_at_info_through_a_faulty_pipeline(
 
     # Garbage quoting the prompt, twice (the corrective retry too): the run fails.
     model.faults += [echo_garbage, echo_garbage]
-    assert not api.run_l1(store.derivation, "alice", "s1").ok
+    assert not api.run_l1(store._derivation, "alice", "s1").ok
     # A wrong shape quoting the prompt, then valid JSON that fails validation.
     model.faults += [wrong_shape, wrong_shape]
-    assert not api.run_l1(store.derivation, "alice", "s1").ok
+    assert not api.run_l1(store._derivation, "alice", "s1").ok
     # A server error whose body echoes the prompt, and an HTTP 400 echoing it.
     model.faults.append(server_error)
-    assert not api.run_l1(store.derivation, "alice", "s1").ok
+    assert not api.run_l1(store._derivation, "alice", "s1").ok
     fake.fail_next(400, message="invalid input: " + " ".join(SAID))
-    assert not api.run_l1(store.derivation, "alice", "s1").ok
+    assert not api.run_l1(store._derivation, "alice", "s1").ok
     # A timeout.
     fake.delay_next(3.0)
-    assert not api.run_l1(store.derivation, "alice", "s1").ok
+    assert not api.run_l1(store._derivation, "alice", "s1").ok
 
     # Now the model behaves: the whole pipeline runs, through scenes and persona,
     # with garbage once more at the scene step.
-    assert api.run_l1(store.derivation, "alice", "s1").ok
+    assert api.run_l1(store._derivation, "alice", "s1").ok
     model.faults += [echo_garbage, echo_garbage]
-    assert not api.run_l2(store.derivation, "alice").ok
+    assert not api.run_l2(store._derivation, "alice").ok
     store.end_session("alice", "s1")
     store.run_pipeline("alice", wait=True)
-    assert api.list_memories(store.derivation, "alice"), "nothing was derived"
+    assert api.list_memories(store._derivation, "alice"), "nothing was derived"
     store.recall(ASKED, user_id="alice", session_id="s1")
     store.search_memories(ASKED, user_id="alice")
     store.search_conversations(ASKED, user_id="alice")

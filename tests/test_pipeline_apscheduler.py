@@ -135,7 +135,7 @@ def test_a_timer_is_a_textual_reference_with_plain_arguments(
     capture(store, svc, "u", "s")
     svc.drain()
     capture(store, svc, "u", "s")  # below threshold 2: the idle timer
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         rows = dict(conn.execute(text(f"SELECT id, job_state FROM {JOB_TABLE}")).all())
     state = pickle.loads(rows[idle_job_id("u", "s")])
     assert state["func"] == "memstore.pipeline.scheduler:idle_timer"
@@ -174,15 +174,15 @@ def _wait(cond: Any, timeout: float = 30.0) -> bool:
 
 def test_two_stores_in_one_process_fire_into_their_own_service(tmp_path: Path) -> None:
     with _scheduler_store(tmp_path / "a.db") as a, _scheduler_store(tmp_path / "b.db") as b:
-        assert a.pipeline is not None and b.pipeline is not None
-        assert _wait(lambda: a.pipeline.timers.running and b.pipeline.timers.running)  # type: ignore[union-attr]
+        assert a._pipeline is not None and b._pipeline is not None
+        assert _wait(lambda: a._pipeline.timers.running and b._pipeline.timers.running)  # type: ignore[union-attr]
         _PROBES.clear()
         for name, store in (("a", a), ("b", b)):
-            assert store.pipeline is not None
-            store.pipeline.timers.set("probe", f"{__name__}:_probe", [name], store.clock())
+            assert store._pipeline is not None
+            store._pipeline.timers.set("probe", f"{__name__}:_probe", [name], store._clock())
         with _PROBED:
             assert _PROBED.wait_for(lambda: len(_PROBES) == 2, timeout=30)
-        assert dict(_PROBES) == {"a": a.pipeline, "b": b.pipeline}
+        assert dict(_PROBES) == {"a": a._pipeline, "b": b._pipeline}
 
 
 def test_a_job_of_an_older_version_is_replaced_by_reconcile(
@@ -195,7 +195,7 @@ def test_a_job_of_an_older_version_is_replaced_by_reconcile(
     svc.drain()
     capture(store, svc, "u", "s")
     idle = idle_job_id("u", "s")
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         blob = conn.execute(
             text(f"SELECT job_state FROM {JOB_TABLE} WHERE id = :i"), {"i": idle}
         ).scalar_one()
@@ -216,18 +216,18 @@ def test_a_job_of_an_older_version_is_replaced_by_reconcile(
 def statements(tmp_path: Path) -> Iterator[tuple[Store, PipelineService, list[tuple[str, str]]]]:
     """A pipeline store whose SQL statements are recorded with their thread."""
     store = open_store(tmp_path / "m.db", warmup=(50,), extract_every=50)
-    svc = PipelineService(store, deriver=FakeDeriver())
+    svc = PipelineService(store._derivation, deriver=FakeDeriver())
     svc.timers.jobs()  # the job table exists
     seen: list[tuple[str, str]] = []
 
     def record(_conn: Any, _cur: Any, statement: str, *_: Any) -> None:
         seen.append((threading.current_thread().name, statement))
 
-    event.listen(store.db.engine, "before_cursor_execute", record)
+    event.listen(store._db.engine, "before_cursor_execute", record)
     try:
         yield store, svc, seen
     finally:
-        event.remove(store.db.engine, "before_cursor_execute", record)
+        event.remove(store._db.engine, "before_cursor_execute", record)
         svc.stop()
         store.close()
 
@@ -269,7 +269,7 @@ def test_arming_survives_another_process_deleting_the_timer_row(
     assert job is not None
     jobstore = svc.timers.store
     assert jobstore is not None
-    with store.db.write() as conn:  # the other process fired and deleted it
+    with store._db.write() as conn:  # the other process fired and deleted it
         conn.execute(text(f"DELETE FROM {JOB_TABLE} WHERE id = 'race'"))
     jobstore.update_job(job)
     assert svc.timers.get("race") == when

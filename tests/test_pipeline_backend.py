@@ -17,7 +17,7 @@ from tests.pipeline_support import FakeClock, FakeDeriver, capture, open_store
 
 
 def queued(store: Store) -> list[tuple[str, str, str]]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         return [(i.stage, i.user_id, i.session_id) for i in queue.pending(conn)]
 
 
@@ -43,7 +43,7 @@ def test_capture_atomic_through_the_warmup(
             assert queued(store) == []
             armed = armed or clock() + timedelta(seconds=600)
             assert svc.timers.get(idle) == armed
-            with store.db.read() as conn:
+            with store._db.read() as conn:
                 st = get_session(conn, "u", "s")
             assert st is not None and st.rounds_pending == r
             clock.advance(1)
@@ -51,7 +51,7 @@ def test_capture_atomic_through_the_warmup(
         # at threshold: work enqueued in the capture's transaction
         assert queued(store) == [("l1", "u", "s")]
         assert [o.ok for o in svc.drain(stages=("l1",))] == [True]
-        with store.db.read() as conn:
+        with store._db.read() as conn:
             st = get_session(conn, "u", "s")
         assert st is not None and st.rounds_pending == 0 and st.messages_pending == 0
     assert [c[0] for c in der.calls] == ["l1"] * 5
@@ -133,7 +133,7 @@ def test_priority_order_and_fifo(
     env: tuple[Store, PipelineService, FakeDeriver], clock: FakeClock
 ) -> None:
     store, _, _ = env
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         queue.enqueue(conn, "a", "l3", now=clock())
         clock.advance(1)
         queue.enqueue(conn, "b", "l2", now=clock())
@@ -146,7 +146,7 @@ def test_priority_order_and_fifo(
         queue.enqueue(conn, "c", "l1", session_id="s1", now=clock())  # deduplicated
     order = []
     while True:
-        with store.db.write() as conn:
+        with store._db.write() as conn:
             item = queue.claim(conn, "w", now=clock(), ttl_s=60)
             if item is None:
                 break
@@ -157,7 +157,7 @@ def test_priority_order_and_fifo(
 
 def test_locks_with_ttl(env: tuple[Store, PipelineService, FakeDeriver], clock: FakeClock) -> None:
     store, _, _ = env
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         assert queue.acquire_lock(conn, "k", "w1", now=clock(), ttl_s=30)
         assert not queue.acquire_lock(conn, "k", "w2", now=clock(), ttl_s=30)
         assert queue.acquire_lock(conn, "k", "w1", now=clock(), ttl_s=30)  # re-entrant
@@ -165,7 +165,7 @@ def test_locks_with_ttl(env: tuple[Store, PipelineService, FakeDeriver], clock: 
         queue.release_lock(conn, "k", "w2")  # not the owner: no effect
         assert queue.lock_holder(conn, "k", now=clock()) == "w1"
     clock.advance(31)
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         assert queue.lock_holder(conn, "k", now=clock()) is None
         assert queue.acquire_lock(conn, "k", "w2", now=clock(), ttl_s=30)  # expired: taken over
         assert not queue.renew_lock(conn, "k", "w1", now=clock(), ttl_s=30)
@@ -177,7 +177,7 @@ def test_claim_skips_a_session_whose_lock_is_held(
     env: tuple[Store, PipelineService, FakeDeriver], clock: FakeClock
 ) -> None:
     store, _, _ = env
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         queue.enqueue(conn, "u", "l1", session_id="s", now=clock())
         queue.enqueue(conn, "u", "l1", session_id="t", now=clock())
         assert queue.acquire_lock(
@@ -187,7 +187,7 @@ def test_claim_skips_a_session_whose_lock_is_held(
         assert item is not None and item.session_id == "t"
         assert queue.claim(conn, "w2", now=clock(), ttl_s=60) is None
     clock.advance(61)  # the other worker died: its lock and our claim expire
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         got = {queue.claim(conn, "w3", now=clock(), ttl_s=60).session_id for _ in range(2)}  # type: ignore[union-attr]
     assert got == {"s", "t"}
 
@@ -195,16 +195,16 @@ def test_claim_skips_a_session_whose_lock_is_held(
 def test_two_workers_never_extract_one_session_at_once(tmp_path: Path) -> None:
     store = open_store(tmp_path / "m.db")
     der = FakeDeriver(l1_delay_s=0.02)
-    svc = PipelineService(store.derivation, deriver=der)
+    svc = PipelineService(store._derivation, deriver=der)
     try:
         for i in range(6):
             capture(store, svc, "u", f"s{i % 3}")
 
         def work() -> None:
             for _ in range(5):
-                with store.db.write() as conn:
+                with store._db.write() as conn:
                     for st in ("s0", "s1", "s2"):
-                        queue.enqueue(conn, "u", "l1", session_id=st, now=store.clock())
+                        queue.enqueue(conn, "u", "l1", session_id=st, now=store._clock())
                 svc.drain()
 
         threads = [threading.Thread(target=work) for _ in range(3)]
@@ -229,13 +229,13 @@ def test_purge_removes_one_user_only(
         svc.drain(user_id=u)
         capture(store, svc, u, "s")  # timer armed
         svc.timers.set(l2_job_id(u), scheduler.L2_TIMER, [u], clock() + timedelta(seconds=5))
-        with store.db.write() as conn:
+        with store._db.write() as conn:
             queue.enqueue(conn, u, "l2", now=clock())
             queue.acquire_lock(conn, queue.lock_key("l1", u, "s"), "w", now=clock(), ttl_s=60)
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         got = svc.purge_user(conn, "a")
     assert got == {"queued": 1, "timers": 2}
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         for t in (pipeline_sessions, pipeline_pending):
             assert {r[0] for r in conn.execute(select(t.c.user_id))} == {"a:b", "a%"}
         assert {i.user_id for i in queue.pending(conn)} == {"a:b", "a%"}
@@ -250,12 +250,12 @@ def test_purge_removes_one_user_only(
 def test_failed_runs_keep_the_cursor_and_back_off(tmp_path: Path, clock: FakeClock) -> None:
     store = open_store(tmp_path / "m.db", clock, retry_delay_s=30, max_retries=3)
     der = FakeDeriver(fail_l1=10)
-    svc = PipelineService(store.derivation, deriver=der)
+    svc = PipelineService(store._derivation, deriver=der)
     try:
         capture(store, svc, "u", "s")
         outs = svc.drain()
         assert [o.ok for o in outs] == [False]
-        with store.db.read() as conn:
+        with store._db.read() as conn:
             st = get_session(conn, "u", "s")
             item = queue.pending(conn)[0]
         assert st is not None and st.cursor_position == 0 and st.messages_pending == 2
@@ -283,7 +283,7 @@ def test_failed_runs_keep_the_cursor_and_back_off(tmp_path: Path, clock: FakeClo
         capture(store, svc, "u", "s")  # a capture at the threshold runs it sooner
         assert queued(store) == [("l1", "u", "s")]
         assert [o.ok for o in svc.drain(stages=("l1",))] == [True]
-        with store.db.read() as conn:
+        with store._db.read() as conn:
             st = get_session(conn, "u", "s")
         assert st is not None and st.messages_pending == 0 and st.failures == 0
     finally:
@@ -304,7 +304,7 @@ def test_projection_rebuild_matches_incremental(
     svc.end_session("u", "s0", timeout_s=10)
 
     def dump() -> list[list[tuple[object, ...]]]:
-        with store.db.read() as conn:
+        with store._db.read() as conn:
             return [
                 [tuple(r) for r in conn.execute(select(t).order_by(*t.primary_key.columns))]
                 for t in (pipeline_sessions, pipeline_pending)

@@ -27,7 +27,7 @@ def _counting(svc: PipelineService) -> list[int]:
 
 def _env(tmp_path: Path, clock: FakeClock, **settings: Any) -> tuple[Any, PipelineService]:
     store = open_store(tmp_path / "m.db", clock, **settings)
-    return store, PipelineService(store.derivation, deriver=FakeDeriver())
+    return store, PipelineService(store._derivation, deriver=FakeDeriver())
 
 
 def test_captures_under_an_armed_idle_timer_need_no_timer_pass(

@@ -37,7 +37,7 @@ def test_status_and_run_on_an_empty_database(tmp_path: Path) -> None:
 def test_status_shows_pending_sessions(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     store = open_store(path)
-    svc = PipelineService(store.derivation, deriver=FakeDeriver())
+    svc = PipelineService(store._derivation, deriver=FakeDeriver())
     capture(store, svc, "alice", "s1")
     svc.stop()
     store.close()

@@ -29,14 +29,14 @@ def gstore(tmp_path: Path, settings: Settings) -> Iterator[Store]:
 
 
 def _pending(store: Store, user: str = "u", session: str = "s") -> int:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         st = get_session(conn, user, session)
     assert st is not None
     return st.messages_pending
 
 
 def _contents(store: Store) -> list[str]:
-    return sorted(m["content"] for m in api.list_memories(store.derivation, "u"))
+    return sorted(m["content"] for m in api.list_memories(store._derivation, "u"))
 
 
 def _rebuild_matches(store: Store) -> None:
@@ -56,7 +56,7 @@ def test_a_failed_rederive_keeps_the_live_pipelines_pending_messages(
 
     monkeypatch.setattr(generations, "run_l2_generation", broken_l2)
     with pytest.raises(PipelineError):
-        api.rederive(gstore.derivation, "u")
+        api.rederive(gstore._derivation, "u")
     assert _pending(gstore) == 2  # the half-built generation took nothing
     monkeypatch.undo()
 
@@ -70,7 +70,7 @@ def test_activation_switches_session_cursors_and_recomputes_pending(gstore: Stor
     say(gstore, "u", "s", "My name is Dana.")
     gstore.run_pipeline("u")
     assert _pending(gstore) == 0
-    new = api.rederive(gstore.derivation, "u")
+    new = api.rederive(gstore._derivation, "u")
     assert _pending(gstore) == 0  # the new generation covered the same messages
 
     say(gstore, "u", "s", "I love hiking.")
@@ -79,7 +79,7 @@ def test_activation_switches_session_cursors_and_recomputes_pending(gstore: Stor
     assert _contents(gstore) == ["The user likes hiking.", "The user's name is Dana."]
 
     # Roll back: generation 0 never saw the hiking message, so it is pending again.
-    api.activate_generation(gstore.derivation, "u", 0)
+    api.activate_generation(gstore._derivation, "u", 0)
     assert _pending(gstore) == 1
     assert _contents(gstore) == ["The user's name is Dana."]
     _rebuild_matches(gstore)
@@ -88,7 +88,7 @@ def test_activation_switches_session_cursors_and_recomputes_pending(gstore: Stor
     assert _contents(gstore) == ["The user likes hiking.", "The user's name is Dana."]
 
     # And forward again: the new generation is complete, nothing is pending.
-    api.activate_generation(gstore.derivation, "u", new)
+    api.activate_generation(gstore._derivation, "u", new)
     assert _pending(gstore) == 0
     _rebuild_matches(gstore)
 
@@ -96,9 +96,9 @@ def test_activation_switches_session_cursors_and_recomputes_pending(gstore: Stor
 def test_rederive_from_l2_keeps_the_l1_cursors(gstore: Store) -> None:
     say(gstore, "u", "s", "My name is Dana.")
     gstore.run_pipeline("u")
-    api.rederive(gstore.derivation, "u", from_layer="l2")
+    api.rederive(gstore._derivation, "u", from_layer="l2")
     assert _pending(gstore) == 0
-    with gstore.db.read() as conn:
+    with gstore._db.read() as conn:
         st = get_session(conn, "u", "s")
     assert st is not None and st.extractions == 1
     _rebuild_matches(gstore)

@@ -18,7 +18,7 @@ from tests.pipeline_support import FakeClock
 
 
 def _waiting(store: Store) -> list[queue.WorkItem]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         return queue.pending(conn)
 
 
@@ -41,7 +41,7 @@ def test_a_session_ended_in_an_outage_is_extracted_after_it(
         )
         store = Store.open(tmp_path / "m.db", settings=s, clock=clock)
         try:
-            svc = store.pipeline
+            svc = store._pipeline
             assert svc is not None
             script.override["extract"] = "the model is overloaded"  # unusable: every run fails
             store.capture("alice", "s1", [{"role": "user", "content": "I am vegetarian."}])

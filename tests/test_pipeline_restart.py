@@ -45,7 +45,7 @@ def test_timer_pending_at_close_fires_after_reopen(tmp_path: Path) -> None:
     # Not started: this process's scheduler stays paused, so the timer cannot
     # fire before the close however slow the machine is (any process may arm
     # timers; only the lease holder runs them).
-    svc = PipelineService(store.derivation, deriver=FakeDeriver(), lease_ttl_s=2.0)
+    svc = PipelineService(store._derivation, deriver=FakeDeriver(), lease_ttl_s=2.0)
     try:
         capture(store, svc, "u", "s")  # 1 round < 3: idle timer armed for +1 s
         assert svc.timers.get(idle_job_id("u", "s")) is not None
@@ -57,9 +57,9 @@ def test_timer_pending_at_close_fires_after_reopen(tmp_path: Path) -> None:
     store = open_store(path, **settings)
     try:
         assert extracted(store) == 0
-        with store.db.read() as conn:  # the timer itself survived, in the file
+        with store._db.read() as conn:  # the timer itself survived, in the file
             assert idle_job_id("u", "s") in timer_times(conn)
-        svc = PipelineService(store.derivation, deriver=FakeDeriver(), lease_ttl_s=2.0)
+        svc = PipelineService(store._derivation, deriver=FakeDeriver(), lease_ttl_s=2.0)
         svc.start()
         try:
             assert wait_for(lambda: extracted(store) == 1)
@@ -80,7 +80,7 @@ sys.path.insert(0, {repo!r})
 from memstore.pipeline import PipelineService
 from tests.pipeline_support import FakeDeriver, open_store
 store = open_store(Path(sys.argv[1]))
-svc = PipelineService(store.derivation, deriver=FakeDeriver(), lease_ttl_s=1.0)
+svc = PipelineService(store._derivation, deriver=FakeDeriver(), lease_ttl_s=1.0)
 svc.start()
 print("started", flush=True)
 while True:
@@ -111,8 +111,8 @@ def test_one_scheduler_per_database_across_processes(tmp_path: Path) -> None:
     store = open_store(path)
 
     def holder_pid() -> int | None:
-        with store.db.read() as conn:
-            owner = lock_holder(conn, LEASE_KEY, now=store.clock())
+        with store._db.read() as conn:
+            owner = lock_holder(conn, LEASE_KEY, now=store._clock())
         return int(owner.split(":")[1]) if owner else None
 
     a = spawn()
@@ -127,9 +127,9 @@ def test_one_scheduler_per_database_across_processes(tmp_path: Path) -> None:
         # A timer written now by this (non-holder) process fires in b, into
         # b's own service, once b has taken the lease over.
         marker = tmp_path / "fired"
-        mine = PipelineService(store, deriver=FakeDeriver())
+        mine = PipelineService(store._derivation, deriver=FakeDeriver())
         try:
-            mine.timers.set("probe", f"{__name__}:probe", [str(marker)], store.clock())
+            mine.timers.set("probe", f"{__name__}:probe", [str(marker)], store._clock())
             assert wait_for(lambda: holder_pid() == b.pid)
             assert wait_for(marker.exists)
             assert marker.read_text() == f"{b.pid} PipelineService"

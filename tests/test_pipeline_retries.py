@@ -21,18 +21,18 @@ from tests.pipeline_support import FakeClock, FakeDeriver, Outcome, capture, ope
 
 
 def _queued(store: Store) -> list[tuple[str, str, str]]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         return [(i.stage, i.user_id, i.session_id) for i in queue.pending(conn)]
 
 
 def _item(store: Store) -> queue.WorkItem:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         (item,) = queue.pending(conn)
     return item
 
 
 def _pending(store: Store, user: str, session: str) -> int:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         st = get_session(conn, user, session)
     assert st is not None
     return st.messages_pending
@@ -50,7 +50,7 @@ def test_failing_work_is_retried_past_max_retries_and_resumes_by_itself(tmp_path
         tmp_path / "m.db", clock, max_retries=2, retry_delay_s=30, retry_max_delay_s=300
     )
     der = FakeDeriver(fail_l1=10**6)  # the LLM is down
-    svc = PipelineService(store.derivation, deriver=der)
+    svc = PipelineService(store._derivation, deriver=der)
     try:
         capture(store, svc, "u", "s")
         svc.drain()
@@ -91,10 +91,10 @@ def test_a_session_ended_during_an_outage_is_extracted_after_recovery(tmp_path: 
     path = tmp_path / "m.db"
     store = open_store(path, clock, max_retries=1, retry_delay_s=10, retry_max_delay_s=600)
     der = FakeDeriver(fail_l1=10**6)
-    svc = PipelineService(store.derivation, deriver=der)
+    svc = PipelineService(store._derivation, deriver=der)
     try:
         capture(store, svc, "u", "s", after_commit=False)
-        with store.db.write() as conn:
+        with store._db.write() as conn:
             queue.drop(conn, "u", "l1", "s")  # below the threshold: nothing queued yet
         report = svc.end_session("u", "s", timeout_s=10)
         assert report["pending_after"] == 2 and report["ran"][0]["ok"] is False
@@ -108,7 +108,7 @@ def test_a_session_ended_during_an_outage_is_extracted_after_recovery(tmp_path: 
 
     # Reopened during the outage: the waiting retry is still there and armed.
     store = open_store(path, clock, max_retries=1, retry_delay_s=10, retry_max_delay_s=600)
-    svc = PipelineService(store.derivation, deriver=der)
+    svc = PipelineService(store._derivation, deriver=der)
     try:
         svc.reconcile()
         assert svc.timers.get("drain") == from_iso(_item(store).run_after)
@@ -126,7 +126,7 @@ def test_a_failure_due_at_once_runs_once_per_drain(tmp_path: Path) -> None:
     clock = FakeClock()
     store = open_store(tmp_path / "m.db", clock, max_retries=2, retry_delay_s=0)
     der = FakeDeriver(fail_l1=10**6)
-    svc = PipelineService(store.derivation, deriver=der)
+    svc = PipelineService(store._derivation, deriver=der)
     try:
         capture(store, svc, "u", "s")
         capture(store, svc, "u", "other")
@@ -161,7 +161,7 @@ def test_run_pipeline_claims_only_what_was_due_when_called(tmp_path: Path) -> No
     clock = FakeClock()
     store = open_store(tmp_path / "m.db", clock)
     der = _CapturingDeriver(store, limit=25)
-    svc = PipelineService(store.derivation, deriver=der)
+    svc = PipelineService(store._derivation, deriver=der)
     der.svc = svc
     try:
         capture(store, svc, "u", "s")
@@ -180,7 +180,7 @@ def test_a_retry_that_works_brings_the_other_waiting_retries_forward(tmp_path: P
     clock = FakeClock()
     store = open_store(tmp_path / "m.db", clock, retry_delay_s=30, retry_max_delay_s=3600)
     der = FakeDeriver(fail_l1=10**6)
-    svc = PipelineService(store.derivation, deriver=der)
+    svc = PipelineService(store._derivation, deriver=der)
     try:
         capture(store, svc, "u", "s1")
         svc.drain()

@@ -77,10 +77,10 @@ def test_end_session_extracts_cancels_timer_and_records_end(
 def test_end_session_reports_a_timeout(tmp_path: Path) -> None:
     store = open_store(tmp_path / "m.db")
     der = FakeDeriver(l1_delay_s=0.5)
-    svc = PipelineService(store.derivation, deriver=der)
+    svc = PipelineService(store._derivation, deriver=der)
     try:
         capture(store, svc, "u", "s", after_commit=False)
-        with store.db.write() as conn:
+        with store._db.write() as conn:
             queue.drop(conn, "u", "l1", "s")
         report = svc.end_session("u", "s", timeout_s=0.01)
         assert report["timed_out"] is True
@@ -155,7 +155,7 @@ def test_reconcile_rearms_what_a_crash_lost(
     assert svc.reconcile()["timers_armed"] == 0  # idempotent
     clock.advance(600)
     svc.timers.run_due(clock())
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         assert all(
             (st := get_session(conn, u, s)) is not None and st.messages_pending == 0
             for u, s in (("u", "s"), ("v", "t"))
@@ -167,10 +167,10 @@ def test_reconcile_enqueues_a_session_at_threshold(
 ) -> None:
     store, svc, _ = env
     capture(store, svc, "u", "s", after_commit=False)
-    with store.db.write() as conn:  # the queue is operational state: rebuildable
+    with store._db.write() as conn:  # the queue is operational state: rebuildable
         queue.drop(conn, "u", "l1", "s")
     assert svc.reconcile()["enqueued"] == 1
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         assert [i.stage for i in queue.pending(conn)] == ["l1"]
 
 
@@ -193,8 +193,8 @@ def test_on_captured_requires_the_projection_first(
     from memstore.l0.events import MessagesCaptured, l0_stream
 
     store, svc, _ = env
-    with pytest.raises(PipelineError), store.db.write() as conn:
-        stored = store.log.append(
+    with pytest.raises(PipelineError), store._db.write() as conn:
+        stored = store._log.append(
             conn,
             [
                 NewEvent(

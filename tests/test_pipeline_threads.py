@@ -18,7 +18,7 @@ from tests.pipeline_support import FakeDeriver, capture, open_store
 
 def _locked_store(tmp_path: Path) -> tuple[Store, PipelineService]:
     store = open_store(tmp_path / "m.db", busy_timeout_ms=50, warmup=(5,))
-    svc = PipelineService(store.derivation, deriver=FakeDeriver())
+    svc = PipelineService(store._derivation, deriver=FakeDeriver())
     svc.timers.jobs()  # the (paused) scheduler and its job table exist
     return store, svc
 
@@ -85,7 +85,7 @@ def test_any_failure_on_the_timer_thread_is_logged(
 
 class _SlowReconcile(PipelineService):
     def __init__(self, store: Store) -> None:
-        super().__init__(store.derivation, deriver=FakeDeriver(), reconcile_every_s=0.0)
+        super().__init__(store._derivation, deriver=FakeDeriver(), reconcile_every_s=0.0)
         self.threads: list[str] = []
         self.started = threading.Event()
         self.release = threading.Event()

@@ -248,7 +248,7 @@ def _incremental_equals_rebuild(
         rebuilt = snapshot(store)
         assert rebuilt == incremental
         # and rebuilding one projection at a time gives the same state too
-        for name in store.projections.names:
+        for name in store._projections.names:
             store.rebuild([name])
         assert snapshot(store) == incremental
 
@@ -296,6 +296,6 @@ def test_the_generator_reaches_every_event_type(tmp_path: Path) -> None:
         _run(store, plan)
         types = {e.type for e in store.read_events()}
         handled = {UserErased.TYPE}.union(
-            *(store.projections.get(n).handles or () for n in store.projections.names)
+            *(store._projections.get(n).handles or () for n in store._projections.names)
         )
     assert handled <= types, sorted(handled - types)

@@ -42,7 +42,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 def test_memories_scenes_and_history(store: Store) -> None:
     from memstore.derive import api
 
-    rows = api.list_memories(store.derivation, "u")
+    rows = api.list_memories(store._derivation, "u")
     assert rows
     for row in rows:
         _check(row, records.MemoryRow)
@@ -52,7 +52,7 @@ def test_memories_scenes_and_history(store: Store) -> None:
     assert set(records.MemoryRow.__required_keys__) - set(mems[0].to_dict()) == {"id"}
     for entry in store.memory_history("u", mems[0].memory_id):
         _check(entry, records.MemoryChange)
-    scene_rows = api.list_scenes(store.derivation, "u")
+    scene_rows = api.list_scenes(store._derivation, "u")
     assert scene_rows
     for sc in scene_rows:
         _check(sc, records.SceneRow)

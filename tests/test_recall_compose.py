@@ -103,7 +103,7 @@ def test_an_off_topic_question_injects_nothing_but_the_stable_part(cstore: Store
         assert r.messages == [] and all(m.standing for m in r.memories), q
         assert "British English" in r.text  # the stable part stays
         # With vectors there are always candidates: the gate dropped them.
-        assert r.gated > 0 or cstore.embedder is None
+        assert r.gated > 0 or cstore._embedder is None
 
 
 def test_the_gate_threshold_decides(cstore: Store) -> None:
@@ -194,5 +194,5 @@ def test_recall_records_are_exported() -> None:
 
 
 def test_standing_instructions_survive_an_empty_query(cstore: Store) -> None:
-    r = recall_api.recall(cstore.derivation, "   ", user_id="u")
+    r = recall_api.recall(cstore._derivation, "   ", user_id="u")
     assert "British English" in r.stable and r.per_turn == ""

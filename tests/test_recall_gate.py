@@ -46,7 +46,7 @@ def e5chat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 
 
 def _ids_of(store: Store, text_: str) -> set[str]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         rows = conn.execute(
             sql("SELECT message_id FROM l0_messages WHERE user_id = 'u' AND text = :t"),
             {"t": text_},
@@ -80,7 +80,7 @@ def test_off_topic_questions_inject_nothing(e5chat: Store) -> None:
 
 
 def test_relevance_is_the_margin_over_everyday_talk(e5chat: Store) -> None:
-    cands = rr.collect(e5chat.derivation, "Do I have any food allergies?", "u", None, set())
+    cands = rr.collect(e5chat._derivation, "Do I have any food allergies?", "u", None, set())
     scored = [c for c in cands if c.kind == "message"]
     assert scored
     for c in scored:  # messages are not lifted: their relevance is their own

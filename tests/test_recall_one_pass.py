@@ -72,7 +72,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 def _counting(store: Store) -> Counting:
-    engine = store.search_engine
+    engine = store._search_engine
     assert engine.embedder is not None
     counting = Counting(engine.embedder)
     engine.embedder = counting
@@ -94,7 +94,7 @@ def test_both_keyword_searches_run_before_either_waits_for_the_vector(
 ) -> None:
     counting = _counting(store)
     counting.gate = threading.Event()
-    engine = store.search_engine
+    engine = store._search_engine
     order: list[str] = []
     for name, label in (("keyword_list", "keyword"), ("_vector", "vector")):
         real = getattr(engine, name)
@@ -118,8 +118,8 @@ def test_searched_together_equals_searched_apart(store: Store) -> None:
     store.write_memory("u", "add", "Jana is the user's sister; her wedding is in Prague.")
     store.reindex()
     q = "Jana's wedding speech"
-    with store.db.read() as conn:
-        mem, msg = store.derivation.search_both(conn, q, user_id="u", memories=10, messages=20)
+    with store._db.read() as conn:
+        mem, msg = store._derivation.search_both(conn, q, user_id="u", memories=10, messages=20)
     assert mem == store.search_memories(q, user_id="u", limit=10)
     assert msg == store.search_conversations(q, user_id="u", limit=20)
     assert mem and msg
@@ -130,7 +130,7 @@ def test_a_search_waits_for_the_running_embedding_instead_of_repeating_it(
 ) -> None:
     counting = _counting(store)
     counting.gate = threading.Event()
-    engine = store.search_engine
+    engine = store._search_engine
     engine.prefetch_query("wedding speech")
     got: list[Any] = []
     searcher = threading.Thread(
@@ -154,7 +154,7 @@ def test_a_failed_prefetch_degrades_to_keyword_and_the_next_call_retries(
     # Keyword search still finds the turn; the failure was handed to the
     # waiting search (no second embedding), and nothing is left pending.
     assert "Prague" in r.per_turn
-    assert store.search_engine.queries.pending == {}
+    assert store._search_engine.queries.pending == {}
     counting.fail = False
     before = counting.queries
     store.search_conversations("Where is Jana getting married?", user_id="u")
@@ -167,16 +167,16 @@ def test_collect_reads_in_one_transaction(store: Store) -> None:
     def began(*_: object) -> None:
         begins.append(1)
 
-    event.listen(store.db.engine, "begin", began)
+    event.listen(store._db.engine, "begin", began)
     try:
-        cands = collect(store.derivation, "Jana wedding Prague", "u", None, set())
+        cands = collect(store._derivation, "Jana wedding Prague", "u", None, set())
     finally:
-        event.remove(store.db.engine, "begin", began)
+        event.remove(store._db.engine, "begin", began)
     assert cands and len(begins) == 1
 
 
 def _rowid(store: Store, message_id: str) -> int:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         got = conn.execute(
             text("SELECT id FROM l0_messages WHERE message_id = :m"), {"m": message_id}
         ).scalar()
@@ -185,7 +185,7 @@ def _rowid(store: Store, message_id: str) -> int:
 
 
 def test_neighbours_skip_content_free_turns_in_one_query(store: Store) -> None:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         ids = {
             str(r[0]): int(r[1])
             for r in conn.execute(text("SELECT text, id FROM l0_messages ORDER BY position"))
@@ -193,24 +193,24 @@ def test_neighbours_skip_content_free_turns_in_one_query(store: Store) -> None:
     question = ids["Are you giving a speech at the wedding?"]
     short = ids["Yes, the best man speech."]
     first = ids[SESSION[0][1]]
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         got = neighbours(conn, {question: False, short: True, first: True})
     nxt, prev, none = got[question], got[short], got[first]
     assert nxt is not None and nxt["text"] == "Yes, the best man speech."
     assert prev is not None and prev["text"] == "Are you giving a speech at the wedding?"
     assert none is None  # nothing before the first turn
     # The content-free "Noted." is never the turn shown for context.
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         back = neighbours(conn, {question: True})[question]
     assert back is not None and back["text"] == SESSION[0][1]
 
 
 def test_a_short_reply_is_shown_with_the_turn_it_answers(store: Store) -> None:
     q = "best man speech"
-    cands = collect(store.derivation, q, "u", None, set())
+    cands = collect(store._derivation, q, "u", None, set())
     for c in cands:
         c.relevance = 5.0 if "best man" in c.text else 0.0  # this checks the composition only
-    _, _, msgs, _, _ = compose.per_turn_part(store.derivation, q, cands, 4000, 0.9)
+    _, _, msgs, _, _ = compose.per_turn_part(store._derivation, q, cands, 4000, 0.9)
     by_id = {m.message_id: m for m in msgs}
     shown = [m for m in msgs if m.text == "Yes, the best man speech."]
     assert shown, [m.text for m in msgs]

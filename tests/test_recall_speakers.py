@@ -55,7 +55,7 @@ def test_labelled_text_adds_the_name_once() -> None:
 
 
 def test_every_named_user_is_stored_with_their_name(group: Store) -> None:
-    with group.db.read() as conn:
+    with group._db.read() as conn:
         rows = conn.exec_driver_sql(
             "SELECT message_id, role, speaker FROM l0_messages WHERE user_id = 'trip-chat' "
             "ORDER BY id"

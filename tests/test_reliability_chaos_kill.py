@@ -64,6 +64,6 @@ def test_the_cursor_check_sees_a_cursor_past_unextracted_messages(tmp_path: Path
 
     with Store.open(tmp_path / "c.db", settings=child_settings()) as store:
         store.capture("u", "s1", [{"role": "user", "content": "I like tea", "id": "a"}])
-        with store.db.write() as conn:  # a cursor moved without an extraction event
+        with store._db.write() as conn:  # a cursor moved without an extraction event
             conn.execute(text("INSERT INTO l1_cursors VALUES ('u', 's1', 0, 99, 1, 'r', 99)"))
         assert chaos_kill.uncovered(store, "u") == 1

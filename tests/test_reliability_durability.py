@@ -14,7 +14,7 @@ from memstore.store import Store
 
 
 def _synchronous(store: Store) -> int:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         return int(conn.exec_driver_sql("PRAGMA synchronous").scalar_one())
 
 
@@ -24,7 +24,7 @@ def test_durability_sets_synchronous(db_path: Path, mode: str, level: int) -> No
     with Store.open(db_path, settings=settings.replace(durability=mode)) as store:
         store.capture_turn("alice", "s1", "hello")
         assert _synchronous(store) == level
-        with store.db.read() as conn:
+        with store._db.read() as conn:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
 
 
@@ -60,7 +60,7 @@ def test_every_connection_reads_through_a_memory_map(db_path: Path) -> None:
     settings = Settings().replace(embedder="none", scheduler=False, background_indexer=False)
     with Store.open(db_path, settings=settings) as store:
         store.capture_turn("alice", "s1", "I moved to Lisbon")
-        with store.db.read() as one, store.db.read() as two:
+        with store._db.read() as one, store._db.read() as two:
             for conn in (one, two):
                 assert conn.exec_driver_sql("PRAGMA mmap_size").scalar_one() == MMAP_BYTES
         assert MMAP_BYTES > 0 or sys.maxsize <= 2**32

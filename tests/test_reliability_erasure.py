@@ -99,7 +99,7 @@ def test_sigkill_between_commit_and_compaction_is_finished_on_open(
     assert SECRET.encode() in file_bytes(db_path)
     # ... and the next open of the store removes it.
     with Store.open(db_path, settings=settings) as store:
-        assert not ec.is_pending(store.db)
+        assert not ec.is_pending(store._db)
         assert SECRET.encode() not in file_bytes(db_path)
         assert store.read_events(user_id="victim") == []
         assert [e.type for e in store.read_events(types=["erasure.user"])] == ["erasure.user"]
@@ -116,7 +116,7 @@ def _victim(store: Store) -> None:
 
 def _reader(store: Store) -> object:
     """Another connection inside a read transaction: it pins the snapshot."""
-    conn = store.db.module.connect(str(store.path), isolation_level=None, check_same_thread=False)
+    conn = store._db.module.connect(str(store.path), isolation_level=None, check_same_thread=False)
     conn.execute("BEGIN")
     conn.execute("SELECT count(*) FROM events").fetchone()
     return conn
@@ -134,14 +134,14 @@ def test_reader_holding_a_snapshot_is_reported_then_finished_by_the_next_write(
         assert report.compacted is False
         assert "read transaction" in report.detail
         assert SECRET.encode() in file_bytes(db_path)  # honest: the bytes are still there
-        assert ec.is_pending(store.db)
+        assert ec.is_pending(store._db)
         store.capture_turn("keeper", "k1", "still here", "ok")  # retried, reader still in the way
-        assert ec.is_pending(store.db)
+        assert ec.is_pending(store._db)
     finally:
         reader.execute("COMMIT")  # type: ignore[attr-defined]
         reader.close()  # type: ignore[attr-defined]
     store.capture_turn("keeper", "k1", "one more", "ok")  # the next write finishes
-    assert not ec.is_pending(store.db)
+    assert not ec.is_pending(store._db)
     assert SECRET.encode() not in file_bytes(db_path)
 
 
@@ -161,7 +161,7 @@ def test_reader_that_ends_within_the_bound_is_waited_for(store: Store, db_path: 
     finally:
         t.join()
     assert report.compacted is True and report.detail == ""
-    assert not ec.is_pending(store.db)
+    assert not ec.is_pending(store._db)
     assert SECRET.encode() not in file_bytes(db_path)
 
 
@@ -209,4 +209,4 @@ def test_forgetting_an_unknown_user_says_so_and_changes_nothing(store: Store) ->
         store.forget_user("nobody")
     assert store.event_count() == head
     assert store.read_events(types=["erasure.user"]) == []
-    assert not ec.is_pending(store.db)
+    assert not ec.is_pending(store._db)

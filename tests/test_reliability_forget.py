@@ -39,7 +39,7 @@ def _contents(store: Store) -> list[str]:
 
 def test_old_generation_id_is_refused_and_the_fact_stays(fstore: Store) -> None:
     old = _peanut_id(fstore)
-    api.rederive(fstore.derivation, "u", from_layer="l1")
+    api.rederive(fstore._derivation, "u", from_layer="l1")
     before = _contents(fstore)
     assert "The user is allergic to peanuts." in before
     with pytest.raises(NotFoundError, match="not to user 'u''s active generation"):
@@ -52,7 +52,7 @@ def test_old_generation_id_is_refused_and_the_fact_stays(fstore: Store) -> None:
 
 def test_the_refusal_names_the_live_copy(fstore: Store) -> None:
     old = _peanut_id(fstore)
-    gen = api.rederive(fstore.derivation, "u", from_layer="l2")  # copies L1 as <id>@<gen>
+    gen = api.rederive(fstore._derivation, "u", from_layer="l2")  # copies L1 as <id>@<gen>
     with pytest.raises(NotFoundError, match=f"live copy there is '{old}@{gen}'"):
         fstore.forget_memory("u", old)
     fstore.forget_memory("u", f"{old}@{gen}")
@@ -71,7 +71,7 @@ def test_cli_exits_non_zero_for_an_old_id(
 ) -> None:
     monkeypatch.setenv("MEMSTORE_EMBEDDER", "hashing")
     old = _peanut_id(fstore)
-    api.rederive(fstore.derivation, "u", from_layer="l1")
+    api.rederive(fstore._derivation, "u", from_layer="l1")
     db = str(fstore.path)
     with pytest.raises(SystemExit) as exit_info:
         main(["memories", "forget", "--db", db, "--user", "u", old])

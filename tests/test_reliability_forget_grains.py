@@ -109,7 +109,7 @@ def test_sigkill_during_a_session_forget_leaves_a_state_the_next_open_finishes(
     _kill_child_at(stage, db_path, tmp_path)
     assert SECRET.encode() in file_bytes(db_path)
     with Store.open(db_path, settings=settings) as store:
-        assert not ec.is_pending(store.db)
+        assert not ec.is_pending(store._db)
         if stage == "rewritten":
             # Rolled back whole: everything is still there and consistent, and
             # the forget, asked again, completes.

@@ -50,7 +50,7 @@ class Flaky(Embedder):
 
 
 def _indexer(store: Store, emb: Embedder, clock: FakeClock) -> Indexer:
-    return Indexer(store.db, emb, clock, context_vectors=store.settings.embedding.context_vectors)
+    return Indexer(store._db, emb, clock, context_vectors=store.settings.embedding.context_vectors)
 
 
 def _vector_ids(store: Store, user: str, query: str) -> set[str]:
@@ -61,11 +61,11 @@ def index_one_bad_row(store: Store, marker: str, clock: FakeClock) -> Flaky:
     """Alice's first turn is bad, bob's and her second are not; one indexer
     run handles all three (none raises), sets the bad one aside and makes the
     others searchable. Returns the embedder, for the retries that follow."""
-    assert store.embedder is not None
+    assert store._embedder is not None
     store.capture_turn("alice", "s1", f"{marker} the first words of alice")
     store.capture_turn("bob", "s1", "bob grows tomatoes on his balcony")
     store.capture_turn("alice", "s1", "alice plays the cello every evening")
-    flaky = Flaky(store.embedder)
+    flaky = Flaky(store._embedder)
     assert _indexer(store, flaky, clock).run_until_idle() == 3
     status = store.embedding_status()
     assert status["l0"]["ready"] is True
@@ -82,7 +82,7 @@ def test_one_bad_message_is_quarantined_and_the_rest_indexed(
     monkeypatch.setenv("MEMSTORE_EMBEDDER", "hashing")
     clock = FakeClock()
     flaky = index_one_bad_row(store, marker, clock)
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         held = quarantine.items(conn)
     assert [(q.user_id, q.attempts) for q in held] == [("alice", 1)]
     report, _ = doctor_report(db_path)

@@ -88,11 +88,11 @@ def test_close_during_a_run_records_no_failure(
     path = tmp_path / "m.db"
     store = open_store(path, warmup=(5,), pipeline_close_timeout_s=0.3)
     deriver = _SlowDeriver(hold_s=1.5)
-    svc = PipelineService(store.derivation, deriver=deriver)
-    store.pipeline = svc
+    svc = PipelineService(store._derivation, deriver=deriver)
+    store._pipeline = svc
     capture(store, svc, "u", "s", rounds=2)
-    with store.db.write() as conn:
-        queue.enqueue(conn, "u", "l1", session_id="s", now=store.clock())
+    with store._db.write() as conn:
+        queue.enqueue(conn, "u", "l1", session_id="s", now=store._clock())
     worker = threading.Thread(target=lambda: svc.drain(), daemon=True)
     worker.start()
     assert deriver.started.wait(10)
@@ -103,7 +103,7 @@ def test_close_during_a_run_records_no_failure(
     worker.join(10)
     with open_store(path) as again:
         failed = again.read_events(types=[RunFailed.TYPE])
-        with again.db.read() as conn:
+        with again._db.read() as conn:
             items = queue.pending(conn, "u")
     assert failed == []  # the close cut it short: no failure on record
     assert [(i.stage, i.attempts, i.claimed_by) for i in items] == [("l1", 0, None)]
@@ -143,10 +143,10 @@ def test_a_fired_job_whose_delete_fails_does_not_stop_the_timers(
     caplog.set_level(logging.DEBUG, logger="memstore.pipeline")
     # A long lease: its renewal must not fall into the locked second below.
     with _scheduler_store(tmp_path / "m.db", lease_ttl_s=60, busy_timeout_ms=100) as store:
-        svc = store.pipeline
+        svc = store._pipeline
         assert svc is not None
         assert _wait(lambda: svc.timers.running)
-        svc.arm_drain(store.clock() + timedelta(seconds=0.5))
+        svc.arm_drain(store._clock() + timedelta(seconds=0.5))
         other = SqliteDatabase(store.path, busy_timeout_ms=100)  # like another process
         try:
             with other.write():  # holds the write lock while the timer fires
@@ -156,7 +156,7 @@ def test_a_fired_job_whose_delete_fails_does_not_stop_the_timers(
         msgs = [r.getMessage() for r in caplog.records]
         assert any("could not delete timer drain" in m for m in msgs), msgs
         assert _wait(lambda: svc.timers.get(DRAIN_JOB_ID) is None)  # fired again, deleted
-        svc.arm_drain(store.clock())
+        svc.arm_drain(store._clock())
         assert _wait(lambda: svc.timers.get(DRAIN_JOB_ID) is None)  # the loop still runs
 
 
@@ -165,7 +165,7 @@ def test_a_job_removed_under_the_scheduler_does_not_kill_it(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     with _scheduler_store(tmp_path / "m.db") as store:
-        svc = store.pipeline
+        svc = store._pipeline
         assert svc is not None
         assert _wait(lambda: svc.timers.running)
         jobstore = svc.timers.store
@@ -178,7 +178,7 @@ def test_a_job_removed_under_the_scheduler_does_not_kill_it(
             if jobs and not raced.is_set():
                 raced.set()
                 # Another process (or thread) removes the due job right now.
-                with store.db.write() as conn:
+                with store._db.write() as conn:
                     scheduler_rows = conn.exec_driver_sql(
                         f"DELETE FROM {scheduler.JOB_TABLE} WHERE id = ?", (DRAIN_JOB_ID,)
                     )
@@ -186,11 +186,11 @@ def test_a_job_removed_under_the_scheduler_does_not_kill_it(
             return jobs
 
         jobstore.get_due_jobs = racing  # type: ignore[method-assign]
-        svc.arm_drain(store.clock())
+        svc.arm_drain(store._clock())
         assert _wait(raced.is_set)
         time.sleep(0.3)
         jobstore.get_due_jobs = real  # type: ignore[method-assign]
-        svc.arm_drain(store.clock())
+        svc.arm_drain(store._clock())
         assert _wait(lambda: svc.timers.get(DRAIN_JOB_ID) is None)  # the loop still runs
     loud = [
         r
@@ -222,7 +222,7 @@ def test_close_while_a_job_reads_timers_does_not_deadlock(tmp_path: Path) -> Non
     its job-store lock; a job calling get_job() then waited forever (a test
     run hung for 38 minutes on this)."""
     store = _scheduler_store(tmp_path / "m.db")
-    svc = store.pipeline
+    svc = store._pipeline
     assert svc is not None
     svc.close_timeout_s = 60.0  # a bounded wait alone would not pass this test
     assert _wait(lambda: svc.timers.running)
@@ -238,7 +238,7 @@ def test_close_while_a_job_reads_timers_does_not_deadlock(tmp_path: Path) -> Non
         "read-timers",
         f"{__name__}:_job_reading_timers_during_close",
         [],
-        store.clock(),
+        store._clock(),
     )
     assert _JOB["running"].wait(15)
     closer = threading.Thread(target=store.close, daemon=True)

@@ -28,12 +28,12 @@ from memstore.pipeline import queue
 from memstore.store import Store
 store = Store.open(sys.argv[1], settings=Settings().replace(
     embedder="hashing", scheduler=False, background_indexer=False))
-svc = store.pipeline
+svc = store._pipeline
 for i in range(3):
     store.capture_turn("alice", "s1", f"I live in Porto and I like jazz {i}")
-with store.db.write() as conn:
-    queue.enqueue(conn, "alice", "l1", session_id="s1", now=store.clock())
-    item = queue.claim(conn, svc._owner(), now=store.clock(), ttl_s=svc.lock_ttl_s)
+with store._db.write() as conn:
+    queue.enqueue(conn, "alice", "l1", session_id="s1", now=store._clock())
+    item = queue.claim(conn, svc._owner(), now=store._clock(), ttl_s=svc.lock_ttl_s)
     assert item is not None
 print("claimed", item.lock_key, flush=True)
 while True:
@@ -67,9 +67,9 @@ def test_end_session_takes_over_from_a_killed_process(tmp_path: Path) -> None:
     Store.open(db, settings=_settings()).close()
     key = _spawn_and_kill(tmp_path, db)
     with Store.open(db, settings=_settings()) as store:
-        assert store.pipeline is not None
-        assert store.pipeline.lock_ttl_s >= 30  # the TTL alone would block for this long
-        with store.db.read() as conn:
+        assert store._pipeline is not None
+        assert store._pipeline.lock_ttl_s >= 30  # the TTL alone would block for this long
+        with store._db.read() as conn:
             dead = conn.exec_driver_sql(
                 "SELECT owner FROM pipeline_locks WHERE key = ?", (key,)
             ).scalar_one()
@@ -86,11 +86,11 @@ def test_end_session_takes_over_from_a_killed_process(tmp_path: Path) -> None:
 
 
 def test_live_and_foreign_owners_keep_their_locks(store: Store) -> None:
-    now = store.clock()
+    now = store._clock()
     me = owners.new_instance("live0001")
     try:
         foreign = "some-other-host:4242:abcd1234:1"
-        with store.db.write() as conn:
+        with store._db.write() as conn:
             assert queue.acquire_lock(conn, "k-foreign", foreign, now=now, ttl_s=60)
             assert queue.acquire_lock(conn, "k-mine", f"{me}:1", now=now, ttl_s=60)
             # Neither can be taken before its TTL: one is alive, the other unknowable.
@@ -101,7 +101,7 @@ def test_live_and_foreign_owners_keep_their_locks(store: Store) -> None:
     finally:
         owners.retire(me)
     # A service of this process that closed is dead at once.
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         assert queue.acquire_lock(conn, "k-mine", "x:1:y:1", now=now, ttl_s=60)
     assert not owners.is_dead(f"{owners.HOST}:1:whatever")  # pid 1 (init) lives
 
@@ -110,7 +110,7 @@ def test_the_scheduler_lease_of_a_killed_process_is_free(store: Store) -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait(30)
     owner = f"{owners.HOST}:{child.pid}:deadbeef"
-    with store.db.write() as conn:
-        assert queue.acquire_lock(conn, LEASE_KEY, owner, now=store.clock(), ttl_s=600)
-        assert queue.lock_holder(conn, LEASE_KEY, now=store.clock()) is None
-        assert queue.acquire_lock(conn, LEASE_KEY, "next:1:x", now=store.clock(), ttl_s=15)
+    with store._db.write() as conn:
+        assert queue.acquire_lock(conn, LEASE_KEY, owner, now=store._clock(), ttl_s=600)
+        assert queue.lock_holder(conn, LEASE_KEY, now=store._clock()) is None
+        assert queue.acquire_lock(conn, LEASE_KEY, "next:1:x", now=store._clock(), ttl_s=15)

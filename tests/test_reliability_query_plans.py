@@ -36,11 +36,11 @@ def _recorded(store: Store) -> Iterator[list[tuple[str, Any]]]:
         if not statement.lstrip().upper().startswith(_SKIP):
             seen.append((statement, params[0] if many and params else params))
 
-    event.listen(store.db.engine, "before_cursor_execute", on_execute)
+    event.listen(store._db.engine, "before_cursor_execute", on_execute)
     try:
         yield seen
     finally:
-        event.remove(store.db.engine, "before_cursor_execute", on_execute)
+        event.remove(store._db.engine, "before_cursor_execute", on_execute)
 
 
 @contextmanager
@@ -60,13 +60,13 @@ def _traced(store: Store) -> Iterator[list[tuple[str, Any]]]:
     def on_checkin(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.set_trace_callback(None)
 
-    event.listen(store.db.engine, "checkout", on_checkout)
-    event.listen(store.db.engine, "checkin", on_checkin)
+    event.listen(store._db.engine, "checkout", on_checkout)
+    event.listen(store._db.engine, "checkin", on_checkin)
     try:
         yield seen
     finally:
-        event.remove(store.db.engine, "checkout", on_checkout)
-        event.remove(store.db.engine, "checkin", on_checkin)
+        event.remove(store._db.engine, "checkout", on_checkout)
+        event.remove(store._db.engine, "checkin", on_checkin)
 
 
 def full_scans(detail: str) -> str | None:
@@ -89,7 +89,7 @@ def full_scans(detail: str) -> str | None:
 
 def _plans(store: Store, statements: list[tuple[str, Any]]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    with store.db.engine.connect() as conn:
+    with store._db.engine.connect() as conn:
         raw = conn.connection.driver_connection
         assert raw is not None
         for sql, params in statements:

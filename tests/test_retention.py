@@ -64,7 +64,7 @@ def rstore(tmp_path: Path, settings: Settings, clock: FakeClock) -> Iterator[Sto
 
 
 def _alice(store: Store) -> str:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         msgs = [
             r[0] for r in conn.execute(text("SELECT text FROM l0_messages WHERE user_id = 'alice'"))
         ]
@@ -87,9 +87,9 @@ def test_retention_removes_exactly_what_is_older_than_the_limit(
     assert rstore.event_count() == head and _alice(rstore) == before
 
     # The pipeline's durable timer enforces the setting.
-    assert rstore.pipeline.reconcile()["timers_armed"] >= 1
-    assert rstore.pipeline.timers.get(RETENTION_JOB_ID) == clock()
-    assert RETENTION_JOB_ID in rstore.pipeline.timers.run_due(clock())
+    assert rstore._pipeline.reconcile()["timers_armed"] >= 1
+    assert rstore._pipeline.timers.get(RETENTION_JOB_ID) == clock()
+    assert RETENTION_JOB_ID in rstore._pipeline.timers.run_due(clock())
     after = _alice(rstore)
     assert [w for w in GONE if w in after] == []
     assert [w for w in KEPT if w not in after] == []
@@ -103,7 +103,7 @@ def test_retention_removes_exactly_what_is_older_than_the_limit(
     ]  # fmt: skip
     assert rstore.search_conversations("Lima", user_id="carol", strategy="keyword") == []
     # Armed again for the next check; nothing more to erase until time passes.
-    assert rstore.pipeline.timers.get(RETENTION_JOB_ID) == clock() + timedelta(
+    assert rstore._pipeline.timers.get(RETENTION_JOB_ID) == clock() + timedelta(
         seconds=CHECK_EVERY_S
     )
     assert rstore.apply_retention() == []
@@ -122,8 +122,8 @@ def test_retention_is_off_by_default_and_the_cli_dry_run_changes_nothing(
         store.capture("alice", "s1", [{"role": "user", "content": "I live in Porto.",
                                        "timestamp": "2001-01-01T00:00:00Z"}])  # fmt: skip
         assert store.apply_retention() == []
-        assert store.pipeline.reconcile() is not None
-        assert store.pipeline.timers.get(RETENTION_JOB_ID) is None
+        assert store._pipeline.reconcile() is not None
+        assert store._pipeline.timers.get(RETENTION_JOB_ID) is None
         head = store.event_count()
     runner = CliRunner()
     monkeypatch.setenv("MEMSTORE_EMBEDDER", "hashing")
@@ -141,14 +141,14 @@ def test_retention_is_off_by_default_and_the_cli_dry_run_changes_nothing(
 
 
 def _messages(store: Store, user: str = "alice") -> list[str]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         q = text("SELECT text FROM l0_messages WHERE user_id = :u ORDER BY id")
         return [str(r[0]) for r in conn.execute(q, {"u": user})]
 
 
 def test_messages_alone_past_their_limit_keep_their_memories(rstore: Store) -> None:
     mems = sorted(m["content"] for m in rstore.list_memories("alice"))
-    [rep] = [r for r in run_retention(rstore.kernel, Policy(messages_days=DAYS), llm=False)
+    [rep] = [r for r in run_retention(rstore._kernel, Policy(messages_days=DAYS), llm=False)
              if r.user_id == "alice"]  # fmt: skip
     assert rep.messages_removed == 2 and rep.memories_removed == 0
     assert _messages(rstore) == ["I am allergic to peanuts.", "I like green tea."]
@@ -164,7 +164,7 @@ def test_memories_of_one_type_past_their_limit_go_with_their_derived_text(
     msgs = _messages(rstore)
     old = [m for m in rstore.list_memories("alice") if any(w in m["content"] for w in GONE)]
     assert {m["type"] for m in old} == {"persona"}
-    reps = run_retention(rstore.kernel, Policy(memory_days={"persona": DAYS}), llm=False)
+    reps = run_retention(rstore._kernel, Policy(memory_days={"persona": DAYS}), llm=False)
     assert [(r.user_id, r.memories_removed, r.messages_removed) for r in reps] == [
         ("alice", 3, 0), ("carol", 1, 0)
     ]  # fmt: skip
@@ -176,4 +176,4 @@ def test_memories_of_one_type_past_their_limit_go_with_their_derived_text(
     assert [w for w in GONE if w in left] == []
     assert [w for w in KEPT if w not in left] == []
     # Another type's limit leaves persona memories alone.
-    assert run_retention(rstore.kernel, Policy(memory_days={"episodic": 1}), llm=False) == []
+    assert run_retention(rstore._kernel, Policy(memory_days={"episodic": 1}), llm=False) == []

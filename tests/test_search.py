@@ -171,12 +171,12 @@ def test_model_change_reembeds_in_background_and_meanwhile_keyword_only(
     with Store.open(db_path, settings=settings) as s:
         s.capture_turn("u", "s", "My cat is called Mochi", "ok")
         s.reindex()
-        assert s.search_engine.vector_ready("l0")
+        assert s._search_engine.vector_ready("l0")
     other = settings.replace(embedder="hashing", embed_dimensions=128)
     with Store.open(db_path, settings=other) as s:
-        assert s.embedder is not None and s.embedder.model_id == "hashing-v1-128"
+        assert s._embedder is not None and s._embedder.model_id == "hashing-v1-128"
         # new model, nothing embedded yet: vector and hybrid fall back to keyword
-        assert not s.search_engine.vector_ready("l0")
+        assert not s._search_engine.vector_ready("l0")
         hits = s.search_conversations("Mochi", user_id="u", strategy="vector")
         assert hits and hits[0].vector_rank is None and hits[0].keyword_rank == 1
         assert s.embedding_status()["l0"]["pending"] == 2
@@ -185,7 +185,7 @@ def test_model_change_reembeds_in_background_and_meanwhile_keyword_only(
         assert hits and hits[0].vector_rank == 1
     # and back: the old space is still complete, nothing to embed
     with Store.open(db_path, settings=settings) as s:
-        assert s.search_engine.vector_ready("l0")
+        assert s._search_engine.vector_ready("l0")
         assert s.embedding_status()["l0"]["pending"] == 0
 
 
@@ -193,23 +193,23 @@ def test_vector_search_survives_rebuild_without_embedding(filled: Store) -> None
     before = filled.search_conversations("cat", user_id="alice", strategy="vector")
     assert before and all(h.vector_rank for h in before)
     calls: list[int] = []
-    assert filled.embedder is not None
-    original = filled.embedder.embed_documents
+    assert filled._embedder is not None
+    original = filled._embedder.embed_documents
 
     def counting(texts):  # type: ignore[no-untyped-def]
         calls.append(len(texts))
         return original(texts)
 
-    filled.embedder.embed_documents = counting  # type: ignore[method-assign]
+    filled._embedder.embed_documents = counting  # type: ignore[method-assign]
     filled.rebuild()
     # vec0 is the stored copy and replay gives every message its id again:
     # vector search answers at once, with the same vectors, before any reindex.
-    assert filled.search_engine.vector_ready("l0")
+    assert filled._search_engine.vector_ready("l0")
     after = filled.search_conversations("cat", user_id="alice", strategy="vector")
     assert [(h.text, h.similarity) for h in after] == [(h.text, h.similarity) for h in before]
     filled.reindex()
     assert calls == []
-    with filled.db.read() as conn:
+    with filled._db.read() as conn:
         # The cache no longer holds a second copy of each vector.
         assert conn.exec_driver_sql("select count(*) from embedding_cache").scalar_one() == 0
 
@@ -231,7 +231,7 @@ def test_vector_search_falls_back_to_keyword_while_a_reset_space_refills(store: 
     store.reindex()
     # A rebuild keeps vectors now (vec0 is their stored copy); a reset space
     # (what a new embedding model starts as) is still empty until refilled.
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         spaces.reset_kind(conn, "l0")
     hits = store.search_conversations("zebra", user_id="u", strategy="vector")
     assert hits and hits[0].keyword_rank == 1 and hits[0].vector_rank is None

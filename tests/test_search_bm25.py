@@ -70,7 +70,7 @@ def _fill(store: Store, user: str, texts: tuple[str, ...], session: str = "s0") 
 
 def _fts5_bm25(store: Store, query: str, user: str, k: int) -> list[tuple[int, float]]:
     match = build_match(query)
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         span = user_fts_range(conn, user)
         if match is None or span is None:
             return []
@@ -85,7 +85,7 @@ def _fts5_bm25(store: Store, query: str, user: str, k: int) -> list[tuple[int, f
 def _per_user(
     store: Store, query: str, user: str, k: int, session: str | None = None, shortcut: bool = False
 ) -> list[tuple[int, float]]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         return bm25.keyword_messages(
             conn, query, user, k, session_id=session, sole_user_shortcut=shortcut
         )
@@ -162,7 +162,7 @@ def test_a_session_filter_keeps_the_users_statistics(store: Store) -> None:
     _fill(store, "u", _TEXTS[:8], "a")
     _fill(store, "u", _TEXTS[8:], "b")
     _fill(store, "u", ("peanut allergy again", "a marathon in March"), "c")
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         session_of = dict(conn.execute(text("SELECT id, session_id FROM l0_messages")).all())
     for q in ("peanut allergy", "marathon", "again March"):
         everything = _per_user(store, q, "u", 40)
@@ -207,7 +207,7 @@ def test_tokens_are_fts5_unicode61_tokens() -> None:
 def test_stored_statistics_are_fts5s(store: Store) -> None:
     _fill(store, "u", _TEXTS)
     _fill(store, "w", _TEXTS[:3])
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         raw = conn.connection.driver_connection
         for user in ("u", "w"):
             lo, hi = user_fts_range(conn, user) or (0, -1)
@@ -227,7 +227,7 @@ def test_stored_statistics_are_fts5s(store: Store) -> None:
 
 def test_rebuild_and_migration_give_the_same_statistics(db_path: Path, settings: Settings) -> None:
     def snapshot(s: Store) -> tuple[object, ...]:
-        with s.db.read() as conn:
+        with s._db.read() as conn:
             return (
                 conn.execute(text("SELECT user_id, slot, docs, tokens FROM l0_user_slots")).all(),
                 conn.execute(text("SELECT key, repeats FROM l0_term_repeats ORDER BY key")).all(),
@@ -242,7 +242,7 @@ def test_rebuild_and_migration_give_the_same_statistics(db_path: Path, settings:
         s.rebuild()
         assert snapshot(s) == before
         owners = migrate.projection_tables(default_projections())
-        migrate.downgrade(s.db, "0012_search_storage", owners=owners)
+        migrate.downgrade(s._db, "0012_search_storage", owners=owners)
     with Store.open(db_path, settings=settings) as s:
         assert snapshot(s) == before
         assert {q: _per_user(s, q, "w", 10) for q in _QUERIES} == ranking

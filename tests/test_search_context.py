@@ -83,12 +83,12 @@ def test_context_vectors_live_in_their_own_space(db_path: Path) -> None:
     with _open(db_path) as s:
         s.capture_turn("u", "s", "first", "second")
         s.reindex()
-        assert s.indexer is not None
-        assert s.indexer.model_for("l0") == "hashing-v1-384+ctx1"
-        assert s.indexer.model_for("l1") == "hashing-v1-384"
+        assert s._indexer is not None
+        assert s._indexer.model_for("l0") == "hashing-v1-384+ctx1"
+        assert s._indexer.model_for("l1") == "hashing-v1-384"
     with _open(db_path, context_vectors=False) as s:
-        assert s.indexer is not None and s.indexer.model_for("l0") == "hashing-v1-384"
+        assert s._indexer is not None and s._indexer.model_for("l0") == "hashing-v1-384"
         # a different space: keyword-only until it is filled, never mixed
-        assert not s.search_engine.vector_ready("l0")
+        assert not s._search_engine.vector_ready("l0")
         s.reindex()
-        assert s.search_engine.vector_ready("l0")
+        assert s._search_engine.vector_ready("l0")

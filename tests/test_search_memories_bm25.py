@@ -70,14 +70,14 @@ def _fill_all(store: Store) -> None:
 def _per_user(
     store: Store, query: str, user: str, k: int = 40, shortcut: bool = False
 ) -> list[tuple[int, float]]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         return bm25_memories.keyword_memories(
             conn, query, user, k, live=_L1_ACTIVE, sole_user_shortcut=shortcut
         )
 
 
 def _live(store: Store, user: str) -> set[int]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         sql = f"SELECT m.id FROM l1_memories m WHERE m.user_id = :u AND {_L1_ACTIVE}"
         return {int(r[0]) for r in conn.execute(text(sql), {"u": user})}
 
@@ -85,7 +85,7 @@ def _live(store: Store, user: str) -> set[int]:
 def _reference(store: Store, query: str, user: str, k: int = 40) -> list[tuple[int, float]]:
     """FTS5's bm25() over a table of ``user``'s own l1_fts rows (every
     generation, as the per-user statistics count them), live memories kept."""
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         slot = conn.execute(
             text("SELECT slot FROM l1_user_slots WHERE user_id = :u"), {"u": user}
         ).scalar()
@@ -120,7 +120,7 @@ def check_index(store: Store) -> None:
     """Every l1_fts row sits in its owner's range under its memory's id, the
     rows are exactly the active memories, and each user's counts and repeats
     are FTS5's own figures for those rows."""
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         slots = {
             int(s): (str(u), int(d), int(t))
             for u, s, d, t in conn.execute(
@@ -167,7 +167,7 @@ def test_one_user_store_ranks_exactly_as_fts5_bm25(store: Store) -> None:
     compared = 0
     for q in _QUERIES:
         want = _reference(store, q, "solo")
-        with store.db.read() as conn:
+        with store._db.read() as conn:
             lo = int(conn.execute(text("SELECT slot FROM l1_user_slots")).scalar_one())
             lo <<= SLOT_SHIFT
             live = f"m.user_id = 'solo' AND {_L1_ACTIVE}"
@@ -215,7 +215,7 @@ def test_a_users_memories_do_not_depend_on_other_users(store: Store) -> None:
     def similar() -> list[list[tuple[str, str]]]:
         from memstore.derive.queries import fts_memories
 
-        with store.db.read() as conn:
+        with store._db.read() as conn:
             return [fts_memories(conn, "kim", 0, q, 5) for q in _QUERIES]
 
     alone, alone_similar = ranked(), similar()
@@ -257,7 +257,7 @@ def test_rebuild_and_erasure_keep_the_keys(store: Store) -> None:
     store.forget_memory("carol", _fill(store, "carol", ("The user keeps bees.",))[0])
 
     def state() -> tuple[list[tuple[object, ...]], dict[tuple[str, str], list[tuple[str, float]]]]:
-        with store.db.read() as conn:
+        with store._db.read() as conn:
             slots = [tuple(r) for r in conn.execute(text("SELECT * FROM l1_user_slots"))]
         results = {
             (u, q): [(h.text, h.score) for h in store.search_memories(
@@ -284,7 +284,7 @@ def test_rebuild_and_erasure_keep_the_keys(store: Store) -> None:
 
 
 def _layout(store: Store) -> list[list[tuple[object, ...]]]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         return [
             [tuple(r) for r in conn.execute(text(sql))]
             for sql in (
@@ -302,15 +302,15 @@ def test_migration_rekeys_an_existing_file(db_path: Path, settings: Settings) ->
         s.rederive("carol", from_layer="l2")
         before = {(u, q): _per_user(s, q, u) for u in _USERS for q in _QUERIES}
         layout = _layout(s)
-        migrate.downgrade(s.db, "0019_storage", owners=OWNERS)
-        with s.db.read() as conn:
+        migrate.downgrade(s._db, "0019_storage", owners=OWNERS)
+        with s._db.read() as conn:
             names = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master"))}
             assert "l1_user_slots" not in names and "l1_term_repeats" not in names
             # The earlier layout: rowid = l1_memories.id, active rows only.
             keys = {int(r[0]) for r in conn.execute(text("SELECT rowid FROM l1_fts"))}
             active = conn.execute(text("SELECT id FROM l1_memories WHERE status = 'active'"))
             assert keys == {int(r[0]) for r in active}
-        migrate.upgrade(s.db, owners=OWNERS)
+        migrate.upgrade(s._db, owners=OWNERS)
         # What the migration wrote, before any rebuild: the keys, slots and
         # counts the projection writes.
         check_index(s)

@@ -94,7 +94,7 @@ def test_filler_never_in_top3_of_everyday_queries(chat: Store, strategy: str) ->
         assert not FILLER & set(top3), (query, top3)
         _check_content_first(hits)
         # The default set-up (e5, hybrid) also puts the answer in the top 3.
-        if strategy == "hybrid" and chat.embedder is not None and chat.embedder.kind == "e5":
+        if strategy == "hybrid" and chat._embedder is not None and chat._embedder.kind == "e5":
             assert answer in top3, (query, top3)
 
 
@@ -120,7 +120,7 @@ def test_filler_is_found_only_by_a_content_free_query(chat: Store) -> None:
 
 
 def test_low_info_column_marks_only_filler(chat: Store) -> None:
-    with chat.db.read() as conn:
+    with chat._db.read() as conn:
         rows = conn.execute(text("SELECT text, low_info FROM l0_messages")).all()
     assert {t for t, low in rows if low} == FILLER
     assert len(rows) == 2 * len(CHAT)
@@ -265,8 +265,8 @@ def test_context_vectors_skip_filler(tmp_path: Path) -> None:
             ],
         )
         store.reindex()
-        assert store.embedder is not None
-        with store.db.read() as conn:
+        assert store._embedder is not None
+        with store._db.read() as conn:
             (table,) = conn.exec_driver_sql(
                 "SELECT table_name FROM vector_spaces WHERE kind = 'l0'"
             ).one()
@@ -281,8 +281,8 @@ def test_context_vectors_skip_filler(tmp_path: Path) -> None:
             }
 
         def same(ref: str, body: str) -> bool:
-            assert store.embedder is not None
-            want = store.embedder.embed_documents([body])[0]
+            assert store._embedder is not None
+            want = store._embedder.embed_documents([body])[0]
             return bool(np.allclose(stored[ref], want, atol=1e-6))
 
         assert same("c", "I love hiking.\nEvery weekend in the Alps.")

@@ -24,14 +24,14 @@ from tests.test_search_bm25 import _QUERIES, _TEXTS, _fill, _fts5_bm25
 @pytest.fixture
 def hot(store: Store) -> Iterator[HotPostings]:
     cache = HotPostings(min_docs=1)
-    store.search_engine.hot_postings = cache
+    store._search_engine.hot_postings = cache
     yield cache
 
 
 def _both(
     store: Store, hot: HotPostings, query: str, user: str, k: int = 40, session: str | None = None
 ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         fast = bm25.keyword_messages(conn, query, user, k, session_id=session, hot=hot)
         slow = bm25.keyword_messages(
             conn, query, user, k, session_id=session, sole_user_shortcut=False
@@ -112,7 +112,7 @@ def test_rebuild_and_erasure_reload_the_copy(store: Store, hot: HotPostings) -> 
         fast, slow = _both(store, hot, q, "alice")
         assert fast == slow == before[q][1], q
     store.forget_user("bob")
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         last = conn.execute(
             text("SELECT max(id) FROM l0_messages WHERE user_id = 'alice'")
         ).scalar_one()
@@ -139,22 +139,22 @@ def test_an_erased_users_copy_leaves_memory(store: Store, hot: HotPostings) -> N
 def test_small_users_and_unknown_users_stay_on_sql(store: Store) -> None:
     _fill(store, "u", _TEXTS)
     cache = HotPostings(min_docs=len(_TEXTS) + 1)
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         assert not _used(conn, cache, "u")
         assert bm25.keyword_messages(conn, "peanut", "nobody", 5, hot=cache) == []
     assert cache.cached_users() == []
     _fill(store, "u", ("one more",), "s2")
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         assert _used(conn, cache, "u")
 
 
 def test_a_copy_that_disagrees_with_the_store_is_not_used(store: Store) -> None:
     _fill(store, "u", _TEXTS)
     cache = HotPostings(min_docs=1)
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         # A token total the copy cannot reproduce (as if a tokenizer differed).
         conn.execute(text("UPDATE l0_user_slots SET tokens = tokens + 1 WHERE user_id = 'u'"))
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         assert not _used(conn, cache, "u")
     assert cache.cached_users() == []
 
@@ -172,8 +172,8 @@ def test_loads_run_in_the_background_while_sql_answers(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _fill(store, "solo", _TEXTS)
-    cache = HotPostings(min_docs=1, background=store.db.read)
-    store.search_engine.hot_postings = cache
+    cache = HotPostings(min_docs=1, background=store._db.read)
+    store._search_engine.hot_postings = cache
     want = [i for i, _ in _fts5_bm25(store, "peanut allergy", "solo", 5)]
 
     def ids() -> list[int]:
@@ -187,7 +187,7 @@ def test_loads_run_in_the_background_while_sql_answers(
     # Many new messages at once are loaded again in the background too.
     monkeypatch.setattr(postings, "_MAX_SYNC_DELTA", 2)
     _fill(store, "solo", ("peanut allergy today", "more peanut", "allergy season"), "s9")
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         assert not _used(conn, cache, "solo")  # SQL while it reloads
     cache.wait()
     assert cache._copies["solo"].docs == len(_TEXTS) + 3

@@ -63,7 +63,7 @@ def _reference(store: Store, query: str, user: str, k: int) -> list[tuple[int, f
         "tokenize='unicode61 remove_diacritics 2')"
     )
     ref.execute("CREATE TABLE m (id INTEGER PRIMARY KEY, user_id TEXT)")
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         rows = conn.execute(
             text("SELECT id, user_id, text FROM l0_messages WHERE user_id = :u"), {"u": user}
         ).all()
@@ -86,8 +86,8 @@ def _reference(store: Store, query: str, user: str, k: int) -> list[tuple[int, f
 
 
 def _keyword(store: Store, query: str, user: str, k: int) -> list[tuple[int, float]]:
-    with store.db.read() as conn:
-        return store.search_engine.keyword_list(conn, Ask("l0", query, user, k, None, None, None))
+    with store._db.read() as conn:
+        return store._search_engine.keyword_list(conn, Ask("l0", query, user, k, None, None, None))
 
 
 def test_keyword_lists_match_bm25_over_the_users_own_messages(store: Store) -> None:
@@ -106,7 +106,7 @@ def test_keyword_lists_match_bm25_over_the_users_own_messages(store: Store) -> N
 def test_a_user_never_sees_another_users_rows(store: Store) -> None:
     _fill(store)
     store.capture("dave", "s0", [{"role": "user", "content": "only dave talks about zeppelins"}])
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         owner = dict(conn.execute(text("SELECT id, user_id FROM l0_messages")).all())
     for user in _USERS:
         for q in (*_QUERIES, "zeppelins"):
@@ -120,7 +120,7 @@ def test_a_user_never_sees_another_users_rows(store: Store) -> None:
 
 def test_fts_rows_sit_in_their_users_range_and_hold_no_text(store: Store) -> None:
     _fill(store)
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         names = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master"))}
         assert "l0_fts_content" not in names  # contentless: the text is stored once
         owner = dict(conn.execute(text("SELECT id, user_id FROM l0_messages")).all())
@@ -152,10 +152,10 @@ def test_fts_rows_sit_in_their_users_range_and_hold_no_text(store: Store) -> Non
 def test_rebuild_gives_the_same_keys(store: Store) -> None:
     _fill(store)
     before = {u: _keyword(store, "pottery class Anna", u, 10) for u in _USERS}
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         slots = conn.execute(text("SELECT user_id, slot FROM l0_user_slots ORDER BY slot")).all()
     store.rebuild()
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         again = conn.execute(text("SELECT user_id, slot FROM l0_user_slots ORDER BY slot")).all()
     assert (
         [tuple(r) for r in again]
@@ -169,16 +169,16 @@ def test_migration_converts_an_existing_file(db_path: Path, settings: Settings) 
     with Store.open(db_path, settings=settings) as s:
         _fill(s)
         before = {(u, q): _keyword(s, q, u, 10) for u in _USERS for q in _QUERIES}
-        migrate.downgrade(s.db, "0010", owners=migrate.projection_tables(default_projections()))
-        with s.db.read() as conn:
+        migrate.downgrade(s._db, "0010", owners=migrate.projection_tables(default_projections()))
+        with s._db.read() as conn:
             names = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master"))}
             # The earlier layout: FTS keeps its own copy, rowid = message id.
             assert "l0_fts_content" in names and "l0_user_slots" not in names
             n_old = conn.execute(text("SELECT count(*) FROM l0_fts_content")).scalar_one()
             assert n_old == conn.execute(text("SELECT count(*) FROM l0_messages")).scalar_one()
     with Store.open(db_path, settings=settings) as s:
-        assert migrate.current_revision(s.db) == migrate.head_revision()
-        with s.db.read() as conn:
+        assert migrate.current_revision(s._db) == migrate.head_revision()
+        with s._db.read() as conn:
             names = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master"))}
         assert "l0_fts_content" not in names
         assert {(u, q): _keyword(s, q, u, 10) for u in _USERS for q in _QUERIES} == before

@@ -41,20 +41,20 @@ def two_users(store: Store) -> Store:
 def test_memory_search_ranks_like_vec0(two_users: Store) -> None:
     s = two_users
     on_vec0 = _vector(s, "cat kitten", "big")
-    s.search_engine.hot = HotPartitions(min_rows=8)
+    s._search_engine.hot = HotPartitions(min_rows=8)
     in_memory = _vector(s, "cat kitten", "big")
-    assert s.search_engine.hot.cached_users() != []
+    assert s._search_engine.hot.cached_users() != []
     assert [t for t, _ in in_memory] == [t for t, _ in on_vec0]
     for (_, a), (_, b) in zip(in_memory, on_vec0, strict=True):
         assert a == pytest.approx(b, abs=1e-5)
     # a small partition stays on vec0
     _vector(s, "cat", "small")
-    assert [u for _, u in s.search_engine.hot.cached_users()] == ["big"]
+    assert [u for _, u in s._search_engine.hot.cached_users()] == ["big"]
 
 
 def test_memory_search_keeps_users_and_sessions_apart(two_users: Store) -> None:
     s = two_users
-    s.search_engine.hot = HotPartitions(min_rows=2)
+    s._search_engine.hot = HotPartitions(min_rows=2)
     for user in ("big", "small"):
         hits = s.search_conversations("cat", user_id=user, strategy="vector", limit=20)
         assert hits and all(h.user_id == user for h in hits)
@@ -64,14 +64,14 @@ def test_memory_search_keeps_users_and_sessions_apart(two_users: Store) -> None:
 
 def test_new_vectors_join_a_loaded_partition(two_users: Store) -> None:
     s = two_users
-    s.search_engine.hot = HotPartitions(min_rows=5)
+    s._search_engine.hot = HotPartitions(min_rows=5)
     _vector(s, "cat", "big")
     s.capture_turn("big", "s9", "Our parrot Kiwi whistles the national anthem", "ok")
     s.reindex()
     hits = s.search_conversations("parrot whistles anthem", user_id="big", strategy="vector")
     assert hits[0].text.startswith("Our parrot Kiwi")
     in_memory = _vector(s, "parrot", "big")
-    s.search_engine.hot = HotPartitions(min_rows=10_000)
+    s._search_engine.hot = HotPartitions(min_rows=10_000)
     on_vec0 = _vector(s, "parrot", "big")
     # same neighbours and similarities (ties may come in another order)
     assert sorted((round(b or 0, 4), t) for t, b in in_memory) == sorted(
@@ -81,24 +81,24 @@ def test_new_vectors_join_a_loaded_partition(two_users: Store) -> None:
 
 def test_erasure_drops_memory_copies_and_keeps_other_vectors(two_users: Store) -> None:
     s = two_users
-    s.search_engine.hot = HotPartitions(min_rows=2)
+    s._search_engine.hot = HotPartitions(min_rows=2)
     _vector(s, "cat", "big")
     _vector(s, "cat", "small")
     before = _vector(s, "cat", "small")
     calls: list[int] = []
-    assert s.embedder is not None
-    original = s.embedder.embed_documents
+    assert s._embedder is not None
+    original = s._embedder.embed_documents
 
     def counting(texts):  # type: ignore[no-untyped-def]
         calls.append(len(texts))
         return original(texts)
 
-    s.embedder.embed_documents = counting  # type: ignore[method-assign]
+    s._embedder.embed_documents = counting  # type: ignore[method-assign]
     s.forget_user("big")
     # the other user's vectors were carried over to their new row ids: same
     # answers at once, nothing embedded again, and the erased copy left memory
     assert _vector(s, "cat", "small") == before
-    assert [u for _, u in s.search_engine.hot.cached_users()] == ["small"]
+    assert [u for _, u in s._search_engine.hot.cached_users()] == ["small"]
     assert s.search_conversations("cat", user_id="big", strategy="vector") == []
     s.reindex()
     assert calls == []
@@ -109,13 +109,13 @@ def test_a_late_vector_below_the_cursor_reloads_the_copy(store: Store) -> None:
     from tests.pipeline_support import FakeClock
     from tests.test_reliability_indexer import Flaky, _indexer
 
-    assert store.embedder is not None
+    assert store._embedder is not None
     clock = FakeClock()
     store.capture_turn("big", "s1", "REJECT the lighthouse keeper's logbook", "ok")
     _fill(store, "big", 6)
-    flaky = Flaky(store.embedder)
+    flaky = Flaky(store._embedder)
     _indexer(store, flaky, clock).run_until_idle()
-    store.search_engine.hot = HotPartitions(min_rows=5)
+    store._search_engine.hot = HotPartitions(min_rows=5)
     texts = [t for t, _ in _vector(store, "lighthouse keeper logbook", "big")]
     assert "REJECT the lighthouse keeper's logbook" not in texts  # quarantined, no vector
     clock.advance(quarantine.FIRST_RETRY_S + 1)
@@ -127,19 +127,19 @@ def test_a_late_vector_below_the_cursor_reloads_the_copy(store: Store) -> None:
 
 def test_a_copy_newer_than_the_callers_snapshot_is_not_used(two_users: Store) -> None:
     s = two_users
-    engine = s.search_engine
+    engine = s._search_engine
     engine.hot = HotPartitions()  # loads in the search itself
     _vector(s, "cat", "big")
     assert engine.embedder is not None
     query = np.frombuffer(engine.query_blob("parrot"), dtype="<f4")
-    with s.db.read() as old:
+    with s._db.read() as old:
         sp_old = engine.space(old, "l0")  # the snapshot starts here
         assert sp_old is not None
         s.capture_turn("big", "s9", "Our parrot Kiwi whistles the national anthem", "ok")
         s.reindex()
         _vector(s, "parrot", "big")  # the copy now holds the parrot
         assert engine.hot.search(old, sp_old, "big", query, 5) is None  # vec0 answers
-    with s.db.read() as now:
+    with s._db.read() as now:
         sp_now = engine.space(now, "l0")
         assert sp_now is not None
         got = engine.hot.search(now, sp_now, "big", query, 5)
@@ -150,7 +150,7 @@ def test_the_loader_thread_runs_after_the_search_and_stops_with_the_store(
     two_users: Store,
 ) -> None:
     s = two_users
-    hot = s.search_engine.hot
+    hot = s._search_engine.hot
     assert hot.background is not None  # the engine's own: loads in a thread
     on_vec0 = _vector(s, "cat kitten", "big")  # cold: vec0 answers, a load is queued
     hot.wait()
@@ -168,10 +168,10 @@ def test_stored_vectors_from_a_copy_are_vec0s_bytes(two_users: Store) -> None:
     from memstore.recall.rank import _stored_vectors
 
     s = two_users
-    engine = s.search_engine
+    engine = s._search_engine
     engine.hot = HotPartitions()  # loads in the search itself
     _vector(s, "cat", "big")
-    with s.db.read() as conn:
+    with s._db.read() as conn:
         sp = engine.space(conn, "l0")
         assert sp is not None
         ids = [
@@ -188,7 +188,7 @@ def test_stored_vectors_from_a_copy_are_vec0s_bytes(two_users: Store) -> None:
             assert got[i].dtype == ref[i].dtype and got[i].tobytes() == ref[i].tobytes()
         assert engine.hot.stored(sp, "small", ids) == {}  # another user's copy: none
     # A copy not as of the caller's snapshot gives nothing (the caller reads vec0).
-    with s.db.read() as old:
+    with s._db.read() as old:
         sp_old = engine.space(old, "l0")
         assert sp_old is not None
         s.capture_turn("big", "s9", "Our parrot Kiwi whistles the national anthem", "ok")
@@ -196,9 +196,9 @@ def test_stored_vectors_from_a_copy_are_vec0s_bytes(two_users: Store) -> None:
         _vector(s, "parrot", "big")
         assert engine.hot.stored(sp_old, "big", ids) == {}
     # A deleted row's slot stays in vec0's chunk, dead: never returned.
-    with s.db.write() as conn:
+    with s._db.write() as conn:
         conn.exec_driver_sql(f'DELETE FROM "{sp.table_name}" WHERE rowid = {ids[0]}')
-    with s.db.read() as conn:
+    with s._db.read() as conn:
         sp_now = engine.space(conn, "l0")
         assert sp_now is not None
         reloaded = _load(conn, sp_now, "big")

@@ -14,14 +14,14 @@ from memstore.store import Store, default_projections
 
 def _counting(store: Store) -> list[int]:
     calls: list[int] = []
-    assert store.embedder is not None
-    original = store.embedder.embed_documents
+    assert store._embedder is not None
+    original = store._embedder.embed_documents
 
     def counting(texts):  # type: ignore[no-untyped-def]
         calls.append(len(texts))
         return original(texts)
 
-    store.embedder.embed_documents = counting  # type: ignore[method-assign]
+    store._embedder.embed_documents = counting  # type: ignore[method-assign]
     return calls
 
 
@@ -72,7 +72,7 @@ def test_migration_0013_keeps_vectors_and_drops_the_second_copy(
         calls = _counting(s)  # documents only: the query above was embedded
         s.reindex()
         assert calls == []
-        with s.db.read() as conn:
+        with s._db.read() as conn:
             assert conn.exec_driver_sql("SELECT count(*) FROM embedding_cache").scalar_one() == 0
             rewrites = conn.exec_driver_sql("SELECT rewrites FROM vector_spaces").scalars().all()
             assert rewrites and set(rewrites) == {0}
@@ -88,8 +88,8 @@ def test_an_index_behind_keeps_the_cache_and_uses_it_once(
     with Store.open(db_path, settings=settings) as s:
         s.capture_turn("alice", "s1", "My cat is called Mochi and she loves tuna", "Cute!")
         s.reindex()
-        assert s.embedder is not None
-        with s.db.read() as conn:
+        assert s._embedder is not None
+        with s._db.read() as conn:
             ids = [r[0] for r in conn.exec_driver_sql("SELECT id FROM l0_messages")]
     db = SqliteDatabase(db_path)
     try:
@@ -105,19 +105,19 @@ def test_an_index_behind_keeps_the_cache_and_uses_it_once(
     finally:
         db.close()
     with Store.open(db_path, settings=settings) as s:
-        assert s.embedder is not None
+        assert s._embedder is not None
         # the cache rows an older version wrote (same model, context hash)
         from memstore.embeddings import content_hash
 
-        with s.db.write() as conn:
+        with s._db.write() as conn:
             texts = ["My cat is called Mochi and she loves tuna\nCute!"]
             conn.exec_driver_sql(
                 "INSERT INTO embedding_cache VALUES (?, ?, ?, ?)",
                 (
-                    s.embedder.model_id,
+                    s._embedder.model_id,
                     content_hash(texts[0]),
-                    s.embedder.dimensions,
-                    np.full(s.embedder.dimensions, 0.5, dtype=np.float32).tobytes(),
+                    s._embedder.dimensions,
+                    np.full(s._embedder.dimensions, 0.5, dtype=np.float32).tobytes(),
                 ),
             )
         calls = _counting(s)
@@ -125,7 +125,7 @@ def test_an_index_behind_keeps_the_cache_and_uses_it_once(
         # The first message had no context: embedded once (no legacy row for it);
         # the reply's vector came from the cache and left it.
         assert calls == [1]
-        with s.db.read() as conn:
+        with s._db.read() as conn:
             assert conn.exec_driver_sql("SELECT count(*) FROM embedding_cache").scalar_one() == 0
             (table,) = conn.exec_driver_sql(
                 "SELECT table_name FROM vector_spaces WHERE kind = 'l0'"
@@ -141,7 +141,7 @@ def test_a_vector_filed_under_another_user_never_shows_their_row(store: Store) -
     # (ids renumbered under it), search still returns only the asker's rows.
     store.capture_turn("alice", "s1", "alice keeps her diary in a red notebook", "ok")
     store.reindex()
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         (table,) = conn.exec_driver_sql(
             "SELECT table_name FROM vector_spaces WHERE kind = 'l0'"
         ).one()

@@ -208,19 +208,19 @@ def fill_store(store: Store, n: int, users: int, pool: Sequence[str], seed: int 
 
 
 def _copy_cache(src: Path, dst: Store) -> None:
-    with dst.db.write() as conn:
+    with dst.internals.db.write() as conn:
         conn.exec_driver_sql(f"ATTACH DATABASE '{src}' AS seed")
         conn.exec_driver_sql(
             "INSERT OR IGNORE INTO embedding_cache SELECT * FROM seed.embedding_cache"
         )
-    with dst.db.write() as conn:
+    with dst.internals.db.write() as conn:
         conn.exec_driver_sql("DETACH DATABASE seed")
 
 
 def _vectors_by_user(store: Store, embedder: Embedder) -> dict[str, np.ndarray[Any, Any]]:
     """Every message's vector, read from vec0 (their one stored copy), by user."""
-    with store.db.read() as conn:
-        sp = store.search_engine.space(conn, "l0")
+    with store.internals.db.read() as conn:
+        sp = store.internals.search_engine.space(conn, "l0")
         assert sp is not None
         users = [r[0] for r in conn.exec_driver_sql("SELECT DISTINCT user_id FROM l0_messages")]
         return {u: partition_vectors(conn, sp, u)[1] for u in users}
@@ -260,7 +260,7 @@ def time_fts5(store: Store, qs: Sequence[str], users: Sequence[str], top: int) -
     """The reference for keyword search: a bare FTS5 MATCH ranked by BM25 with
     the same match expression and no join, over ``users[i]``'s rows for
     ``qs[i]`` (the same user the timed search asks for)."""
-    with store.db.read() as conn:
+    with store.internals.db.read() as conn:
         return stats([fts5_ms(conn, q, user, top) for q, user in zip(qs, users, strict=True)])
 
 
@@ -308,7 +308,7 @@ def _search_block(
     for strategy in ("keyword", "vector", "hybrid"):
         lat: list[float] = []
         for q, user in zip(qs, targets, strict=True):
-            store.search_engine.queries.cache.clear()  # time the query embedding every time
+            store.internals.search_engine.queries.cache.clear()  # time the query embedding
             t0 = time.perf_counter()
             store.search_conversations(q, user_id=user, limit=top, strategy=strategy)
             lat.append((time.perf_counter() - t0) * 1000)
@@ -330,8 +330,8 @@ def embed_throughput(embedder_name: str, rows: int, workdir: Path) -> dict[str, 
     pool = text_pool(rows, seed=99)
     with Store.open(workdir / "embed.db", settings=_settings(embedder_name)) as store:
         fill_store(store, rows, 1, pool)
-        if store.embedder is not None and hasattr(store.embedder, "load"):
-            store.embedder.load()  # model load is start-up cost, not throughput
+        if store.internals.embedder is not None and hasattr(store.internals.embedder, "load"):
+            store.internals.embedder.load()  # model load is start-up cost, not throughput
         t0 = time.perf_counter()
         done = store.reindex()
         took = time.perf_counter() - t0
@@ -378,7 +378,7 @@ def run_capture_search(
                     t0 = time.perf_counter()
                     embedded = store.reindex()
                     reindex_s = time.perf_counter() - t0
-                    assert store.embedder is not None
+                    assert store.internals.embedder is not None
                     log(f"{size} messages, {layout.name}: search")
                     run: dict[str, Any] = {
                         "size": size,
@@ -388,7 +388,7 @@ def run_capture_search(
                         "reindex_rows": embedded,
                         "reindex_rows_per_s": embedded / reindex_s if reindex_s else None,
                         "reindex_cache_seeded": seed_db is not None,
-                        "search": _search_block(store, store.embedder, qs, layout.users),
+                        "search": _search_block(store, store.internals.embedder, qs, layout.users),
                         "capture_idle": _capture_latency(store, capture_turns, layout.users, "a"),
                     }
                 # Capture while the background indexer embeds the new turns.

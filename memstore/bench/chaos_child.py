@@ -67,7 +67,7 @@ def threads_capture(db: Path, acks: TextIO, user: str, threads: int) -> None:
                 with lock:
                     _ack(acks, mid)
                     if j % 20 == 19:
-                        _ack(acks, f"batches {store.kernel.group.batches}")
+                        _ack(acks, f"batches {store.internals.kernel.group.batches}")
 
         workers = [threading.Thread(target=run, args=(w,), daemon=True) for w in range(threads)]
         for t in workers:

@@ -65,7 +65,7 @@ def _open(db: Path) -> Store:
 
 
 def stored_ids(store: Store, user: str) -> list[str]:
-    with store.db.read() as conn:
+    with store.internals.db.read() as conn:
         rows = conn.execute(
             text("SELECT message_id FROM l0_messages WHERE user_id = :u"), {"u": user}
         ).all()
@@ -236,7 +236,7 @@ def uncovered(store: Store, user: str) -> int:
     for p in _extractions(store, user):
         covered.setdefault((p.session_id, p.generation), set()).update(p.message_ids)
     missing = 0
-    with store.db.read() as conn:
+    with store.internals.db.read() as conn:
         cursors = conn.execute(
             text(
                 "SELECT session_id, generation, cursor_position FROM l1_cursors WHERE user_id = :u"
@@ -259,7 +259,7 @@ def drain_l1(store: Store, user: str) -> int:
     """Extract everything pending; returns messages still not covered after it."""
     from memstore.derive import api
 
-    with store.db.read() as conn:
+    with store.internals.db.read() as conn:
         sessions = [
             r[0]
             for r in conn.execute(
@@ -270,7 +270,7 @@ def drain_l1(store: Store, user: str) -> int:
             text("SELECT count(*) FROM l0_messages WHERE user_id = :u"), {"u": user}
         ).scalar_one()
     for s in sessions:
-        api.run_l1(store.derivation, user, s)
+        api.run_l1(store.internals.derivation, user, s)
     covered = {m for p in _extractions(store, user) for m in p.message_ids}
     return int(total) - len(covered & set(stored_ids(store, user)))
 

@@ -98,7 +98,7 @@ def llm_faults(work: Path, rounds: int = 3) -> dict[str, Any]:
                     _inject(fake, script, kind)
                     row["runs"] += 1
                     try:
-                        out = api.run_l1(store.derivation, user, session)
+                        out = api.run_l1(store.internals.derivation, user, session)
                         row["failed"] += not out.ok
                     except Exception:  # a fault must come back as a failed run
                         row["raw_exceptions"] += 1
@@ -160,9 +160,9 @@ def isolation(work: Path, pairs: int = 4) -> dict[str, Any]:
             for u, t in ((a, f"I love {secret} and I live in Quito"), (b, "I like plain bread")):
                 for s in ("s1", "s2"):
                     store.capture_turn(u, s, t, "noted")
-                    api.run_l1(store.derivation, u, s)
-                api.run_l2(store.derivation, u)
-                api.run_l3(store.derivation, u)
+                    api.run_l1(store.internals.derivation, u, s)
+                api.run_l2(store.internals.derivation, u)
+                api.run_l3(store.internals.derivation, u)
             store.reindex()
             mems = store.list_memories(a)
             other = mems[0].memory_id if mems else None

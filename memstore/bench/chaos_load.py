@@ -129,7 +129,7 @@ class WriteTimer:
         self.longest = 0.0
         self.longest_at = ""
         self._lock = threading.Lock()
-        original = store.db.write
+        original = store.internals.db.write
 
         @contextlib.contextmanager
         def timed() -> Iterator[Any]:
@@ -142,7 +142,7 @@ class WriteTimer:
                 finally:
                     self._record(time.perf_counter() - t0)
 
-        setattr(store.db, "write", timed)  # noqa: B010 - an instance override, on purpose
+        setattr(store.internals.db, "write", timed)  # noqa: B010 - an instance override, on purpose
 
     def _record(self, held: float) -> None:
         with self._lock:

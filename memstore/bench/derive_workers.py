@@ -74,7 +74,7 @@ def _one_run(
                     # Distinct per turn: a message's id is its text's hash by default.
                     text = f"{SAYINGS[(u + s + r) % len(SAYINGS)]} (turn {r})"
                     store.capture_turn(f"u{u}", f"s{s}", text, "noted")
-        with store.db.read() as conn:
+        with store.internals.db.read() as conn:
             user_messages = {
                 (str(r[0]), str(r[1]), str(r[2]))
                 for r in conn.exec_driver_sql(

@@ -126,7 +126,7 @@ class RawTable:
 
 
 def _events_ddl(store: Store) -> list[str]:
-    with store.db.read() as conn:
+    with store.internals.db.read() as conn:
         rows = conn.exec_driver_sql(
             "SELECT sql FROM sqlite_master WHERE tbl_name = 'events' AND sql IS NOT NULL "
             "ORDER BY type DESC"  # the table before its indexes

@@ -55,7 +55,7 @@ def seed_memories(store: Store, n: int, user_id: str = USER) -> float:
     from memstore.derive.runs import append_checked
 
     texts = text_pool(n, seed=23)
-    with store.db.read() as conn:
+    with store.internals.db.read() as conn:
         gen = active_generation(conn, user_id)
     started = time.perf_counter()
     for i in range(0, n, SEED_BATCH):
@@ -64,7 +64,7 @@ def seed_memories(store: Store, n: int, user_id: str = USER) -> float:
             kind = ("persona", "episodic", "instruction")[(i + j) % 3]
             decision = seed_decision(content, kind, "bench seed")
             events.append(MemoryWritten(gen, "host", decision))
-        append_checked(store.derivation, user_id, events)
+        append_checked(store.internals.derivation, user_id, events)
     store.reindex()
     return time.perf_counter() - started
 

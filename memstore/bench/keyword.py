@@ -63,11 +63,13 @@ def build_store(path: Path, users: int, per_user: int, log: Callable[[str], None
                     user,
                     session,
                     None,
-                    prepare_messages(session, msgs, now=store.kernel.clock(), max_bytes=1 << 20),
+                    prepare_messages(
+                        session, msgs, now=store.internals.kernel.clock(), max_bytes=1 << 20
+                    ),
                 )
                 for user, session, msgs in calls[i : i + _PER_TRANSACTION]
             ]
-            store.kernel.append(events)
+            store.internals.kernel.append(events)
             if i % 1000 == 0:
                 log(f"  {min(i + _PER_TRANSACTION, len(calls)) * 20:,} messages")
     return time.perf_counter() - t0
@@ -108,13 +110,13 @@ def run_keyword_bench(
         # What the background indexer does after captures in a default store
         # (this bench's store has no embedder, so no indexer): merge the FTS5
         # segments the build left. Nothing to do on a reused, tidied store.
-        tidy_steps = fts_tidy.tidy(store.db)
+        tidy_steps = fts_tidy.tidy(store.internals.db)
         if per_user >= postings.MIN_DOCS:
             # Large users are ranked from in-memory postings, which load in a
             # thread on their first search (SQL answers meanwhile): load them.
             for user in sorted(set(targets)):
                 store.search_conversations("warm-up", user_id=user, strategy="keyword")
-            store.search_engine.hot_postings.wait()
+            store.internals.search_engine.hot_postings.wait()
         for q, user in zip(qs, targets, strict=True):
             t0, c0 = time.perf_counter(), time.thread_time()
             store.search_conversations(q, user_id=user, limit=_TOP, strategy="keyword")
@@ -122,7 +124,7 @@ def run_keyword_bench(
             # CPU time of the same call: on a shared machine the wall time
             # also counts the time other processes held the core.
             times["keyword_cpu"].append((time.thread_time() - c0) * 1000)
-            with store.db.read() as conn:
+            with store.internals.db.read() as conn:
                 raw = conn.connection.driver_connection
                 assert raw is not None
                 span = user_fts_range(conn, user)

@@ -65,9 +65,9 @@ def run_large_user(store_path: Path, embedder: str, n_queries: int) -> dict[str,
     same = 0
     res: dict[str, Any] = {"embedder": embedder, "queries": len(qs), "load_before": loadavg()}
     with Store.open(store_path, settings=settings) as store:
-        engine, emb = store.search_engine, store.embedder
+        engine, emb = store.internals.search_engine, store.internals.embedder
         assert emb is not None
-        with store.db.read() as conn:
+        with store.internals.db.read() as conn:
             user, docs = conn.exec_driver_sql(
                 "SELECT user_id, docs FROM l0_user_slots ORDER BY docs DESC LIMIT 1"
             ).one()
@@ -99,7 +99,7 @@ def run_large_user(store_path: Path, embedder: str, n_queries: int) -> dict[str,
             t0 = time.perf_counter()
             store.search_conversations(q, user_id=user, limit=_TOP, strategy="keyword")
             times["keyword"].append(_ms(t0))
-            with store.db.read() as conn:
+            with store.internals.db.read() as conn:
                 t0 = time.perf_counter()
                 fast = bm25.keyword_messages(conn, q, user, _TOP, hot=engine.hot_postings)
                 times["ranking"].append(_ms(t0))

@@ -163,7 +163,7 @@ def _library_phase(
 
         call(-1, 0)  # warm-up, not timed (first statements, caches)
         res = drive(clients, seconds, max_captures, call)
-        group = getattr(store.kernel, "group", None)  # (absent from older trees compared)
+        group = getattr(store.internals.kernel, "group", None)  # (absent from older trees compared)
         if group is not None:
             res["shared_transactions"] = group.batches
             res["captures_in_shared"] = group.batched

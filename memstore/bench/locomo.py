@@ -92,8 +92,8 @@ def run_locomo(
                 store = Store.open(
                     Path(tmp) / f"{conv.sample_id}.db", settings=locomo_settings(embedder)
                 )
-                assert store.embedder is not None, "the LoCoMo bench needs an embedder"
-                emb = store.embedder
+                assert store.internals.embedder is not None, "the LoCoMo bench needs an embedder"
+                emb = store.internals.embedder
                 t0 = time.perf_counter()
                 ingest(conv, store)
                 ingest_s += time.perf_counter() - t0
@@ -119,7 +119,8 @@ def run_locomo(
                     tqdm(qs, desc=f"search {conv.sample_id}", disable=not progress, leave=False)
                 ):
                     for s in strategies:
-                        store.search_engine.queries.cache.clear()  # time the query embedding too
+                        # Time the query embedding too.
+                        store.internals.search_engine.queries.cache.clear()
                         t0 = time.perf_counter()
                         hits = store.search_conversations(
                             q.question,

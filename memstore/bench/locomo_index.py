@@ -105,7 +105,7 @@ def ingest(conv: Conversation, store: Store) -> None:
 
 def read_index(conv: Conversation, store: Store, embedder: Embedder) -> ConvIndex:
     """Turn texts and vectors in conversation order, read back from the store."""
-    with store.db.read() as conn:
+    with store.internals.db.read() as conn:
         msgs = conn.exec_driver_sql(
             "SELECT id, message_id, text, session_id FROM l0_messages "
             "WHERE user_id = ? ORDER BY id",

@@ -222,7 +222,7 @@ def seed_embedding_cache(store: Store, other: Path) -> int:
     finally:
         src.close()
     if rows:
-        with store.db.write() as conn:
+        with store.internals.db.write() as conn:
             conn.execute(upsert(embedding_cache).on_conflict_do_nothing(), rows)
     return len(rows)
 
@@ -256,7 +256,7 @@ def run_conversation(
     user = conv.sample_id
     texts = {t.dia_id: turn_text(t.speaker, t.text) for t in conv.turns}
     budget = store.settings.recall.budget_chars
-    stable = rc.stable_part(store.derivation, user, int(budget * rc.STABLE_SHARE))
+    stable = rc.stable_part(store.internals.derivation, user, int(budget * rc.STABLE_SHARE))
     room = budget - len(stable.text) - (1 if stable.text else 0)
     asks: list[tuple[str, int | str, list[str]]] = [
         (q.question, q.category, q.evidence) for q in scored_questions(conv)
@@ -266,7 +266,7 @@ def run_conversation(
     for question, cat, evidence in tqdm(
         asks, desc=f"recall {user}", disable=not progress, leave=False
     ):
-        store.search_engine.queries.cache.clear()  # time the query embedding too
+        store.internals.search_engine.queries.cache.clear()  # time the query embedding
         t0 = time.perf_counter()
         r = store.recall(question, user_id=user)
         main.ms.append((time.perf_counter() - t0) * 1000)
@@ -277,10 +277,10 @@ def run_conversation(
             main.filler_top3.append(1.0 if any(map(is_filler_id, refs[:3])) else 0.0)
         # The sweep: the same candidates, re-spent under each threshold.
         skip = {m.memory_id for m in stable.instructions}
-        cands = collect(store.derivation, question, user, None, skip)
+        cands = collect(store.internals.derivation, question, user, None, skip)
         for thr, acc in sweep.items():
             per_turn, mems, msgs, _, _ = rc.per_turn_part(
-                store.derivation, question, cands, room, thr
+                store.internals.derivation, question, cands, room, thr
             )
             text = "\n".join(x for x in (stable.text, per_turn) if x)
             _add(acc, per_turn, text, [*stable.instructions, *mems], msgs, cat, evidence, texts)

@@ -93,8 +93,8 @@ def context_texts(idx: ConvIndex) -> list[str]:
 
 def _keyword_lists(idx: ConvIndex, question: str, k: int) -> list[int]:
     """The engine's FTS5 list (turn indexes, best first), fetched ``k`` deep."""
-    eng = idx.store.search_engine
-    with idx.store.db.read() as conn:
+    eng = idx.store.internals.search_engine
+    with idx.store.internals.db.read() as conn:
         rows = eng.keyword_list(conn, Ask("l0", question, idx.conv.sample_id, k, None, None, None))
     return [idx.rowid_to_idx[r] for r, _ in rows]
 
@@ -147,7 +147,7 @@ def run_variants(
     need_context = any(v.context for v in variants)
     scores = {v.name: Scores() for v in variants}
     for idx in indexes:
-        emb = idx.store.embedder
+        emb = idx.store.internals.embedder
         assert emb is not None
         ctx_vecs: FloatMat | None = None
         if need_context:

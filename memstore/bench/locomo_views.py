@@ -189,7 +189,7 @@ def run_view_conversation(
     user = conv.sample_id
     words = {t.dia_id: fold(view_text(t, False))[:WORDS_CHARS] for t in conv.turns}
     budget = store.settings.recall.budget_chars
-    stable = rc.stable_part(store.derivation, user, int(budget * rc.STABLE_SHARE))
+    stable = rc.stable_part(store.internals.derivation, user, int(budget * rc.STABLE_SHARE))
     room = budget - len(stable.text) - (1 if stable.text else 0)
     skip = {m.memory_id for m in stable.instructions}
     out = ConvResult(user)
@@ -205,13 +205,13 @@ def run_view_conversation(
         r = store.recall(question, user_id=user, session_id=ASK_SESSION)
         out.ms.append((time.perf_counter() - t0) * 1000)
         shipped = outcome(r.text, r.per_turn, r.memories, r.messages, evidence, words)
-        cands = collect(store.derivation, question, user, ASK_SESSION, skip)
+        cands = collect(store.internals.derivation, question, user, ASK_SESSION, skip)
         swept: dict[Gate, Outcome] = {}
         for agree in AGREES:
             cands = rescore(cands, agree)
             for thr in SWEEP:
                 per_turn, mems, msgs, _, _ = rc.per_turn_part(
-                    store.derivation, question, cands, room, thr
+                    store.internals.derivation, question, cands, room, thr
                 )
                 text = "\n".join(x for x in (stable.text, per_turn) if x)
                 swept[agree, thr] = outcome(

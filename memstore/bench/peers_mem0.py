@@ -112,7 +112,7 @@ def run_mem0(
     if not indexes:
         run.error = "no conversations"
         return run
-    embedder = indexes[0].store.embedder
+    embedder = indexes[0].store.internals.embedder
     if embedder is None:
         run.error = "the store has no embedder to serve"
         return run

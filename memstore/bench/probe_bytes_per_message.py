@@ -49,22 +49,22 @@ def fill(store: Store, messages: int, users: int) -> float:
         prepared = prepare_messages(
             session,
             msgs,
-            now=store.kernel.clock(),
+            now=store.internals.kernel.clock(),
             max_bytes=store.settings.storage.max_message_bytes,
         )
         batch.append(capture_event(user, session, "hermes", prepared))
         if len(batch) == 500:
-            store.kernel.append(batch)
+            store.internals.kernel.append(batch)
             batch = []
     if batch:
-        store.kernel.append(batch)
+        store.internals.kernel.append(batch)
     return time.perf_counter() - t0
 
 
 def bytes_per_table(store: Store, messages: int) -> dict[str, float]:
     """dbstat bytes per message; vec0's shadow tables summed as "vec0"."""
     out: dict[str, float] = {}
-    with store.db.read() as conn:
+    with store.internals.db.read() as conn:
         rows = conn.exec_driver_sql("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").all()
     for name, size in rows:
         key = str(name).removeprefix("sqlite_autoindex_")
@@ -86,7 +86,7 @@ def main(argv: list[str]) -> None:
             secs = fill(store, args.messages, args.users)
             print(f"filled {args.messages} messages in {secs:.0f} s")
             store.reindex()
-        with store.db.read() as conn:
+        with store.internals.db.read() as conn:
             n = int(conn.exec_driver_sql("SELECT count(*) FROM l0_messages").scalar_one())
             text_b = conn.exec_driver_sql("SELECT avg(length(CAST(text AS BLOB))) FROM l0_messages")
             avg_text = float(text_b.scalar_one() or 0)

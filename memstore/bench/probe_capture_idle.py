@@ -48,12 +48,12 @@ def main(argv: list[str]) -> None:
         embedder="hashing", background_indexer=False, scheduler=os.environ.get("SCHEDULER") == "1"
     )
     store = Store.open(work, settings=settings)
-    with store.db.read() as conn:
+    with store.internals.db.read() as conn:
         users = max(1, int(conn.exec_driver_sql("SELECT count(*) FROM l0_user_slots").scalar_one()))
     seen: collections.Counter[str] = collections.Counter()
     counting = False
 
-    @event.listens_for(store.db.engine, "before_cursor_execute")
+    @event.listens_for(store.internals.db.engine, "before_cursor_execute")
     def _count(_c: Any, _cur: Any, sql: str, *_: Any) -> None:
         if counting and threading.current_thread() is threading.main_thread():
             seen[" ".join(sql.split())[:100]] += 1
@@ -79,7 +79,7 @@ def main(argv: list[str]) -> None:
     counting = False
     # A statement listener sends memstore.db.rawexec's statements through
     # SQLAlchemy again: none may stay registered while timing.
-    event.remove(store.db.engine, "before_cursor_execute", _count)
+    event.remove(store.internals.db.engine, "before_cursor_execute", _count)
     ref = sqlite_module().connect(str(work), isolation_level=None, check_same_thread=False)
     ref.execute("PRAGMA synchronous = NORMAL")
     # Checkpoints are not the reference's to run (the store's connections leave

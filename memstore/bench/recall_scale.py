@@ -74,9 +74,9 @@ def build(
         for user, session, msgs in capture_calls(messages, users, pool):
             store.capture(user, session, msgs)
         fill_memories(store, memories, users, mem_pool)
-        assert store.indexer is not None
-        memo = MemoEmbedder(store.indexer.embedder)
-        store.indexer.embedder = memo
+        assert store.internals.indexer is not None
+        memo = MemoEmbedder(store.internals.indexer.embedder)
+        store.internals.indexer.embedder = memo
         t1 = time.perf_counter()
         store.reindex()
         embed_s = time.perf_counter() - t1
@@ -123,9 +123,9 @@ class MemoEmbedder(Embedder):
 
 def _one(store: Store, q: str, u: str, ms: dict[str, list[float]]) -> None:
     """Time every step for question ``q`` of user ``u``."""
-    emb = store.embedder
+    emb = store.internals.embedder
     assert emb is not None
-    engine = store.search_engine
+    engine = store.internals.search_engine
     budget = store.settings.recall.budget_chars
     clock = time.perf_counter
     engine.queries.cache.clear()
@@ -142,12 +142,12 @@ def _one(store: Store, q: str, u: str, ms: dict[str, list[float]]) -> None:
     searched = (clock() - t0) * 1000
     ms["search"].append(searched)
     t0 = clock()
-    cands = rr.collect(store.derivation, q, u, None, set())
+    cands = rr.collect(store.internals.derivation, q, u, None, set())
     ms["score"].append(max((clock() - t0) * 1000 - searched, 0.0))
     t0 = clock()
-    stable = rc.stable_part(store.derivation, u, int(budget * rc.STABLE_SHARE))
+    stable = rc.stable_part(store.internals.derivation, u, int(budget * rc.STABLE_SHARE))
     room = budget - len(stable.text) - 1
-    rc.per_turn_part(store.derivation, q, cands, room, store.settings.recall.threshold)
+    rc.per_turn_part(store.internals.derivation, q, cands, room, store.settings.recall.threshold)
     ms["compose"].append((clock() - t0) * 1000)
     t0 = clock()
     emb.embed_query(q)
@@ -202,7 +202,7 @@ def run_recall_scale(
             # The build runs without the background indexer, which in a default
             # store merges FTS5's segments as they pile up; merge them now so
             # the timing sees the index a user's store has.
-            res["fts_tidy_steps"] = fts_tidy.tidy(store.db)
+            res["fts_tidy_steps"] = fts_tidy.tidy(store.internals.db)
             res["latency"] = measure(store, queries(n_queries, seed=13), res["users"])
         res["loadavg"] = {"before": load_before, "after": os.getloadavg()}
     return res

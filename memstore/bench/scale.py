@@ -146,20 +146,20 @@ def fill_memories(store: Store, size: int, users: int, pool: Sequence[str]) -> f
                 for j in range(min(L1_BATCH, per_user - i))
             ]
             n += len(batch)
-            append_checked(store.derivation, user, batch)
+            append_checked(store.internals.derivation, user, batch)
     return time.perf_counter() - t0
 
 
 def _vectors(store: Store, user: str) -> np.ndarray[Any, Any]:
     """The user's vectors, read from vec0 (their one stored copy)."""
-    with store.db.read() as conn:
-        sp = store.search_engine.space(conn, "l0")
+    with store.internals.db.read() as conn:
+        sp = store.internals.search_engine.space(conn, "l0")
         assert sp is not None
         return partition_vectors(conn, sp, user)[1]
 
 
 def _search(store: Store, qs: Sequence[str], users: int) -> dict[str, Any]:
-    assert store.embedder is not None
+    assert store.internals.embedder is not None
     rng = random.Random(5)
     targets = [f"u{rng.randrange(users):04d}" for _ in qs]
     out: dict[str, Any] = {}
@@ -175,18 +175,18 @@ def _search(store: Store, qs: Sequence[str], users: int) -> dict[str, Any]:
     # their vectors load on one: both are loaded before the timed searches.
     for u in sorted(set(targets)):
         store.search_conversations("warm-up", user_id=u, limit=10)
-    store.search_engine.hot_postings.wait()
+    store.internals.search_engine.hot_postings.wait()
     for name, fn in cases.items():
         ms: list[float] = []
         for q, u in zip(qs, targets, strict=True):
-            store.search_engine.queries.cache.clear()  # time the query embedding every time
+            store.internals.search_engine.queries.cache.clear()  # time the query embedding
             t0 = time.perf_counter()
             fn(q, u)
             ms.append((time.perf_counter() - t0) * 1000)
         out[name] = stats(ms)
     mats = {u: _vectors(store, u) for u in set(targets)}
     # Query embedding stays outside the timing: the reference is the scan.
-    qvecs = [store.embedder.embed_query(q) for q in qs]
+    qvecs = [store.internals.embedder.embed_query(q) for q in qs]
     out["ref_numpy_cosine"] = time_numpy_topk([mats[u] for u in targets], qvecs, 10)
     out["ref_fts5_alone"] = time_fts5(store, qs, targets, 10)
     return out
@@ -244,7 +244,7 @@ def measure_size(
     settings = Settings().replace(embedder=embedder, scheduler=False)
     path = base / f"scale-{size}.db"
     with Store.open(path, settings=settings) as store:
-        assert store.embedder is not None
+        assert store.internals.embedder is not None
         t0 = time.perf_counter()
         for user, session, msgs in calls:
             store.capture(user, session, msgs)
@@ -257,22 +257,22 @@ def measure_size(
             )
         res["ref_raw_insert_per_s"] = size / (time.perf_counter() - t0)
         res["fill_l1_per_s"] = size / fill_memories(store, size, users, mem_pool)
-        if hasattr(store.embedder, "load"):
-            store.embedder.load()  # model load is start-up, not throughput
+        if hasattr(store.internals.embedder, "load"):
+            store.internals.embedder.load()  # model load is start-up, not throughput
         t0 = time.perf_counter()
         rows = store.reindex()
         took = time.perf_counter() - t0
         res["reindex"] = {"rows": rows, "rows_per_s": rows / took if took else None}
         sample = pool[: min(len(pool), 2000)]
         t0 = time.perf_counter()
-        store.embedder.embed_documents(sample)
+        store.internals.embedder.embed_documents(sample)
         res["reindex"]["ref_embed_only_per_s"] = len(sample) / (time.perf_counter() - t0)
         res["db_mb"] = checkpointed_mb(path)
         # Capture while the background indexer embeds each new turn (what a
         # user's store does), then with it stopped: the ratio is what the
         # indexer's transactions cost capture.
         res["capture"] = _capture(store, users, capture_turns, "live")
-        store.parts.stop_background()
+        store.internals.stop_background()
         res["capture_idle"] = _capture(store, users, capture_turns, "idle")
         store.start_background()
         ref: list[float] = []

@@ -198,18 +198,20 @@ def bulk_capture(
         return events
 
     for user, session, msgs in items:
-        prepared = prepare_messages(session, msgs, now=store.kernel.clock(), max_bytes=max_bytes)
+        prepared = prepare_messages(
+            session, msgs, now=store.internals.kernel.clock(), max_bytes=max_bytes
+        )
         batch.append((user, session, prepared))
         if len(batch) >= per_transaction:
-            store.kernel.append_if(build)
+            store.internals.kernel.append_if(build)
             batch = []
     if batch:
-        store.kernel.append_if(build)
+        store.internals.kernel.append_if(build)
     return stored
 
 
 def _size_bytes(store: Store, where: str) -> int:
-    return store.db.backend.size_bytes(store.db)
+    return store.internals.db.backend.size_bytes(store.internals.db)
 
 
 def build(where: str, layout: Layout, embedder: str) -> dict[str, Any]:
@@ -226,9 +228,9 @@ def build(where: str, layout: Layout, embedder: str) -> dict[str, Any]:
         if stored != layout.messages:
             raise RuntimeError(f"bulk fill stored {stored} of {layout.messages} messages")
         res["fill_per_s"] = stored / (time.perf_counter() - t0)
-        assert store.indexer is not None
-        memo = MemoEmbedder(store.indexer.embedder)
-        store.indexer.embedder = memo
+        assert store.internals.indexer is not None
+        memo = MemoEmbedder(store.internals.indexer.embedder)
+        store.internals.indexer.embedder = memo
         t0 = time.perf_counter()
         rows = store.reindex()
         took = time.perf_counter() - t0
@@ -343,7 +345,7 @@ def measure(
             )
 
         res["capture"] = _timed(turn("live"), turns)
-        store.parts.stop_background()
+        store.internals.stop_background()
         res["capture_idle"] = _timed(turn("idle"), turns)
         store.reindex()  # the live turns: search sees an idle, complete index
         res |= _search(store, layout, n_queries)
@@ -366,26 +368,26 @@ def _read_all(store: Store) -> int:
 
 
 def _search(store: Store, layout: Layout, n_queries: int) -> dict[str, Any]:
-    assert store.embedder is not None
+    assert store.internals.embedder is not None
     qs = queries(n_queries)
     rng = random.Random(5)
     users = [layout.user(rng.randrange(layout.users)) for _ in qs]
     # Loads a large user's in-memory copy (its first search) and e5's model.
     store.search_conversations("warm-up", user_id=users[0], limit=10)
     # And a large user's keyword postings, which load in a thread meanwhile.
-    store.search_engine.hot_postings.wait()
+    store.internals.search_engine.hot_postings.wait()
     out: dict[str, Any] = {}
     hybrid: list[float] = []
     keyword: list[float] = []
     embed: list[float] = []
     for q, u in zip(qs, users, strict=True):
-        store.search_engine.queries.cache.clear()  # time the query embedding every time
+        store.internals.search_engine.queries.cache.clear()  # time the query embedding
         t0 = time.perf_counter()
         store.search_conversations(q, user_id=u, limit=10)
         t1 = time.perf_counter()
         store.search_conversations(q, user_id=u, limit=10, strategy="keyword")
         t2 = time.perf_counter()
-        store.embedder.embed_query(q)
+        store.internals.embedder.embed_query(q)
         t3 = time.perf_counter()
         hybrid.append((t1 - t0) * 1000)
         keyword.append((t2 - t1) * 1000)
@@ -393,13 +395,13 @@ def _search(store: Store, layout: Layout, n_queries: int) -> dict[str, Any]:
     out["hybrid"] = stats(hybrid)
     out["keyword"] = stats(keyword)
     out["ref_query_embedding"] = stats(embed)
-    with store.db.read() as conn:
-        sp = store.search_engine.space(conn, "l0")
+    with store.internals.db.read() as conn:
+        sp = store.internals.search_engine.space(conn, "l0")
         assert sp is not None
         mats = {u: partition_vectors(conn, sp, u)[1] for u in set(users)}
-    qvecs = [store.embedder.embed_query(q) for q in qs]
+    qvecs = [store.internals.embedder.embed_query(q) for q in qs]
     out["ref_numpy_cosine"] = time_numpy_topk([mats[u] for u in users], qvecs, 10)
-    if store.db.backend.keyword_index == "fts5":
+    if store.internals.db.backend.keyword_index == "fts5":
         out["ref_fts5_alone"] = time_fts5(store, qs, users, 10)
     return out
 
@@ -415,12 +417,12 @@ def _derive(where: str, sessions: int) -> dict[str, float]:
                 for j in range(SESSION)
             ]
             store.capture(f"d{s:03d}", "s0", msgs)
-        svc = store.pipeline
+        svc = store.internals.pipeline
         assert svc is not None
         t0 = time.perf_counter()
         outcomes = [o for s in range(sessions) for o in svc.run_pipeline(f"d{s:03d}", wait=True)]
         took = time.perf_counter() - t0
-        with store.db.read() as conn:
+        with store.internals.db.read() as conn:
             memories = int(
                 conn.execute(
                     text("SELECT count(*) FROM l1_memories WHERE user_id LIKE 'd%'")

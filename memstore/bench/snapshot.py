@@ -27,7 +27,7 @@ FTS_TABLES = ("l0_fts", "l1_fts")
 
 def snapshot(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     out: dict[str, list[tuple[Any, ...]]] = {}
-    with store.db.read() as conn:
+    with store.internals.db.read() as conn:
         names = inspect(conn).get_table_names()
         for name in names:
             if name in NOT_PROJECTIONS or name.startswith(("vec_", "apscheduler", "sqlite_")):

@@ -40,7 +40,7 @@ def _loadavg() -> str:
 def bytes_per_table(store: Store, messages: int) -> dict[str, float]:
     """dbstat bytes per message, vec0 shadow tables summed under "vec0"."""
     out: dict[str, float] = {}
-    with store.db.read() as conn:
+    with store.internals.db.read() as conn:
         for name, size in conn.exec_driver_sql(
             "SELECT name, sum(pgsize) FROM dbstat GROUP BY name"
         ):
@@ -74,13 +74,13 @@ def run(size: int, users: int, path: Path, nq: int = 200) -> dict[str, Any]:
         res["reindex_rows_per_s"] = round(size / res["reindex_s"])
         qs = queries(nq)
         user = "u0000"
-        eng = store.search_engine
-        assert store.embedder is not None
-        qv = {q: store.embedder.embed_query(q) for q in qs}
+        eng = store.internals.search_engine
+        assert store.internals.embedder is not None
+        qv = {q: store.internals.embedder.embed_query(q) for q in qs}
         for q in qs:  # warm: the in-memory copy loads once per process
             eng.query_blob(q)
         store.search_conversations(qs[0], user_id=user, limit=10)
-        store.search_engine.hot_postings.wait()  # the keyword postings load in a thread
+        store.internals.search_engine.hot_postings.wait()  # the keyword postings load in a thread
         res["hybrid_memory"] = _time(
             lambda q: store.search_conversations(q, user_id=user, limit=10), qs
         )
@@ -97,7 +97,7 @@ def run(size: int, users: int, path: Path, nq: int = 200) -> dict[str, Any]:
             lambda q: store.search_conversations(q, user_id=user, limit=10, strategy="vector"),
             qs,
         )
-        with store.db.read() as conn:
+        with store.internals.db.read() as conn:
             sp = eng.space(conn, "l0")
             assert sp is not None
             if HotPartitions is not None:
@@ -131,7 +131,7 @@ def run(size: int, users: int, path: Path, nq: int = 200) -> dict[str, Any]:
         hits = store.search_conversations(qs[1], user_id=user, strategy="vector")
         res["vector_hits_after_rebuild"] = len(hits)
         res["bytes_per_message"] = bytes_per_table(store, size)
-        with store.db.read() as conn:
+        with store.internals.db.read() as conn:
             res["spaces"] = [s.table_name for s in spaces.list_spaces(conn)]
     res["load_after"] = _loadavg()
     return res

@@ -27,7 +27,7 @@ from memstore.cli.table import ID_WIDTH, print_table
 from memstore.db import migrate, presence
 from memstore.db.connect import open_database
 from memstore.db.driver import module_name, sqlite_module
-from memstore.errors import MemstoreError
+from memstore.errors import MemstoreError, NotFoundError
 from memstore.redact import redact, strip_credentials
 
 
@@ -390,8 +390,9 @@ def projections_rebuild(db: Location | None, name: str | None, all_: bool) -> No
         raise click.UsageError("give a projection NAME or --all")
     with open_store(db, must_exist=True) as store:
         names = None if all_ else [name or ""]
-        if names:
-            store.projections.get(names[0])
+        if names and names[0] not in store.projection_names:
+            known = ", ".join(sorted(store.projection_names))
+            raise NotFoundError(f"no projection named {names[0]!r}; known: {known}")
         total = store.event_count()
         with tqdm(total=total, unit="ev", desc="rebuild", disable=None) as bar:
             n = store.rebuild(names, progress=bar.update)

@@ -202,14 +202,14 @@ def reindex(db: Location | None) -> None:
       MEMSTORE_EMBEDDER=e5 memstore reindex
     """
     with open_store(db, must_exist=True) as store:
-        if store.indexer is None:
+        if store.embedding_model is None:
             raise InvalidInputError("embedder is 'none': nothing to index")
-        total = sum(store.indexer.pending(k) for k in ("l0", "l1"))
+        total = store.pending_embeddings()
         from tqdm import tqdm
 
         with tqdm(total=total, unit="row", desc="reindex", disable=None) as bar:
             n = store.reindex(progress=bar.update)
-    click.echo(f"embedded {n} row(s) with {store.embedder.model_id if store.embedder else 'none'}")
+    click.echo(f"embedded {n} row(s) with {store.embedding_model or 'none'}")
 
 
 EXIT_NOT_COMPACTED = 3

@@ -74,7 +74,7 @@ def run_demo(path: Location, echo: bool = True) -> dict[str, Any]:
         if echo:
             click.echo(
                 f"database: {shown(path)}\nderiver: {deriver}\nembedder: "
-                f"{store.embedder.model_id if store.embedder else 'none'}"
+                f"{store.embedding_model or 'none'}"
             )
             _section("L0: two sessions captured")
         for session, ts, user_text, assistant_text in SCRIPT:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import click
 
-from memstore import recall as recall_api
 from memstore.cli.app import (
     TEXT,
     Location,
@@ -19,7 +18,7 @@ from memstore.cli.app import (
     open_store,
 )
 from memstore.cli.table import ID_WIDTH, plural, print_table
-from memstore.derive import api
+from memstore.records import Layer, MemoryType
 from memstore.store import Store
 from memstore.validate import check_id, opt_id
 
@@ -90,13 +89,15 @@ def memories_list(
       memstore memories list --user alice --all --json
     """
     with _open(db) as store:
-        rows = api.list_memories(
-            store.derivation,
-            user,
-            type=type_,
-            generation=generation,
-            include_retired=include_retired,
-        )
+        rows = [
+            m.to_dict()
+            for m in store.list_memories(
+                user,
+                type=cast(MemoryType | None, type_),
+                generation=generation,
+                include_retired=include_retired,
+            )
+        ]
     if as_json:
         echo_json(rows)
         return
@@ -140,9 +141,7 @@ def memories_history(db: Location | None, as_json: bool, user: str, memory_id: s
 @json_option
 @user_option
 @click.argument("memory_id")
-@click.option(
-    "--reason", default="user_request", show_default=True, help="Recorded in the event."
-)
+@click.option("--reason", default="user_request", show_default=True, help="Recorded in the event.")
 @click.option(
     "--with-sources",
     is_flag=True,
@@ -197,7 +196,7 @@ def memories_add(db: Location | None, user: str, content: str, type_: str, scene
       memstore memories add --user alice "Alice is vegetarian."
     """
     with _open(db, must_exist=False) as store:
-        mid = api.write_memory(store.derivation, user, "add", content, type=type_, scene=scene)
+        mid = store.write_memory(user, "add", content, type=cast(MemoryType, type_), scene=scene)
     click.echo(f"stored {mid}")
 
 
@@ -225,7 +224,7 @@ def scenes_list(db: Location | None, as_json: bool, user: str, generation: int |
       memstore scenes list --user alice --json
     """
     with _open(db) as store:
-        rows = api.list_scenes(store.derivation, user, generation=generation)
+        rows = [s.to_dict() for s in store.list_scenes(user, generation=generation)]
     if as_json:
         echo_json(rows)
         return
@@ -253,7 +252,7 @@ def scenes_show(
       memstore scenes show --user alice Travel
     """
     with _open(db) as store:
-        rows = api.list_scenes(store.derivation, user, generation=generation)
+        rows = [s.to_dict() for s in store.list_scenes(user, generation=generation)]
     found = [s for s in rows if scene in (s["scene_id"], s["name"])]
     if not found:
         raise click.ClickException(f"user {user!r} has no scene {scene!r}")
@@ -291,8 +290,8 @@ def persona_show(db: Location | None, as_json: bool, user: str, generation: int 
       memstore persona show --user alice
     """
     with _open(db) as store:
-        text = api.get_persona(store.derivation, user, generation=generation)
-        nav = recall_api.scene_navigation(store.derivation, user, generation=generation)
+        text = store.get_persona(user, generation=generation)
+        nav = store.scene_navigation(user, generation=generation)
     if as_json:
         echo_json({"persona": text, "navigation": nav})
         return
@@ -323,9 +322,7 @@ def recall_cmd(
       memstore recall --user alice "where should we eat tonight?"
     """
     with _open(db) as store:
-        r = recall_api.recall(
-            store.derivation, query, user_id=user, session_id=session, budget_chars=budget
-        )
+        r = store.recall(query, user_id=user, session_id=session, budget_chars=budget)
     if as_json:
         echo_json(
             {
@@ -371,10 +368,10 @@ def rederive_cmd(
         if activate is not None:
             if user is None:
                 raise click.UsageError("--activate needs --user")
-            previous = api.activate_generation(store.derivation, user, activate)
+            previous = store.activate_generation(user, activate)
             click.echo(f"{user}: generation {activate} active (was {previous})")
             return
-        gen = api.rederive(store.derivation, user_id=user, from_layer=from_layer)
+        gen = store.rederive(user, from_layer=cast(Layer, from_layer))  # a click.Choice
     click.echo(f"generation {gen} built and active")
 
 
@@ -390,7 +387,7 @@ def generations_cmd(db: Location | None, as_json: bool, user: str) -> None:
       memstore generations --user alice
     """
     with _open(db) as store:
-        rows = api.list_generations(store.derivation, user)
+        rows = store.list_generations(user)
     if as_json:
         echo_json(rows)
         return

@@ -18,38 +18,22 @@ from memstore.cli.app import (
 )
 from memstore.cli.table import plural
 from memstore.config import Settings
-from memstore.pipeline import PipelineService
 from memstore.store import Store
 from memstore.validate import opt_id
 
 
 def _opt_user(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    # The pipeline service takes ids as given; check them here, as Store does.
+    # Checked as the command line is read, so a bad id is a usage error.
     return opt_id("user_id", value)
 
 
 @contextmanager
-def service_of(store: Store) -> Iterator[PipelineService]:
-    """``store``'s pipeline service, or one made for this command and stopped after it."""
-    existing = getattr(store, "pipeline", None)
-    if isinstance(existing, PipelineService):
-        yield existing
-        return
-    svc = PipelineService(store.derivation)
-    try:
-        yield svc
-    finally:
-        svc.stop()
-
-
-@contextmanager
-def _service(db: Location | None) -> Iterator[PipelineService]:
-    """The store's pipeline service for one command; the store is closed after it."""
+def _store(db: Location | None) -> Iterator[Store]:
+    """The store for one pipeline command; closed after it."""
     # A one-shot command never competes for the scheduler lease.
     store = Store.open(existing_db(db), settings=Settings.load(scheduler=False))
     try:
-        with service_of(store) as svc:
-            yield svc
+        yield store
     finally:
         store.close()
 
@@ -71,8 +55,7 @@ def derive_now(store: Store, user_id: str | None) -> str:
     """What ``--derive`` does after capture or import: run due derivation, then embed
     what is pending, so memories and vector search are there at once."""
     click.echo("deriving memories…", err=True)
-    with service_of(store) as svc:
-        outcomes = svc.run_pipeline(user_id, wait=True)
+    outcomes = store.run_pipeline(user_id, wait=True)
     embedded = store.reindex()
     return f"derived: {summary(outcomes)}; embedded {embedded} row(s)"
 
@@ -108,8 +91,8 @@ def pipeline_status(db: Location | None, as_json: bool, user_id: str | None) -> 
       memstore pipeline status --user alice
       memstore pipeline status --json
     """
-    with _service(db) as svc:
-        rows = svc.status(user_id)
+    with _store(db) as store:
+        rows = store.pipeline_status(user_id)
     if as_json:
         echo_json(rows)
         return
@@ -154,13 +137,16 @@ def pipeline_run(db: Location | None, as_json: bool, user_id: str | None) -> Non
       memstore pipeline run
       memstore pipeline run --user alice --json
     """
-    with _service(db) as svc:
+    with _store(db) as store:
         pending = sum(
-            1 for u in svc.status(user_id) for s in u["sessions"] if s["messages_pending"]
+            1
+            for u in store.pipeline_status(user_id)
+            for s in u["sessions"]
+            if s["messages_pending"]
         )
         if not as_json:
             click.echo(f"deriving: {pending} session(s) with pending messages…", err=True)
-        outcomes = svc.run_pipeline(user_id, wait=True)
+        outcomes = store.run_pipeline(user_id, wait=True)
     rows: list[dict[str, Any]] = [
         {"stage": o.stage, "ok": o.ok, "run_id": o.run_id, "error": o.error} for o in outcomes
     ]

@@ -168,8 +168,8 @@ def import_(
             from memstore.cli.pipeline import derive_now
 
             derived = derive_now(store, user)
-        if not no_embed and store.indexer is not None:
-            pending = sum(store.indexer.pending(k) for k in ("l0", "l1"))
+        if not no_embed and store.embedding_model is not None:
+            pending = store.pending_embeddings()
             if pending:
                 with tqdm(total=pending, unit="row", desc="embed", disable=None) as bar:
                     store.reindex(progress=bar.update)

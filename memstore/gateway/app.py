@@ -147,7 +147,7 @@ def _install_error_handlers(api: FastAPI) -> None:
 def _unplaced(request: Request, message: str) -> str:
     """A message without the server's database location (a client has no use for it)."""
     store = getattr(request.app.state, "store", None)
-    where = getattr(getattr(store, "db", None), "location", None)
+    where = getattr(store, "location", None)
     return message.replace(str(where), "the database") if where else message
 
 

@@ -90,14 +90,14 @@ def _user(request: Request, value: str | None) -> str:
 
 def _strategy(store: Store) -> str:
     # The upstream's names: "hybrid" with embeddings, "fts" without.
-    return "hybrid" if store.embedder is not None else "fts"
+    return "hybrid" if store.embedding_model is not None else "fts"
 
 
 @router.get("/health")
 def health(store: StoreDep, request: Request) -> dict[str, Any]:
     from memstore import __version__
 
-    embeddings = store.embedder is not None
+    embeddings = store.embedding_model is not None
     return {
         "status": "ok" if embeddings else "degraded",
         "version": __version__,
@@ -121,7 +121,7 @@ def capture(store: StoreDep, body: CaptureRequest, request: Request) -> dict[str
         {"role": "assistant", "content": body.assistant_content},
     ]
     res = store.capture(_user(request, body.user_id), body.session_key, messages)
-    return {"l0_recorded": len(res.stored), "scheduler_notified": store.pipeline is not None}
+    return {"l0_recorded": len(res.stored), "scheduler_notified": store.has_pipeline}
 
 
 @router.post("/search/memories")

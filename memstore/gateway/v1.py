@@ -167,12 +167,10 @@ def forget_between(store: StoreDep, user_id: str, body: ForgetBetweenBody) -> di
 @router.get("/users/{user_id}/persona")
 def persona(store: StoreDep, user_id: str) -> dict[str, Any]:
     """The L3 persona (null before one was derived) and the scene navigation."""
-    from memstore.recall import scene_navigation
-
     return {
         "user_id": user_id,
         "persona": store.get_persona(user_id),
-        "navigation": scene_navigation(store.derivation, user_id),
+        "navigation": store.scene_navigation(user_id),
     }
 
 

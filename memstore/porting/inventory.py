@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def list_users(store: Store) -> list[dict[str, Any]]:
     """One row per user: events, sessions, messages, live memories, last activity."""
-    return users(store.db)
+    return store.list_users()
 
 
 def users_in(db: Database) -> list[dict[str, Any]]:

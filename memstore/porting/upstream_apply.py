@@ -108,7 +108,7 @@ def _import_messages(
 
 
 def _last_capture(store: Store, user_id: str, session: str) -> int:
-    with store.db.read() as conn:
+    with store.internals.db.read() as conn:
         got = conn.execute(
             select(func.max(events_t.c.position)).where(
                 events_t.c.stream == l0_stream(user_id, session),
@@ -154,7 +154,7 @@ def _import_records(
     tick: Callable[[int], None],
 ) -> dict[str, list[str]]:
     """One extraction event per session; returns memory ids by scene name."""
-    with store.db.read() as conn:
+    with store.internals.db.read() as conn:
         gen = active_generation(conn, user_id)
         rows = {
             r.memory_id: r
@@ -184,7 +184,7 @@ def _import_records(
             message_ids=new_l0.get(session, []),
             decisions=ds,
         )
-        append_checked(store.derivation, user_id, [event])
+        append_checked(store.internals.derivation, user_id, [event])
     return by_scene
 
 
@@ -201,7 +201,7 @@ def _import_scenes(
     report: ImportReport,
     tick: Callable[[int], None],
 ) -> None:
-    with store.db.read() as conn:
+    with store.internals.db.read() as conn:
         gen = active_generation(conn, user_id)
         current = {s["scene_id"]: s for s in scenes(conn, user_id, gen)}
         cursor = conn.execute(
@@ -240,7 +240,7 @@ def _import_scenes(
             operations=ops,
             notes=[f"imported from {data.root}"],
         )
-        append_checked(store.derivation, user_id, [event])
+        append_checked(store.internals.derivation, user_id, [event])
 
 
 def _import_persona(
@@ -248,7 +248,7 @@ def _import_persona(
 ) -> None:
     if data.persona is None:
         return
-    with store.db.read() as conn:
+    with store.internals.db.read() as conn:
         gen = active_generation(conn, user_id)
         row = persona(conn, user_id, gen)
         scene_ids = [s["scene_id"] for s in scenes(conn, user_id, gen)]
@@ -265,7 +265,7 @@ def _import_persona(
         trigger="import",
         scene_ids=scene_ids,
     )
-    append_checked(store.derivation, user_id, [event])
+    append_checked(store.internals.derivation, user_id, [event])
     report.add("persona imported")
 
 

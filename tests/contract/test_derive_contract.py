@@ -34,16 +34,16 @@ def test_layers_recall_and_rebuild(dstore: Store, llm: tuple[FakeOpenAI, Scripte
     fake, script = llm
     say(dstore, "alice", "s1", "Hi, my name is Alice.", "I live in Berlin and I'm vegetarian.")
     say(dstore, "alice", "s1", "I like running.", "I train for the Berlin marathon.")
-    assert api.run_l1(dstore.derivation, "alice", "s1").new_memories == 5
+    assert api.run_l1(dstore._derivation, "alice", "s1").new_memories == 5
     say(dstore, "alice", "s2", "My name is Alice, remember?", "I moved to Munich in April.")
     say(dstore, "alice", "s2", "I'm vegan now.", "I run marathons every year.")
-    assert api.run_l1(dstore.derivation, "alice", "s2").ok
-    live = {m["content"] for m in api.list_memories(dstore.derivation, "alice")}
+    assert api.run_l1(dstore._derivation, "alice", "s2").ok
+    live = {m["content"] for m in api.list_memories(dstore._derivation, "alice")}
     assert "The user lives in Munich (moved from Berlin)." in live
     assert "The user lives in Berlin." not in live  # superseded through keyword dedup
-    assert api.run_l2(dstore.derivation, "alice").ok
-    assert api.run_l3(dstore.derivation, "alice").ok
-    assert "Munich" in (api.get_persona(dstore.derivation, "alice") or "")
+    assert api.run_l2(dstore._derivation, "alice").ok
+    assert api.run_l3(dstore._derivation, "alice").ok
+    assert "Munich" in (api.get_persona(dstore._derivation, "alice") or "")
     r = dstore.recall("Where does Alice live now?", user_id="alice")
     assert "Munich" in r.text
 
@@ -61,6 +61,6 @@ def test_pipeline_queue_derives_once(dstore: Store, llm: tuple[FakeOpenAI, Scrip
     dstore.run_pipeline("alice", wait=True)
     first = len(script.calls)
     assert first > 0
-    assert any("Alice" in m["content"] for m in api.list_memories(dstore.derivation, "alice"))
+    assert any("Alice" in m["content"] for m in api.list_memories(dstore._derivation, "alice"))
     dstore.run_pipeline("alice", wait=True)  # nothing queued: no second extraction
     assert len(script.calls) == first

@@ -35,10 +35,10 @@ def _store_files(store: Store) -> list[Path]:
     PostgreSQL each relation of the store's schema (tables, their TOAST
     tables, all indexes), all segments, after a CHECKPOINT wrote shared
     buffers out."""
-    if store.db.dialect == "sqlite":
-        path = Path(store.db.path)
+    if store._db.dialect == "sqlite":
+        path = Path(store._db.path)
         return [p for p in (path, Path(f"{path}-wal")) if p.exists()]
-    with store.db.engine.connect() as raw:
+    with store._db.engine.connect() as raw:
         conn: Connection = raw.execution_options(isolation_level="AUTOCOMMIT")
         conn.exec_driver_sql("CHECKPOINT")
         data = Path(str(conn.exec_driver_sql("SHOW data_directory").scalar()))
@@ -81,7 +81,7 @@ def _old_transaction_elsewhere(store: Store) -> Iterator[None]:
     across the erasure (as a long job of another tenant of the server would
     be): VACUUM FULL alone then copies the erased rows into its new files."""
     admin = pg_admin_url()
-    if store.db.dialect != "postgresql" or admin is None:
+    if store._db.dialect != "postgresql" or admin is None:
         yield
         return
     import psycopg
@@ -100,7 +100,7 @@ def test_vacuum_full_leaves_no_erased_byte_in_the_data_files(store: Store) -> No
     assert report.compacted, report.detail
     assert _holding(_store_files(store), SECRET) == []
     assert len(store.search_conversations("green tea", user_id="alice", strategy="keyword")) > 0
-    if store.db.dialect == "postgresql":
+    if store._db.dialect == "postgresql":
         assert "VACUUM FULL" in report.detail
 
 
@@ -111,7 +111,7 @@ def test_compacted_is_false_while_erased_bytes_remain_in_the_files(store: Store)
     report = store.forget_user("bob")
     left = _holding(_store_files(store), SECRET)
     assert report.compacted == (left == []), (report.compacted, left, report.detail)
-    if store.db.dialect == "postgresql":
+    if store._db.dialect == "postgresql":
         # A plain VACUUM leaves the dead rows' bytes in the data files (read
         # above): not compacted, and the report points at the option.
         assert left and report.compacted is False

@@ -34,7 +34,7 @@ class Commits:
     def __init__(self, store: Store) -> None:
         self.n = 0
         self._lock = threading.Lock()
-        write = store.db.write
+        write = store._db.write
 
         @contextmanager
         def counted() -> Iterator[Connection]:
@@ -43,7 +43,7 @@ class Commits:
             with self._lock:
                 self.n += 1
 
-        store.db.write = counted  # type: ignore[method-assign]
+        store._db.write = counted  # type: ignore[method-assign]
 
 
 def _run_queued(store: Store, calls: list[Callable[[], object]]) -> list[object]:
@@ -59,11 +59,11 @@ def _run_queued(store: Store, calls: list[Callable[[], object]]) -> list[object]
             results[i] = e
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    with store.db.write():
+    with store._db.write():
         for t in threads:
             t.start()
         deadline = time.monotonic() + 60
-        while sum(store.kernel.group.pending) < len(calls):
+        while sum(store._kernel.group.pending) < len(calls):
             assert time.monotonic() < deadline, "the captures never queued"
             time.sleep(0.005)
     for t in threads:
@@ -72,7 +72,7 @@ def _run_queued(store: Store, calls: list[Callable[[], object]]) -> list[object]
 
 
 def _l0_ids(store: Store, user: str) -> list[tuple[str, str]]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         rows = conn.execute(
             text(
                 "SELECT session_id, message_id FROM l0_messages WHERE user_id = :u "
@@ -96,7 +96,7 @@ def test_queued_captures_share_one_commit_and_all_survive(store: Store) -> None:
     # The first capture's transaction (it may hold a few that queued at once)
     # and one for everything queued behind it: two commits for eight captures.
     assert commits.n - before == 2
-    assert store.kernel.group.batches >= 1
+    assert store._kernel.group.batches >= 1
     positions = {r.event_position for r in results}  # type: ignore[union-attr]
     assert len(positions) == n and None not in positions
     stored = _l0_ids(store, "u")
@@ -127,7 +127,7 @@ def test_a_failing_request_fails_only_its_own_caller(store: Store) -> None:
         (lambda i=i: store.capture_turn("u", "s1", f"turn {i} about tea", turn_id=f"t{i}"))
         for i in range(6)
     ]
-    calls.insert(3, lambda: store.kernel.append_grouped(bad))
+    calls.insert(3, lambda: store._kernel.append_grouped(bad))
     results = _run_queued(store, calls)
     assert isinstance(results[3], InvalidInputError)
     good = [r for i, r in enumerate(results) if i != 3]
@@ -171,7 +171,7 @@ def test_captures_of_one_session_in_one_batch_queue_its_work_once(store: Store) 
     ]
     results = _run_queued(store, calls)
     assert all(not isinstance(r, Exception) for r in results), results
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         items = [w for w in queue.pending(conn, "u") if w.stage == "l1"]
     # The first capture reached the warm-up threshold (one round) on its own;
     # the rest joined the session's unclaimed item instead of adding one each.

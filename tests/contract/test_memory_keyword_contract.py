@@ -39,7 +39,7 @@ def _ranked(store: Store, user: str) -> list[list[tuple[str, float]]]:
 
 def _keys_in_ranges(store: Store) -> None:
     """Each l1_fts row's key is its owner's slot above its memory's id."""
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         slots = dict(conn.execute(text("SELECT slot, user_id FROM l1_user_slots")).all())
         owner = dict(
             conn.execute(text("SELECT id, user_id FROM l1_memories WHERE status = 'active'")).all()
@@ -73,14 +73,14 @@ def test_migration_rekeys_memories_both_ways(target: str, settings: Settings) ->
         assert gone is not None
         s.forget_memory("ann", gone)
         before = {u: _ranked(s, u) for u in ("ann", "ben")}
-        migrate.downgrade(s.db, "0019_storage", owners=OWNERS)
-        with s.db.read() as conn:
+        migrate.downgrade(s._db, "0019_storage", owners=OWNERS)
+        with s._db.read() as conn:
             keys = {int(r[0]) for r in conn.execute(text("SELECT rowid FROM l1_fts"))}
             active = conn.execute(text("SELECT id FROM l1_memories WHERE status = 'active'"))
             assert keys == {int(r[0]) for r in active}  # rowid = l1_memories.id again
-        migrate.upgrade(s.db, owners=OWNERS)
+        migrate.upgrade(s._db, owners=OWNERS)
         _keys_in_ranges(s)  # as the migration left them
-        with s.db.read() as conn:
+        with s._db.read() as conn:
             counts = dict(conn.execute(text("SELECT user_id, docs FROM l1_user_slots")).all())
         assert counts == {"ann": len(_SAID), "ben": len(_SAID) - 1}
     with Store.open(target, settings=settings) as s:

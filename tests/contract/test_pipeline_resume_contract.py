@@ -22,7 +22,7 @@ def _open(target: str, clock: FakeClock, settings: Settings) -> Store:
 
 
 def _items(store: Store) -> list[queue.WorkItem]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         return queue.pending(conn)
 
 
@@ -30,7 +30,7 @@ def test_failed_work_backs_off_and_resumes(target: str, settings: Settings) -> N
     clock = FakeClock()
     store = _open(target, clock, settings)
     der = FakeDeriver(fail_l1=10**6)
-    svc = PipelineService(store.derivation, deriver=der)
+    svc = PipelineService(store._derivation, deriver=der)
     try:
         capture(store, svc, "u", "s1")
         svc.drain()
@@ -71,7 +71,7 @@ def test_run_pipeline_claims_only_what_was_due(target: str, settings: Settings) 
     clock = FakeClock()
     store = _open(target, clock, settings)
     der = _Capturing(store)
-    svc = PipelineService(store.derivation, deriver=der)
+    svc = PipelineService(store._derivation, deriver=der)
     der.svc = svc
     try:
         capture(store, svc, "u", "s")

@@ -35,7 +35,7 @@ from memstore.store import Store
 from tests.pipeline_support import FakeDeriver
 settings = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
 store = Store.open(sys.argv[1], settings=settings)
-svc = PipelineService(store.derivation, deriver=FakeDeriver(), lease_ttl_s=1.0)
+svc = PipelineService(store._derivation, deriver=FakeDeriver(), lease_ttl_s=1.0)
 svc.start()
 print("started", flush=True)
 while True:
@@ -77,8 +77,8 @@ def test_a_killed_schedulers_lease_is_taken_over_and_due_timers_fire_once(
     store = Store.open(target, settings=settings)
 
     def holder_pid() -> int | None:
-        with store.db.read() as conn:
-            owner = lock_holder(conn, LEASE_KEY, now=store.clock())
+        with store._db.read() as conn:
+            owner = lock_holder(conn, LEASE_KEY, now=store._clock())
         return int(owner.split(":")[1]) if owner else None
 
     def fired(marker: Path) -> list[str]:
@@ -87,12 +87,12 @@ def test_a_killed_schedulers_lease_is_taken_over_and_due_timers_fire_once(
     a = spawn()
     b = None
     # This process arms timers but never holds the lease (not started).
-    mine = PipelineService(store.derivation, deriver=FakeDeriver())
+    mine = PipelineService(store._derivation, deriver=FakeDeriver())
     try:
         assert _wait(lambda: holder_pid() == a.pid)
         b = spawn()
         before, after = tmp_path / "before", tmp_path / "after"
-        mine.timers.set("probe-before", f"{__name__}:probe", [str(before)], store.clock())
+        mine.timers.set("probe-before", f"{__name__}:probe", [str(before)], store._clock())
         assert _wait(lambda: len(fired(before)) == 1)
         # APScheduler deletes a fired one-shot job's row just after handing it
         # to the executor: a holder killed in between leaves the row, and its
@@ -102,7 +102,7 @@ def test_a_killed_schedulers_lease_is_taken_over_and_due_timers_fire_once(
         assert _wait(lambda: mine.timers.get("probe-before") is None)
         assert holder_pid() == a.pid and b.poll() is None  # b tried, and did not win
         # Due in 2 s: after a's death, so only a successor can fire it.
-        due = store.clock() + timedelta(seconds=2)
+        due = store._clock() + timedelta(seconds=2)
         mine.timers.set("probe-after", f"{__name__}:probe", [str(after)], due)
         a.send_signal(signal.SIGKILL)  # dies holding the lease, releasing nothing
         a.wait()

@@ -60,10 +60,10 @@ def _leave_old_secrets(store: Store) -> str:
     store.append(
         [NewEvent(derive_stream("alice"), RunFailed("l1", "s1", error, 1, "run-1"), "alice")]
     )
-    clean = store.embedder.model_id if store.embedder else ""
+    clean = store._embedder.model_id if store._embedder else ""
     assert clean.startswith("openai:")
     leaky = clean.replace("openai:", f"openai:k:{OLD}@", 1)
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         for kind in ("l0", "l1"):
             conn.execute(
                 text("UPDATE vector_spaces SET name = :n, model_id = :m WHERE name = :o"),

@@ -108,7 +108,7 @@ def test_two_gateway_processes_capture_and_derive_once(
                 t.join(300)
             assert not errors, errors
             with Store.open(target, settings=settings) as store:
-                with store.db.read() as conn:
+                with store._db.read() as conn:
                     connected = {
                         str(r[0])
                         for r in conn.exec_driver_sql(

@@ -95,7 +95,7 @@ def test_the_database_enforces_idempotency_keys(store: Store) -> None:
         "'2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', :k)"
     )
     try:
-        with store.db.write() as conn:
+        with store._db.write() as conn:
             conn.execute(insert, row)
     except exc.IntegrityError:
         pass
@@ -182,7 +182,7 @@ def test_forget_user_leaves_no_content_in_live_tables(store: Store) -> None:
     _turns(store)
     report = store.forget_user("bob")
     assert report.events_removed > 0
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         tables = [
             t
             for t in _tables(conn)
@@ -210,19 +210,19 @@ def test_migrations_down_and_up_keep_the_log(target: str, settings: Settings) ->
         _turns(s)
         before = snapshot(s)
         head = migrate.head_revision()
-        stale = migrate.downgrade(s.db, "0007", owners=OWNERS)
-        assert stale and migrate.current_revision(s.db) == "0007"
-        migrate.upgrade(s.db, owners=OWNERS)
-        assert migrate.current_revision(s.db) == head
+        stale = migrate.downgrade(s._db, "0007", owners=OWNERS)
+        assert stale and migrate.current_revision(s._db) == "0007"
+        migrate.upgrade(s._db, owners=OWNERS)
+        assert migrate.current_revision(s._db) == head
     with Store.open(target, settings=settings) as s:  # rebuilds what the steps touched
         assert snapshot(s) == before
         assert s.search_conversations("peanut", user_id="alice", strategy="keyword")
-        migrate.downgrade(s.db, "base", allow_data_loss=True, owners=OWNERS)
-        assert migrate.current_revision(s.db) is None
-        with s.db.read() as conn:
+        migrate.downgrade(s._db, "base", allow_data_loss=True, owners=OWNERS)
+        assert migrate.current_revision(s._db) is None
+        with s._db.read() as conn:
             assert [t for t in _tables(conn) if t != "alembic_version"] == []
-        migrate.upgrade(s.db, owners=OWNERS)
-        assert migrate.current_revision(s.db) == head
+        migrate.upgrade(s._db, owners=OWNERS)
+        assert migrate.current_revision(s._db) == head
 
 
 def test_timers_leave_nothing_in_the_working_directory(

@@ -40,7 +40,7 @@ def test_two_processes_lose_nothing_and_derive_nothing_twice(
         with Store.open(target, settings=s) as store:
             for user in ("u0", "u1"):
                 store.end_session(user, "s")  # extracts whatever is still pending
-            with store.db.read() as conn:
+            with store._db.read() as conn:
                 captured = {
                     str(r[0])
                     for r in conn.exec_driver_sql(

@@ -28,9 +28,9 @@ def _turns(store: Store) -> None:
 def _vector_rows(store: Store) -> dict[str, list[tuple[int, str]]]:
     """(id, user) of every stored vector, per space kind."""
     out: dict[str, list[tuple[int, str]]] = {}
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         for sp in spaces.list_spaces(conn):
-            key = "id" if store.db.dialect == "postgresql" else "rowid"
+            key = "id" if store._db.dialect == "postgresql" else "rowid"
             rows = conn.execute(text(f'SELECT {key}, user_id FROM "{sp.table_name}"')).all()
             out[sp.kind] = sorted((int(r[0]), str(r[1])) for r in rows)
     return out
@@ -96,7 +96,7 @@ def test_an_hnsw_index_added_by_hand_does_not_starve_a_small_user(store: Store) 
         _say(store, f"u{u}", [f"user {u} writes line {t}" for t in range(16)])
     _say(store, "small", [f"small one mentions item {t}" for t in range(12)])
     store.reindex()
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         (sp,) = [s for s in spaces.list_spaces(conn) if s.kind == "l0"]
         table = sp.table_name
         conn.execute(text(f'CREATE INDEX ON "{table}" USING hnsw (embedding vector_cosine_ops)'))
@@ -121,7 +121,7 @@ def test_an_hnsw_index_added_by_hand_does_not_starve_a_small_user(store: Store) 
         assert len(plain) < 10  # the failure guarded against
         got = vector_pg.knn(conn, table, "l0", "small", blob, 10, {})
     assert len(got) == 10
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         owners = conn.execute(
             text("SELECT DISTINCT user_id FROM l0_messages WHERE id = ANY(:i)"),
             {"i": [i for i, _ in got]},
@@ -183,9 +183,9 @@ def test_large_partitions_are_searched_in_memory_with_the_same_answer(store: Sto
     store.reindex()
     exact = store.search_conversations("blue cups", user_id="big", strategy="vector", limit=10)
     # The first search was vec0's; the copy loads in the background meanwhile.
-    store.search_engine.hot.wait()
+    store._search_engine.hot.wait()
     hot = store.search_conversations("blue cups", user_id="big", strategy="vector", limit=10)
-    assert store.search_engine.hot.cached_users()
+    assert store._search_engine.hot.cached_users()
     # The same exact ranking (rows at equal distance may come in either order).
     assert [h.similarity for h in hot] == pytest.approx([h.similarity for h in exact], abs=1e-5)
     assert hot[0].ref == exact[0].ref
@@ -203,7 +203,7 @@ def test_vectors_reach_pgvector_bit_for_bit(store: Store) -> None:
     rng = np.random.default_rng(7)
     vecs = [rng.standard_normal(8).astype("<f4") for _ in range(50)]
     vecs.append(np.array([0.0, -0.0, 3.4028235e38, -1.1754944e-38, 1 / 3, 1e-7, -2.5, 7], "<f4"))
-    with store.db.write() as conn:
+    with store._db.write() as conn:
         vector_pg.create(conn, "t_roundtrip", "l0", 8)
         vector_pg.write(
             conn,

@@ -44,7 +44,7 @@ def _same(a: list[tuple[str, float]], b: list[tuple[str, float]]) -> None:
 
 def _both(store: Store, query: str, user: str = "alice", **kw: str) -> list[tuple[str, float]]:
     """Memory search in memory and on vec0 (pgvector); asserts they agree."""
-    engine = store.search_engine
+    engine = store._search_engine
     hot = engine.hot
     # The first search after a change is vec0's while the copy loads.
     first = store.search_memories(query, user_id=user, strategy="vector", limit=10, **kw)
@@ -62,7 +62,7 @@ def _both(store: Store, query: str, user: str = "alice", **kw: str) -> list[tupl
 
 
 def _l1_cached(store: Store) -> list[str]:
-    return sorted(u for name, u in store.search_engine.hot.cached_users() if name[:3] == "l1:")
+    return sorted(u for name, u in store._search_engine.hot.cached_users() if name[:3] == "l1:")
 
 
 def test_memories_are_searched_in_memory_like_vec0(store: Store) -> None:
@@ -132,7 +132,7 @@ def test_small_conversation_partitions_are_searched_in_memory(store: Store) -> N
         store.capture_turn("alice", f"s{i % 2}", fact, "ok")
     store.capture_turn("bob", "s1", "My dog Rex chews tennis balls", "ok")
     store.reindex()
-    engine = store.search_engine
+    engine = store._search_engine
 
     def search(**kw: str) -> list[tuple[str, float]]:
         got = store.search_conversations("cat tuna", user_id="alice", strategy="vector", **kw)
@@ -164,7 +164,7 @@ def test_small_conversation_partitions_are_searched_in_memory(store: Store) -> N
 @pytest.mark.parametrize("cap", [1])
 def test_the_byte_cap_keeps_the_latest_copy(store: Store, cap: int) -> None:
     _memories(store)
-    store.search_engine.hot = HotPartitions(max_bytes=cap)
+    store._search_engine.hot = HotPartitions(max_bytes=cap)
     _both(store, "tea")
     _both(store, "dog", user="bob")
-    assert [u for _, u in store.search_engine.hot.cached_users()] == ["bob"]
+    assert [u for _, u in store._search_engine.hot.cached_users()] == ["bob"]

@@ -22,7 +22,7 @@ from tests.test_reliability_indexer import Flaky, _indexer, _vector_ids, index_o
 def test_a_bad_message_is_set_aside_retried_and_cleared(store: Store, marker: str) -> None:
     clock = FakeClock()
     flaky = index_one_bad_row(store, marker, clock)
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         (held,) = quarantine.items(conn)
         assert (held.user_id, held.attempts) == ("alice", 1)
         assert quarantine.due(conn, held.space, now=clock(), limit=10) == []
@@ -30,7 +30,7 @@ def test_a_bad_message_is_set_aside_retried_and_cleared(store: Store, marker: st
     # A retry after the back-off that fails again: one more attempt, a longer wait.
     clock.advance(quarantine.FIRST_RETRY_S + 1)
     assert _indexer(store, flaky, clock).run_until_idle() == 0
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         (again,) = quarantine.items(conn)
         assert again.attempts == 2 and again.first_failed_at == held.first_failed_at
         assert quarantine.due(conn, held.space, now=clock(), limit=10) == []
@@ -43,11 +43,11 @@ def test_a_bad_message_is_set_aside_retried_and_cleared(store: Store, marker: st
 
 
 def test_a_bad_memory_is_skipped_while_its_text_is_unchanged(store: Store) -> None:
-    assert store.embedder is not None
+    assert store._embedder is not None
     clock = FakeClock()
     store.write_memory("alice", "add", "POISON memory text")
     store.write_memory("alice", "add", "alice is allergic to peanuts")
-    flaky = Flaky(store.embedder)
+    flaky = Flaky(store._embedder)
     _indexer(store, flaky, clock).run_until_idle()
     status = store.embedding_status()
     assert status["l1"]["pending"] == 0 and status["l1"]["quarantined"] == 1
@@ -61,19 +61,19 @@ def test_a_bad_memory_is_skipped_while_its_text_is_unchanged(store: Store) -> No
 
 def test_a_model_that_is_down_is_not_quarantined(store: Store) -> None:
     """Every text failing is the model's fault: the error surfaces, nothing is set aside."""
-    assert store.embedder is not None
+    assert store._embedder is not None
     store.capture_turn("alice", "s1", "REJECT one")
     store.capture_turn("alice", "s1", "REJECT two")
     with pytest.raises(EmbeddingError):
-        _indexer(store, Flaky(store.embedder), FakeClock()).run_until_idle()
+        _indexer(store, Flaky(store._embedder), FakeClock()).run_until_idle()
     assert store.embedding_status()["l0"]["quarantined"] == 0
 
 
 def test_erasure_removes_the_users_quarantined_rows(store: Store) -> None:
-    assert store.embedder is not None
+    assert store._embedder is not None
     store.capture_turn("alice", "s1", "POISON secret")
     store.capture_turn("bob", "s1", "POISON bob text")
-    _indexer(store, Flaky(store.embedder), FakeClock()).run_until_idle()
+    _indexer(store, Flaky(store._embedder), FakeClock()).run_until_idle()
     store.forget_user("alice")
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         assert [q.user_id for q in quarantine.items(conn)] == ["bob"]

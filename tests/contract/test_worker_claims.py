@@ -33,7 +33,7 @@ ELSEWHERE = "elsewhere.example:4242:feedbeef:1"
 
 
 def test_a_claim_from_another_host_returns_to_the_queue_after_its_ttl(store: Store) -> None:
-    db = store.db
+    db = store._db
     with db.write() as conn:
         first = queue.enqueue(conn, "u", "l1", session_id="s", now=T0)
     with db.queue_write() as conn:
@@ -55,7 +55,7 @@ def test_a_claim_in_flight_hides_only_the_item_it_takes(store: Store) -> None:
     """While one claim's transaction is open, another claimer still finds the
     rest of the queue: on PostgreSQL at once (it skips the one locked row), on
     SQLite after the first commits (one writer at a time)."""
-    db = store.db
+    db = store._db
     with db.write() as conn:
         for i in range(3):
             queue.enqueue(conn, "u", "l1", session_id=f"s{i}", now=T0)
@@ -80,7 +80,7 @@ def test_racing_claimers_never_share_an_item_or_a_session(store: Store) -> None:
     """8 threads claim 60 items (20 sessions' L1, and L2 + L3 of 10 users,
     which share one lock per user) without completing any: every claim is of a
     different item, and no lock key is handed out twice."""
-    db = store.db
+    db = store._db
     with db.write() as conn:
         for i in range(20):
             queue.enqueue(conn, f"u{i % 5}", "l1", session_id=f"s{i}", now=T0)
@@ -197,7 +197,7 @@ def test_worker_processes_derive_every_session_once_and_survive_a_killed_one(
 
 
 def _user_message_ids(store: Store) -> set[str]:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         return {
             str(r[0])
             for r in conn.exec_driver_sql("SELECT message_id FROM l0_messages WHERE role = 'user'")
@@ -205,7 +205,7 @@ def _user_message_ids(store: Store) -> set[str]:
 
 
 def _claims_of(store: Store, pid: int) -> int:
-    with store.db.read() as conn:
+    with store._db.read() as conn:
         return sum(
             1
             for i in queue.pending(conn)
