@@ -56,9 +56,8 @@ def test_multi_session_conversation_gives_memories_scenes_persona_and_recall(
     out = api.run_l1(lstore._derivation, "alice", "s2")
     assert out.ok and out.events_appended == 1
 
-    mems = {
-        m["content"]: m for m in api.list_memories(lstore._derivation, "alice", include_retired=True)
-    }
+    listed = api.list_memories(lstore._derivation, "alice", include_retired=True)
+    mems = {m["content"]: m for m in listed}
     assert mems["The user's name is Alice."]["status"] == "active"  # skip kept one copy
     assert list(mems).count("The user's name is Alice.") == 1
     munich = mems["The user lives in Munich (moved from Berlin)."]

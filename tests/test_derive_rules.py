@@ -179,7 +179,11 @@ def test_write_forget_and_history(rstore: Store) -> None:
     mid = api.write_memory(rstore._derivation, "u", "add", "Prefers window seats.")
     assert mid and api.write_memory(rstore._derivation, "u", "add", "Prefers window seats.") == mid
     same = api.write_memory(
-        rstore._derivation, "u", "replace", "Prefers aisle seats.", old_content="Prefers window seats."
+        rstore._derivation,
+        "u",
+        "replace",
+        "Prefers aisle seats.",
+        old_content="Prefers window seats.",
     )
     assert same == mid and _contents(rstore) == ["Prefers aisle seats."]
     assert api.write_memory(rstore._derivation, "u", "remove", "Prefers aisle seats.") == mid
