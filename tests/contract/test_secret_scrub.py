@@ -119,11 +119,11 @@ def test_upgrade_scrubs_old_secrets_and_keeps_the_vectors(target: str, fake: Fak
         assert ROTATED not in repr(rows), f"{ROTATED} in {name}"
 
 
+# Bytes in files: SQLite only (PostgreSQL's VACUUM is checked by the erasure tests).
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_sqlite_file_bytes_hold_no_old_secret_after_the_next_open(
     backend: str, target: str, fake: FakeOpenAI
 ) -> None:
-    if backend != "sqlite":
-        pytest.skip("bytes in files: SQLite (PostgreSQL's VACUUM is checked by erasure tests)")
     from pathlib import Path
 
     with Store.open(target, settings=_settings(fake, OLD)) as store:
@@ -165,11 +165,11 @@ def test_a_live_run_records_no_secret(target: str, fake: FakeOpenAI) -> None:
         assert OLD not in repr(rows), f"{OLD} in {name}"
 
 
+# PostgreSQL only: a SQLite file has no password.
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
 def test_a_database_password_is_in_no_output_and_no_table(
     backend: str, target: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    if backend != "postgresql":
-        pytest.skip("a SQLite file has no password")
     import logging
 
     from tests.porting_support import run_cli
