@@ -78,6 +78,9 @@ def _flat(name: str) -> dict[str, str]:
 @dataclass(frozen=True)
 class StorageSettings:
     busy_timeout_ms: int = field(default=5000, metadata=_flat("busy_timeout_ms"))
+    # How long opening a store waits for a schema change in progress (another
+    # opener upgrading a new database, `memstore db upgrade`) to finish.
+    schema_wait_s: float = field(default=60.0, metadata=_flat("schema_wait_s"))
     # "normal" (SQLite synchronous=NORMAL in WAL mode): an acknowledged capture
     # survives a process crash; on power loss or an OS crash the last
     # transactions may roll back. "full" (synchronous=FULL) syncs the WAL on

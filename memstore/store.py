@@ -57,7 +57,7 @@ from memstore.derive import api
 from memstore.derive.generations import activate_generation, list_generations
 from memstore.derive.queries import forgotten_sources
 from memstore.erasure import ErasureReport, erase_user
-from memstore.errors import InvalidInputError, StorageError
+from memstore.errors import InvalidInputError, MigrationError, StorageError
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.l0.capture import CaptureResult, capture, turn_messages
 from memstore.llm.backend import ChatBackend
@@ -178,9 +178,10 @@ class Store(Forgetting):
         )
         hold: Hold | None = None
         wait_s = settings.storage.busy_timeout_ms / 1000
+        schema_wait_s = settings.storage.schema_wait_s
         try:
             # Before reading the schema: a migration running now finishes first.
-            hold = presence.hold_shared(db, wait_s=wait_s)
+            hold = presence.hold_shared(db, wait_s=schema_wait_s)
             owners = migrate.projection_tables(default_projections())
             if upgrade and migrate.current_revision(db) != migrate.head_revision():
                 # Upgrading is a schema change like `memstore db upgrade`: only
@@ -189,9 +190,20 @@ class Store(Forgetting):
                 # same moment is waited for, and then there is nothing to do.
                 hold.release()
                 hold = None
-                with presence.exclusive(db, wait_s=wait_s):
-                    migrate.ensure_current(db, upgrade_schema=True, owners=owners)
-                hold = presence.hold_shared(db, wait_s=wait_s)
+                try:
+                    with presence.exclusive(db, wait_s=wait_s):
+                        migrate.ensure_current(db, upgrade_schema=True, owners=owners)
+                except MigrationError:
+                    # Refused: a store still open, or another opener whose upgrade
+                    # outlasted our wait (a new PostgreSQL database takes seconds on
+                    # a busy machine). A shared hold waits only for an upgrade in
+                    # progress; if the schema is current after it, there is nothing
+                    # left to do.
+                    hold = presence.hold_shared(db, wait_s=schema_wait_s)
+                    if migrate.current_revision(db) != migrate.head_revision():
+                        raise
+                else:
+                    hold = presence.hold_shared(db, wait_s=schema_wait_s)
             migrate.ensure_current(db, upgrade_schema=upgrade, owners=owners)
             store = cls(db, settings, projections=projections, clock=clock)
             store._presence = hold

@@ -98,7 +98,7 @@ def test_a_store_opening_during_a_schema_change_waits_for_it(
     try:
         hold = presence.hold_exclusive(db)
         with pytest.raises(LockedError, match="schema change"):
-            Store.open(target, settings=settings.replace(busy_timeout_ms=300))
+            Store.open(target, settings=settings.replace(schema_wait_s=0.3))
         hold.release()
         Store.open(target, settings=settings).close()
     finally:
@@ -125,9 +125,14 @@ def test_an_automatic_upgrade_waits_for_other_stores_to_close(
 
 
 @pytest.mark.slow
-def test_processes_opening_a_new_store_at_once_all_succeed(target: str) -> None:
-    """Each finds the schema missing; one upgrades, the others wait for it."""
+@pytest.mark.parametrize("busy_ms", [5000, 20])
+def test_processes_opening_a_new_store_at_once_all_succeed(target: str, busy_ms: int) -> None:
+    """Each finds the schema missing; one upgrades, the others wait for it —
+    also when the upgrade takes longer than their busy timeout (20 ms here)."""
     script = _HOLDER.replace('print("open", flush=True)\nsys.stdin.read()', "store.close()")
+    script = script.replace(
+        "background_indexer=False)", f"background_indexer=False, busy_timeout_ms={busy_ms})"
+    )
     assert script != _HOLDER
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTORE_")}
     procs = [
