@@ -27,6 +27,7 @@ capture's message ids) is passed along there.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import weakref
@@ -36,6 +37,8 @@ from typing import Any
 from sqlalchemy import Connection
 
 from memstore.events.log import NewEvent, StoredEvent
+
+log = logging.getLogger(__name__)
 
 # (connection, scratch shared by the batch's builds) -> the events to append.
 GroupBuild = Callable[[Connection, dict[Any, Any]], Sequence[NewEvent]]
@@ -164,7 +167,14 @@ class GroupCommitter:
         """One transaction for the whole batch; False if it did not commit."""
         try:
             results, after = self._commit_many([r.build for r in batch])
-        except Exception:
+        except Exception as e:
+            # Nothing was written; every request is committed alone next, so the
+            # one at fault gets this error as its own and the others succeed.
+            log.debug(
+                "a shared transaction of %d captures failed (%s); committing each alone",
+                len(batch),
+                type(e).__name__,
+            )
             return False
         for r, stored in zip(batch, results, strict=True):
             r.stored = stored

@@ -22,7 +22,6 @@ from memstore.bench.locomo_qa import (
     ANSWER_SYSTEM,
     JUDGE_SYSTEM,
     Chat,
-    agent_view_messages,
     format_qa,
     parse_label,
     run_qa,
@@ -64,20 +63,12 @@ def test_judge_labels_are_read_from_json_or_words() -> None:
     assert parse_label("no idea") is None
 
 
-def test_agent_view_puts_the_speaker_in_name_and_never_in_the_text() -> None:
+def test_the_full_context_is_every_session_with_its_date() -> None:
     conv = parse_locomo([_sample()])[0]
-    sessions = agent_view_messages(conv)
-    assert sorted(sessions) == [1, 2]
-    first = sessions[1][0]
-    assert first["role"] == "user" and first["name"] == "Ana"
-    assert first["content"] == "I adopted a puppy called Miso last week."
-    assert {m["role"] for m in sessions[2] if m["name"] == "Bo"} == {"assistant"}
-    photo = next(m for m in sessions[2] if m["id"] == "D2:2")
-    assert photo["content"].endswith("[shares a photo: a runner crossing a finish line]")
-    # every turn of a session carries the session's date
-    assert len({m["timestamp"] for m in sessions[2]}) == 1
-    assert "Ana: I adopted a puppy" in transcript(conv)
-
+    full = transcript(conv)
+    assert "Ana: I adopted a puppy called Miso last week." in full
+    assert "[shares a photo: a runner crossing a finish line]" in full
+    assert full.count("[session ") == 2
 
 def test_contexts_are_answered_and_graded(data: Path, tmp_path: Path) -> None:
     with FakeOpenAI(chat=_fake) as fake:

@@ -26,8 +26,9 @@ latencies of building the context and of the answer call.
 The memstore store of a conversation is captured the way hosts capture it
 (the "agent view"): the first speaker as the user, the second as the
 assistant, each message's speaker as its ``name`` and never in its text,
-one session per LoCoMo session dated with the session's date; every session
-is ended, the pipeline run, everything embedded.
+one session per LoCoMo session (``locomo_views.capture_view``, the recall
+bench's agent view); every session is ended, the pipeline run, everything
+embedded.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from typing import Any
 
 from memstore.bench.datasets import load_bench_data
 from memstore.bench.locomo_data import Conversation, Question
+from memstore.bench.locomo_views import capture_view, view_text
 from memstore.bench.metrics import mean, percentile
 from memstore.errors import InvalidInputError
 
@@ -182,38 +184,6 @@ class ContextScores:
 ContextFn = Callable[[str], str]
 
 
-def _turn_text(text: str, caption: str | None) -> str:
-    """The turn's own words; a shared photo's caption as ``[shares a photo: …]``."""
-    if caption:
-        suffix = f" [image: {caption}]"
-        if text.endswith(suffix):
-            text = text[: -len(suffix)]
-        return f"{text} [shares a photo: {caption}]".strip()
-    return text
-
-
-def agent_view_messages(conv: Conversation) -> dict[int, list[dict[str, Any]]]:
-    """The conversation as a host captures it: speaker A the user, B the
-    assistant, the speaker as ``name`` only, each turn dated with its session's
-    date; grouped by session."""
-    by_session: dict[int, list[dict[str, Any]]] = {}
-    first: dict[int, Any] = {}
-    for t in conv.turns:
-        first.setdefault(t.session_index, t.occurred_at)
-        first[t.session_index] = min(first[t.session_index], t.occurred_at)
-    for t in conv.turns:
-        by_session.setdefault(t.session_index, []).append(
-            {
-                "role": "user" if t.speaker == conv.speaker_a else "assistant",
-                "name": t.speaker,
-                "content": _turn_text(t.text, t.image_caption),
-                "timestamp": first[t.session_index],
-                "id": t.dia_id,
-            }
-        )
-    return by_session
-
-
 def transcript(conv: Conversation) -> str:
     """The whole conversation for the ``full`` context: sessions in order, each
     headed by its date, one ``Speaker: text`` line per turn."""
@@ -223,7 +193,7 @@ def transcript(conv: Conversation) -> str:
         if t.session_index != current:
             current = t.session_index
             lines.append(f"\n[session {current}, {t.occurred_at:%Y-%m-%d %H:%M}]")
-        lines.append(f"{t.speaker}: {_turn_text(t.text, t.image_caption)}")
+        lines.append(f"{t.speaker}: {view_text(t, named=False)}")
     return "\n".join(lines).strip()
 
 
@@ -238,11 +208,7 @@ def memstore_context(conv: Conversation, embedder: str, where: Path) -> Iterator
         leftover.unlink()
     store = Store.open(path, settings=settings)
     try:
-        for n, msgs in sorted(agent_view_messages(conv).items()):
-            store.capture(user, f"session_{n}", msgs)
-            store.end_session(user, f"session_{n}", timeout_s=600)
-        store.run_pipeline(user)
-        store.reindex()
+        capture_view(conv, store, "agent")  # as the recall bench's agent view
         yield lambda q: store.recall(q, user_id=user, session_id="qa-question").text
     finally:
         store.close()
@@ -261,7 +227,7 @@ def holographic_context(conv: Conversation, where: Path) -> Iterator[ContextFn]:
     provider.initialize(f"locomo-{conv.sample_id}", hermes_home=str(where), platform="cli")
     try:
         for t in conv.turns:
-            content = f"{t.speaker}: {_turn_text(t.text, t.image_caption)}"
+            content = f"{t.speaker}: {view_text(t, named=False)}"
             args = {"action": "add", "content": content, "category": "general"}
             reply = _json.loads(provider.handle_tool_call("fact_store", args))
             if "fact_id" not in reply:
@@ -418,7 +384,6 @@ __all__ = [
     "CONTEXTS",
     "JUDGE_SYSTEM",
     "Chat",
-    "agent_view_messages",
     "answer_messages",
     "format_qa",
     "judge_messages",
