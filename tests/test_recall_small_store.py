@@ -11,8 +11,10 @@ session ended and the pipeline run, then recall is asked from a new session:
 - *silent*: the share of the other questions that injected no memory and no
   excerpt.
 
-The asserted floors are the rates measured when the corpus was written
-(BENCHMARKS.md, "Recall on small stores"); the goal is 0.9 for both.
+Stores marked ``held_out`` were added after the gate's small-store lift
+(``recall.rank.PERSONAL_LIFT``) was chosen on the others, and are scored
+apart. The asserted floors are the rates measured (BENCHMARKS.md, "Recall
+on small stores"); the goal is 0.9 for both.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ from memstore import Settings, Store
 pytestmark = pytest.mark.slow  # the real e5 model
 
 CORPUS = Path(__file__).parent / "data" / "small_store_corpus.json"
-ANSWERED_FLOOR = 0.60  # measured 17/28
-SILENT_FLOOR = 0.95  # measured 19/20
+# (calibration stores, held-out stores): measured 27/28 and 17/19 answered,
+# 20/20 and 14/17 silent.
+ANSWERED_FLOOR = (0.96, 0.89)
+SILENT_FLOOR = (1.0, 0.82)
 
 
 def _corpus() -> dict[str, Any]:
@@ -59,11 +63,13 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
         yield store
 
 
-def rates(store: Store) -> tuple[float, float, list[str]]:
+def rates(store: Store, held_out: bool) -> tuple[float, float, list[str]]:
     answered: list[bool] = []
     silent: list[bool] = []
     misses: list[str] = []
     for s in _corpus()["stores"]:
+        if bool(s.get("held_out")) != held_out:
+            continue
         user = s["user"]
         for ask in s["asks"]:
             r = store.recall(ask["q"], user_id=user, session_id="now")
@@ -95,8 +101,9 @@ def test_the_corpus_is_what_it_says() -> None:
     assert "what should I cook for her?" in questions  # the README's example
 
 
-def test_small_stores_answer_and_stay_silent(small: Store) -> None:
-    answered, silent, misses = rates(small)
+@pytest.mark.parametrize("held_out", [False, True], ids=["calibration", "held-out"])
+def test_small_stores_answer_and_stay_silent(small: Store, held_out: bool) -> None:
+    answered, silent, misses = rates(small, held_out)
     print(f"answered {answered:.3f}, silent {silent:.3f}; misses: {misses}")
-    assert answered >= ANSWERED_FLOOR, misses
-    assert silent >= SILENT_FLOOR, misses
+    assert answered >= ANSWERED_FLOOR[held_out], misses
+    assert silent >= SILENT_FLOOR[held_out], misses

@@ -4,6 +4,10 @@
   people, places or titles that none of the candidates found for it holds.
 - Dates (``query_dates``): a month or year the question names, so items
   dated then can be lifted.
+- Personal questions (``personal``): the question is about the user or
+  someone they mentioned ("what should I cook for her?"), not a task or a
+  fact of the world; on a small store such a question is answered from
+  what the store holds even when no item is close enough for the gate.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class Candidate(Protocol):
     def row(self) -> dict[str, Any]: ...
     @property
     def sources(self) -> Sequence[Candidate]: ...
+
 
 _MONTHS = (
     "january",
@@ -77,13 +82,17 @@ _CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'’-]{2,})")
 _POSSESSIVE = re.compile(r"['’]s$")
 
 
+# "I'd", "I'm", "I've", "I'll": capitalised, but the user, not a name.
+_I_CONTRACTION = re.compile(r"^i['’][a-z]+$")
+
+
 def query_names(query: str) -> list[str]:
     """The capitalised words of ``query`` past its first word (case-folded,
-    possessive dropped), stop words left out."""
+    possessive dropped), stop words and contractions of "I" left out."""
     out = []
     for m in _CAPITALISED.finditer(query.strip()):
         w = _POSSESSIVE.sub("", m.group(1)).casefold()
-        if w not in STOP_WORDS:
+        if w not in STOP_WORDS and not _I_CONTRACTION.match(w):
             out.append(w)
     return out
 
@@ -110,3 +119,26 @@ def names_unknown(query: str, cands: Sequence[Candidate]) -> bool:
 def off_topic(query: str, cands: Sequence[Candidate]) -> bool:
     """The query-level gate: small talk, or names this memory does not know."""
     return is_small_talk(query) or names_unknown(query, cands)
+
+
+# The user or someone already spoken of: first-person words, and the
+# third-person pronouns that point back to a person ("where does she live?").
+_PERSONAL_RE = re.compile(
+    r"\b(?:i|i['’](?:m|d|ve|ll)|me|my|mine|myself|we|us|our|ours|"
+    r"she|her|hers|he|him|his|they|them|their)\b|[我她他]",
+    re.IGNORECASE,
+)
+# "How do I reverse a linked list?": a task, in the first person only by
+# the idiom.
+_HOW_TO_RE = re.compile(
+    r"^\s*(?:how|what(?:['’]s| is) the best way)\s+(?:do|can|could|should|would)\s+"
+    r"(?:i|we|you|one)\b|^\s*how\s+to\b",
+    re.IGNORECASE,
+)
+
+
+def personal(query: str) -> bool:
+    """True when the question is about the user or a person they spoke of:
+    it says "I", "my", "we", or "she"/"he"/"they" (我, 她, 他), outside a
+    how-to idiom ("how do I centre a div?")."""
+    return bool(_PERSONAL_RE.search(query)) and not _HOW_TO_RE.search(query)

@@ -51,9 +51,10 @@ from memstore.embeddings import check_vectors, content_hash, from_blob, to_blob
 from memstore.errors import MemstoreError
 from memstore.l0.columns import labelled_text
 from memstore.logtext import loggable
-from memstore.recall.query import dated, query_dates
+from memstore.recall.query import dated, personal, query_dates
 from memstore.recall.text import WORD_RE, term_matches
 from memstore.text import query_terms
+from memstore.text.cjk import has_cjk
 from memstore.vectors import spaces
 
 log = logging.getLogger("memstore.recall")
@@ -78,6 +79,24 @@ NULL_SENTENCES = (
     "Okay, noted.",
     "I had lunch with my family on Sunday.",
 )
+# The same kind of sentences in Chinese, the floor of a query written in CJK
+# script: e5 puts a query nearer to texts in its own language, so against
+# English sentences alone a Chinese question ("中国的首都是哪里？") stood
+# above every Chinese fact of a small store by more than the gate.
+NULL_SENTENCES_CJK = (
+    "今天天气很好。",
+    "我去商店买了一些面包。",
+    "谢谢，听起来不错！",
+    "我们聊了一会儿就回家了。",
+    "这周工作很忙。",
+    "有什么想法告诉我。",
+    "我昨晚看了一部电影。",
+    "回头见！",
+    "我朋友昨天给我打电话了。",
+    "这真有意思。",
+    "好的，知道了。",
+    "星期天我和家人一起吃了午饭。",
+)
 MEMORY_CANDIDATES = 10  # searched; at most ``recall_limit`` are injected
 MESSAGE_CANDIDATES = 20
 SIM_SCALE = 0.1  # a margin of 0.1 over the null mean counts as relevance 1.0
@@ -92,6 +111,20 @@ COVERAGE_WEIGHT = 1.1 / 0.72
 # names ("What did Mel paint in July 2023?"); see query_dates.
 DATE_BOOST = 0.3
 AGREE_WEIGHT = 0.5  # chosen with the threshold by cross-validation (BENCHMARKS.md)
+# A small store: at most this many of the user's messages and memories
+# together (a few dozen facts, each a message and a memory).
+SMALL_STORE_ITEMS = 100
+# Added to the relevance of every candidate of a personal question (see
+# query.personal) on a small store: e5's margins between a question and the
+# few facts such a store holds are small (the question is "like" all of
+# them), while the store is the only place the answer can be and its items
+# are few and short. Only candidates within ``LIFT_WITHIN`` of the query's
+# best are lifted: when one fact clearly answers ("what tea do I like?" and
+# "I like green tea"), the rest of the store stays out. Both chosen on the
+# small-store corpus' calibration stores (BENCHMARKS.md, "Recall on small
+# stores").
+PERSONAL_LIFT = 0.8
+LIFT_WITHIN = 0.4
 
 
 @dataclass
@@ -110,6 +143,7 @@ class Candidate:
     row: dict[str, Any] = field(default_factory=dict)
     sources: list[Candidate] = field(default_factory=list)  # a memory's source messages
     dated: float = 0.0  # added to the relevance: the item's date is one the query names
+    lift: float = 0.0  # added to the relevance: a personal question on a small store
 
 
 def matched_words(query_words: list[str], text_: str) -> int:
@@ -171,25 +205,29 @@ def rescore(cands: list[Candidate], agree: float) -> list[Candidate]:
             margin = (
                 x.similarity - x.floor if x.similarity is not None and x.floor is not None else None
             )
-            x.relevance = relevance(margin, x.coverage, agree) + x.dated
+            x.relevance = relevance(margin, x.coverage, agree) + x.dated + x.lift
     return rank(cands)
 
 
 # -- similarities -----------------------------------------------------------------
 
-_null_cache: weakref.WeakKeyDictionary[Embedder, np.ndarray[Any, Any]] = weakref.WeakKeyDictionary()
+_null_cache: weakref.WeakKeyDictionary[Embedder, dict[tuple[str, ...], np.ndarray[Any, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
 _null_lock = threading.Lock()
 
 
-def null_vectors(store: DeriveContext, embedder: Embedder) -> np.ndarray[Any, Any]:
+def null_vectors(
+    store: DeriveContext, embedder: Embedder, sentences: tuple[str, ...] = NULL_SENTENCES
+) -> np.ndarray[Any, Any]:
     """The null sentences' vectors: from memory, else from the database's
     embedding cache, else embedded once and written to that cache (so only
     the first recall on a database ever pays for them)."""
     with _null_lock:
-        got = _null_cache.get(embedder)
+        got = _null_cache.get(embedder, {}).get(sentences)
     if got is not None:
         return got
-    hashes = [content_hash(t) for t in NULL_SENTENCES]
+    hashes = [content_hash(t) for t in sentences]
     model = embedder.model_id
     with store.db.read() as conn:
         rows = dict(
@@ -203,9 +241,9 @@ def null_vectors(store: DeriveContext, embedder: Embedder) -> np.ndarray[Any, An
     if all(h in rows for h in hashes):
         got = np.stack([from_blob(rows[h], embedder.dimensions) for h in hashes])
     else:
-        got = check_vectors(
-            embedder.embed_documents(list(NULL_SENTENCES)), embedder.dimensions
-        ).astype(np.float32)
+        got = check_vectors(embedder.embed_documents(list(sentences)), embedder.dimensions).astype(
+            np.float32
+        )
         try:
             with store.db.write() as conn:
                 conn.execute(
@@ -223,7 +261,7 @@ def null_vectors(store: DeriveContext, embedder: Embedder) -> np.ndarray[Any, An
         except MemstoreError as exc:  # a busy or read-only file: embed again next time
             log.info("recall: could not cache the null vectors: %s", loggable(exc))
     with _null_lock:
-        _null_cache[embedder] = got
+        _null_cache.setdefault(embedder, {})[sentences] = got
     return got
 
 
@@ -233,6 +271,7 @@ def warm_up(store: DeriveContext) -> None:
     if emb is not None and not emb.model_id.startswith(LEXICAL_EMBEDDERS):
         try:
             null_vectors(store, emb)
+            null_vectors(store, emb, NULL_SENTENCES_CJK)
         except MemstoreError as exc:  # an unreachable remote embedder: recall retries
             log.info("recall: null vectors not ready: %s", loggable(exc))
 
@@ -290,10 +329,12 @@ def score_candidates(
     cands: list[Candidate],
     conn: Connection | None = None,
     found_spaces: dict[str, spaces.Space | None] | None = None,
+    lift: float = 0.0,
 ) -> None:
     """Fill ``similarity``, ``coverage`` and ``relevance`` of every candidate
     (``conn``: the caller's read transaction, else one of its own;
-    ``found_spaces``: the vector spaces the searches used, by layer)."""
+    ``found_spaces``: the vector spaces the searches used, by layer;
+    ``lift``: added to every relevance, see ``PERSONAL_LIFT``)."""
     known = found_spaces or {}
     dates = query_dates(query)
     latin_terms, cjk_terms = query_terms(query)
@@ -312,7 +353,8 @@ def score_candidates(
     qv = query_vector(store, query) if vecs else None
     floor: float | None = None
     if qv is not None and emb is not None:
-        floor = float((null_vectors(store, emb) @ qv).mean())
+        nulls = NULL_SENTENCES_CJK if has_cjk(query) else NULL_SENTENCES
+        floor = float((null_vectors(store, emb, nulls) @ qv).mean())
     for c in cands:
         v = vecs.get((c.kind, c.rowid))
         c.similarity = float(v @ qv) if v is not None and qv is not None else None
@@ -328,6 +370,12 @@ def score_candidates(
         c.coverage = coverage(latin, grams, said, given)
         c.dated = DATE_BOOST if dates and dated(c.row, dates) else 0.0
         c.relevance = relevance(margin, c.coverage) + c.dated
+    if lift and cands:
+        best = max(c.relevance for c in cands)
+        for c in cands:
+            if c.relevance >= best - LIFT_WITHIN:
+                c.lift = lift
+                c.relevance += lift
 
 
 def collect(
@@ -387,7 +435,8 @@ def collect(
             Candidate("message", int(r["id"]), str(r["message_id"]), str(r["text"]), 0.0, row=r)
             for r in source_rows(conn, user_id, sorted(wanted))
         ]
-        score_candidates(store, query, user_id, cands + sources, conn, used)
+        lift = PERSONAL_LIFT if personal(query) and small_store(conn, user_id) else 0.0
+        score_candidates(store, query, user_id, cands + sources, conn, used, lift)
     # ... so it ranks at least as high as they do, is spent first, and they
     # are not repeated.
     by_ref = {c.ref: c for c in cands + sources if c.kind == "message"}
@@ -405,6 +454,22 @@ def collect(
             or any(str(s.row.get("speaker") or "").casefold() == want for s in c.sources)
         ]
     return rank(cands)
+
+
+def small_store(conn: Connection, user_id: str) -> bool:
+    """The user has at most ``SMALL_STORE_ITEMS`` messages and active
+    memories together (each count stops past the limit)."""
+    n = 0
+    for table, cond in (
+        ("l0_messages", ""),
+        ("l1_memories", " AND status = 'active'"),
+    ):
+        sql = (
+            f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE user_id = :u{cond} "
+            f"LIMIT {SMALL_STORE_ITEMS + 1}) AS t"
+        )
+        n += int(conn.execute(text(sql), {"u": user_id}).scalar_one())
+    return n <= SMALL_STORE_ITEMS
 
 
 def rank(cands: list[Candidate]) -> list[Candidate]:
