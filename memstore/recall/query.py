@@ -97,6 +97,21 @@ def query_names(query: str) -> list[str]:
     return out
 
 
+def _candidate_words(cands: Sequence[Candidate]) -> set[str]:
+    seen: set[str] = set()
+    for c in cands:
+        for x in (c, *c.sources):
+            seen.update(w.casefold() for w in WORD_RE.findall(x.text))
+            if x.kind == "message" and x.row.get("speaker"):
+                seen.update(w.casefold() for w in WORD_RE.findall(str(x.row["speaker"])))
+    return seen
+
+
+def _known(names: list[str], seen: set[str]) -> bool:
+    # A shared start counts ("Japan" / "Japanese"), as in word coverage.
+    return any(n in seen or any(term_matches(n, w) for w in seen) for n in names)
+
+
 def names_unknown(query: str, cands: Sequence[Candidate]) -> bool:
     """True when the query names someone or something (capitalised words)
     and none of those names occurs in any candidate, nor in the speakers of
@@ -106,14 +121,19 @@ def names_unknown(query: str, cands: Sequence[Candidate]) -> bool:
     names = query_names(query)
     if not names:
         return False
-    seen: set[str] = set()
-    for c in cands:
-        for x in (c, *c.sources):
-            seen.update(w.casefold() for w in WORD_RE.findall(x.text))
-            if x.kind == "message" and x.row.get("speaker"):
-                seen.update(w.casefold() for w in WORD_RE.findall(str(x.row["speaker"])))
-    # A shared start counts ("Japan" / "Japanese"), as in word coverage.
-    return not any(n in seen or any(term_matches(n, w) for w in seen) for n in names)
+    return not _known(names, _candidate_words(cands))
+
+
+def about_someone(query: str, cands: Sequence[Candidate]) -> bool:
+    """True when the question is about a person: the user or someone they
+    spoke of (``personal``), or a name (capitalised word) that occurs in a
+    candidate or among the speakers. "What did Caroline paint?" and "what
+    tea do I like?" are; "Why is the sky blue?", "Explain how a hash map
+    works." are not."""
+    if personal(query):
+        return True
+    names = query_names(query)
+    return bool(names) and _known(names, _candidate_words(cands))
 
 
 def off_topic(query: str, cands: Sequence[Candidate]) -> bool:
@@ -128,11 +148,16 @@ _PERSONAL_RE = re.compile(
     r"she|her|hers|he|him|his|they|them|their)\b|[我她他]",
     re.IGNORECASE,
 )
-# "How do I reverse a linked list?": a task, in the first person only by
-# the idiom.
-_HOW_TO_RE = re.compile(
+# "How do I reverse a linked list?", "Give me three tips for better
+# sleep.", "Can you explain recursion to me?": a task for the assistant, in
+# the first person only by the idiom (the user is its recipient, not its
+# topic).
+_TASK_RE = re.compile(
     r"^\s*(?:how|what(?:['’]s| is) the best way)\s+(?:do|can|could|should|would)\s+"
-    r"(?:i|we|you|one)\b|^\s*how\s+to\b",
+    r"(?:i|we|you|one)\b|^\s*how\s+to\b|"
+    r"^\s*(?:(?:can|could|would|will)\s+you\s+|please\s+)?"
+    r"(?:give|tell|show|help|explain|teach|send|write|find|get|make)\b"
+    r"(?:\s+me\b|[^.?!]*\bto\s+me\b)",
     re.IGNORECASE,
 )
 
@@ -140,5 +165,9 @@ _HOW_TO_RE = re.compile(
 def personal(query: str) -> bool:
     """True when the question is about the user or a person they spoke of:
     it says "I", "my", "we", or "she"/"he"/"they" (我, 她, 他), outside a
-    how-to idiom ("how do I centre a div?")."""
-    return bool(_PERSONAL_RE.search(query)) and not _HOW_TO_RE.search(query)
+    how-to or a request idiom ("how do I centre a div?", "give me…")."""
+    if _TASK_RE.search(query):
+        # The idiom's own "me"/"I" does not count; the rest of it may ("help
+        # me plan my sister's visit").
+        query = _TASK_RE.sub("", query)
+    return bool(_PERSONAL_RE.search(query))

@@ -51,7 +51,7 @@ from memstore.embeddings import check_vectors, content_hash, from_blob, to_blob
 from memstore.errors import MemstoreError
 from memstore.l0.columns import labelled_text
 from memstore.logtext import loggable
-from memstore.recall.query import dated, personal, query_dates
+from memstore.recall.query import about_someone, dated, personal, query_dates
 from memstore.recall.text import WORD_RE, term_matches
 from memstore.text import query_terms
 from memstore.text.cjk import has_cjk
@@ -125,6 +125,12 @@ SMALL_STORE_ITEMS = 100
 # stores").
 PERSONAL_LIFT = 0.8
 LIFT_WITHIN = 0.4
+# Subtracted from the relevance of every candidate of a question about no
+# one (see query.about_someone): a task or a fact of the world ("Explain how
+# a hash map works.", "Why is the sky blue?") is answered from memory only
+# on strong evidence; a middling margin to a chat line about something alike
+# is chance. Measured on LoCoMo dev (BENCHMARKS.md, "Recall by view").
+IMPERSONAL_PENALTY = 0.3
 
 
 @dataclass
@@ -334,7 +340,9 @@ def score_candidates(
     """Fill ``similarity``, ``coverage`` and ``relevance`` of every candidate
     (``conn``: the caller's read transaction, else one of its own;
     ``found_spaces``: the vector spaces the searches used, by layer;
-    ``lift``: added to every relevance, see ``PERSONAL_LIFT``)."""
+    ``lift``: added to the relevance of those near the best, see
+    ``PERSONAL_LIFT``; a negative one to every relevance, see
+    ``IMPERSONAL_PENALTY``)."""
     known = found_spaces or {}
     dates = query_dates(query)
     latin_terms, cjk_terms = query_terms(query)
@@ -371,9 +379,9 @@ def score_candidates(
         c.dated = DATE_BOOST if dates and dated(c.row, dates) else 0.0
         c.relevance = relevance(margin, c.coverage) + c.dated
     if lift and cands:
-        best = max(c.relevance for c in cands)
+        best = max(c.relevance for c in cands) if lift > 0 else math.inf
         for c in cands:
-            if c.relevance >= best - LIFT_WITHIN:
+            if c.relevance >= best - LIFT_WITHIN or lift < 0:
                 c.lift = lift
                 c.relevance += lift
 
@@ -435,7 +443,12 @@ def collect(
             Candidate("message", int(r["id"]), str(r["message_id"]), str(r["text"]), 0.0, row=r)
             for r in source_rows(conn, user_id, sorted(wanted))
         ]
-        lift = PERSONAL_LIFT if personal(query) and small_store(conn, user_id) else 0.0
+        if not about_someone(query, cands):
+            lift = -IMPERSONAL_PENALTY
+        elif personal(query) and small_store(conn, user_id):
+            lift = PERSONAL_LIFT
+        else:
+            lift = 0.0
         score_candidates(store, query, user_id, cands + sources, conn, used, lift)
     # ... so it ranks at least as high as they do, is spent first, and they
     # are not repeated.
