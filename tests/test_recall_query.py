@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from memstore.recall.query import dated, names_unknown, off_topic, query_dates, query_names
+from memstore.recall.query import (
+    about_someone,
+    dated,
+    names_unknown,
+    off_topic,
+    personal,
+    query_dates,
+    query_names,
+)
 from memstore.recall.rank import Candidate
 from memstore.text.info import is_small_talk
 
@@ -56,3 +64,44 @@ def test_dates_a_question_names_match_the_items_dated_then() -> None:
     row = {"occurred_at": "2023-07-14T10:00:00+00:00"}
     assert dated(row, ["2023-07"]) and dated(row, ["-07"]) and dated(row, ["2023"])
     assert not dated(row, ["2023-06"]) and not dated(row, ["-06"]) and not dated({}, ["2023"])
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "what should I cook for her?",
+        "where does she live?",
+        "Who is coming to visit me?",
+        "Recommend some music I'd enjoy.",
+        "How often do I go running?",
+        "help me plan my sister's visit",
+        "我住在哪里？",
+    ],
+)
+def test_a_question_about_the_user_or_someone_they_mentioned_is_personal(query: str) -> None:
+    assert personal(query)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "How do I centre a div in CSS?",
+        "Give me three tips for better sleep.",
+        "Can you explain recursion to me?",
+        "Why is the sky blue?",
+        "中国的首都是哪里？",
+    ],
+)
+def test_a_task_or_a_world_fact_is_not_personal(query: str) -> None:
+    assert not personal(query)
+
+
+def test_i_contractions_are_not_names() -> None:
+    assert query_names("Recommend some music I'd enjoy, I'm bored") == []
+
+
+def test_a_question_naming_a_known_speaker_is_about_someone() -> None:
+    cands = [_msg("I painted a lake", "Melanie")]
+    assert about_someone("What did Melanie paint?", cands)
+    assert not about_someone("Why is the sky blue?", cands)
+    assert not about_someone("What did Marguerite paint?", cands)
