@@ -83,9 +83,20 @@ def test_relevance_is_the_margin_over_everyday_talk(e5chat: Store) -> None:
     cands = rr.collect(e5chat._derivation, "Do I have any food allergies?", "u", None, set())
     scored = [c for c in cands if c.kind == "message"]
     assert scored
-    for c in scored:  # messages are not lifted: their relevance is their own
+    # A personal question on a small store (this one): the candidates near
+    # the best are lifted, the others not.
+    assert {c.lift for c in scored} == {0.0, rr.PERSONAL_LIFT}
+    for c in scored:  # messages are not lifted to sources: their relevance is their own
         assert c.similarity is not None and c.floor is not None
         margin = rr.gate_margin(c.similarity, c.floor)
-        assert c.relevance == pytest.approx(rr.relevance(margin, c.coverage))
+        assert c.relevance == pytest.approx(rr.relevance(margin, c.coverage) + c.lift)
         # ... plus the agreeing word evidence, weighted.
-        assert c.relevance == pytest.approx(margin / rr.SIM_SCALE + rr.AGREE_WEIGHT * c.coverage)
+        assert c.relevance - c.lift == pytest.approx(
+            margin / rr.SIM_SCALE + rr.AGREE_WEIGHT * c.coverage
+        )
+
+
+def test_a_question_about_no_one_needs_more_evidence(e5chat: Store) -> None:
+    cands = rr.collect(e5chat._derivation, "Why is the sky blue?", "u", None, set())
+    assert cands
+    assert all(c.lift == -rr.IMPERSONAL_PENALTY for c in cands if c.kind == "message")

@@ -108,3 +108,26 @@ def test_small_stores_answer_and_stay_silent(small: Store, held_out: bool) -> No
     print(f"answered {answered:.3f}, silent {silent:.3f}; misses: {misses}")
     assert answered >= ANSWERED_FLOOR[held_out], misses
     assert silent >= SILENT_FLOOR[held_out], misses
+
+
+def test_a_clear_answer_keeps_the_rest_of_a_small_store_out(small: Store) -> None:
+    # "what tea do I like?": the tea fact answers it; the sister's visit, the
+    # dog, the move do not come along (the small-store lift is for questions
+    # no fact clearly answers).
+    r = small.recall("what tea do I like?", user_id="alice", session_id="now")
+    said = [m.content for m in r.memories if not m.standing] + [m.text for m in r.messages]
+    assert said and all("tea" in s for s in said), said
+
+
+def test_the_readme_examples_are_answered(small: Store) -> None:
+    # The README's quick start: one turn stored, then its two questions.
+    small.capture_turn(
+        "readme", "session-1", "I moved to Lisbon last May and I'm vegetarian", "Good to know!"
+    )
+    small.end_session("readme", "session-1")
+    small.run_pipeline("readme")
+    small.reindex()
+    r = small.recall("what should I cook for her?", user_id="readme", session_id="now")
+    assert "vegetarian" in r.per_turn, r.text
+    r = small.recall("where does she live?", user_id="readme", session_id="now")
+    assert "Lisbon" in r.per_turn, r.text
