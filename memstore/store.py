@@ -65,9 +65,9 @@ from memstore.pipeline import Outcome, PipelineService
 from memstore.projections.base import Projection, ProjectionStatus
 from memstore.recall.compose import STABLE_SHARE, Recall
 from memstore.recall.compose import stable_part as stable_part_of
+from memstore.recall.nulls import warm_up
 from memstore.recall.preview import RecallPreview
 from memstore.recall.preview import preview as recall_preview_of
-from memstore.recall.rank import warm_up
 from memstore.records import (
     EmbeddingStatus,
     EndSessionReport,
