@@ -322,7 +322,7 @@ def recall_cmd(
       memstore recall --user alice "where should we eat tonight?"
     """
     with _open(db) as store:
-        r = store.recall(query, user_id=user, session_id=session, budget_chars=budget)
+        r = store.recall(user, query, session_id=session, budget_chars=budget)
     if as_json:
         echo_json(
             {

@@ -102,7 +102,7 @@ def _memories(
     store: Any, user: str, type_: str | None, generation: int | None, q: str, retired: bool
 ) -> list[dict[str, Any]]:
     if q.strip():
-        hits = store.search_memories(q, user_id=user, type=type_, limit=20)
+        hits = store.search_memories(user, q, type=type_, limit=20)
         return [
             {"memory_id": h.ref, "content": h.text, "type": h.type, "scene_name": h.scene,
              "priority": h.priority, "status": "active", "score": round(h.score, 3)}
@@ -198,9 +198,7 @@ def recall(
         except ValueError:
             raise InvalidInputError(f"threshold must be a number, got {threshold!r}") from None
     preview = (
-        store.recall_preview(
-            q, user_id=u, threshold=gate, budget_chars=_int_or_none("budget", budget)
-        )
+        store.recall_preview(u, q, threshold=gate, budget_chars=_int_or_none("budget", budget))
         if q.strip()
         else None
     )
