@@ -66,7 +66,7 @@ from memstore.pipeline import Outcome, PipelineService
 from memstore.projections.base import Projection, ProjectionStatus
 from memstore.records import (
     EndSessionReport,
-    Message,
+    NewMessage,
     PipelineStatus,
     StoreInfo,
 )
@@ -289,7 +289,7 @@ class Store(Searching, Views, Forgetting):
         self,
         user_id: str,
         session_id: str,
-        messages: Sequence[Message] | Sequence[Mapping[str, object]],
+        messages: Sequence[NewMessage] | Sequence[Mapping[str, object]],
         *,
         agent_id: str | None = None,
     ) -> CaptureResult:

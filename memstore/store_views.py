@@ -17,7 +17,15 @@ from memstore.derive import api
 from memstore.derive.context import DeriveContext
 from memstore.derive.generations import activate_generation, list_generations
 from memstore.errors import InvalidInputError
-from memstore.records import Layer, Memory, MemoryAction, MemoryChange, MemoryType, Scene
+from memstore.records import (
+    Layer,
+    Memory,
+    MemoryAction,
+    MemoryChange,
+    MemoryType,
+    Message,
+    Scene,
+)
 
 
 class Views:
@@ -140,23 +148,25 @@ class Views:
         self._check_open()
         return inspection.users(self._db)
 
-    def memory_sources(self, user_id: str, memory_id: str) -> list[inspection.StoredMessage]:
+    def memory_sources(self, user_id: str, memory_id: str) -> list[Message]:
         """The captured messages a memory was made from (its provenance)."""
         self._check_open()
         user_id, memory_id = v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
-        return inspection.memory_sources(self._derivation, user_id, memory_id)
+        rows = inspection.memory_sources(self._derivation, user_id, memory_id)
+        return [Message.from_row(r) for r in rows]
 
     def list_sessions(self, user_id: str) -> list[inspection.SessionSummary]:
         """The user's sessions with their message counts, most recent first."""
         self._check_open()
         return inspection.list_sessions(self._derivation, v.check_id("user_id", user_id))
 
-    def session_messages(self, user_id: str, session_id: str) -> list[inspection.SessionMessage]:
+    def session_messages(self, user_id: str, session_id: str) -> list[Message]:
         """A session's captured messages in order, each with the ids of the
         memories made from it; an unknown session raises NotFoundError."""
         self._check_open()
         user_id, session_id = v.check_id("user_id", user_id), v.check_id("session_id", session_id)
-        return inspection.session_messages(self._derivation, user_id, session_id)
+        rows = inspection.session_messages(self._derivation, user_id, session_id)
+        return [Message.from_row(r) for r in rows]
 
     def list_generations(self, user_id: str) -> list[dict[str, Any]]:
         """The user's generations: number, active, live memories, completeness."""

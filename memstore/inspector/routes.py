@@ -177,7 +177,7 @@ def forget(
 @router.get("/session", response_class=HTMLResponse)
 def session(request: Request, who: Who, store: StoreDep, u: str, s: str) -> HTMLResponse:
     msgs = store.session_messages(u, s)
-    known = {x["memory_id"]: x for x in store.list_memories(u, include_retired=True)}
+    known = {x.memory_id: x for x in store.list_memories(u, include_retired=True)}
     return page(request, who, "session.html", u=u, s=s, messages=msgs, known=known)
 
 
