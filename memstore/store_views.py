@@ -17,6 +17,7 @@ from memstore.derive import api
 from memstore.derive.context import DeriveContext
 from memstore.derive.generations import activate_generation, list_generations
 from memstore.errors import InvalidInputError
+from memstore.reads import memories_in
 from memstore.records import (
     Layer,
     Memory,
@@ -46,17 +47,9 @@ class Views:
         """A user's live memories in the active generation (``include_retired`` adds forgotten
         and superseded ones)."""
         self._check_open()
-        user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
-        checked = v.opt_choice("type", type, v.MEMORY_TYPES)  # the Literal is not enforced
-        include_retired = v.check_bool("include_retired", include_retired)
-        rows = api.list_memories(
-            self._derivation,
-            user_id,
-            type=checked,
-            generation=generation,
-            include_retired=include_retired,
+        return memories_in(
+            self._db, user_id, type=type, generation=generation, include_retired=include_retired
         )
-        return [Memory.from_row(r) for r in rows]
 
     def memory_history(self, user_id: str, memory_id: str) -> list[MemoryChange]:
         """The events that created and changed one of a user's memories, with
