@@ -1,10 +1,11 @@
 """The records ``Store`` takes and returns, as types (exported from ``memstore``).
 
-Memories and scenes are typed, frozen records with one id each
-(``Memory.memory_id``, ``Scene.scene_id``), like ``Hit`` and ``Recall``. They
-still answer the dict access of earlier versions (``m["content"]``, and
-``m["id"]``, the row number) with a ``DeprecationWarning``, for one minor
-version. The reports are TypedDicts (plain dicts at run time); ``MemoryRow`` and
+Memories, scenes and stored messages are typed, frozen records with one id
+each (``Memory.memory_id``, ``Scene.scene_id``, ``Message.message_id``), like
+``Hit`` and ``Recall``. They still answer the dict access of earlier versions
+(``m["content"]``, and ``m["id"]``, the row number) with a
+``DeprecationWarning``, for one minor version. ``NewMessage`` is what
+``Store.capture`` takes. The reports are TypedDicts (plain dicts at run time); ``MemoryRow`` and
 ``SceneRow`` are the dict shapes of the tables the records are read from.
 ``tests/test_public_types.py`` checks that every one of these matches what
 the store really returns, key for key.
@@ -28,7 +29,7 @@ MemoryAction = Literal["add", "replace", "remove"]
 Layer = Literal["l1", "l2", "l3"]
 
 
-class Message(TypedDict, total=False):
+class NewMessage(TypedDict, total=False):
     """One message handed to ``Store.capture``: ``role`` and ``content`` are
     required (``text`` is accepted for ``content``); ``timestamp`` (ISO 8601
     text, datetime or epoch seconds; ``occurred_at`` is accepted for it), a
@@ -212,6 +213,34 @@ class Scene(_DictAccess):
         return cls(**values)
 
 
+@dataclass(frozen=True)
+class Message(_DictAccess):
+    """One captured (L0) message as stored (``session_messages``,
+    ``memory_sources``). ``speaker`` is the participant's ``name`` when the
+    host gave one; ``position`` is the log position of the capture that
+    stored it. ``memory_ids``: the memories extraction made from it, in
+    ``session_messages`` only (None elsewhere)."""
+
+    message_id: str
+    session_id: str
+    role: str
+    speaker: str | None
+    text: str
+    occurred_at: str
+    position: int
+    memory_ids: tuple[str, ...] | None = None
+
+    def _optional(self) -> tuple[str, ...]:
+        return ("memory_ids",)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "Message":
+        values: dict[str, Any] = {f.name: row.get(f.name) for f in dataclasses.fields(cls)}
+        if values["memory_ids"] is not None:
+            values["memory_ids"] = tuple(values["memory_ids"])
+        return cls(**values)
+
+
 class MemoryChange(TypedDict):
     """One entry of ``memory_history``: the event, and what it did to the memory.
 
@@ -336,6 +365,7 @@ __all__ = [
     "MemoryRow",
     "MemoryType",
     "Message",
+    "NewMessage",
     "PipelineStatus",
     "QueuedWork",
     "Scene",

@@ -14,6 +14,13 @@ Store. ``assembly.Parts`` builds them and the hooks between them:
 - ``erasure.erase_user``: ``forget_user``; ``store_forget.Forgetting``:
   ``forget_memory``, ``forget_messages``, ``forget_session``, ``forget_between``.
 
+The methods live in modules by job, which ``Store`` inherits:
+``store_search.Searching`` (search, recall, embeddings),
+``store_views.Views`` (memories, scenes, persona, generations, and the
+views the inspector and the MCP server show) and ``store_forget.Forgetting``.
+Every per-user method takes ``user_id`` first, positionally or by keyword
+(``memstore.user_first``).
+
 What the methods return is typed (``memstore.records`` and the dataclasses
 exported from ``memstore``).
 
@@ -42,10 +49,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
-from memstore import inspection
-from memstore import recall as recall_api
 from memstore import validate as v
 from memstore.assembly import Parts, default_projections
 from memstore.config import Settings
@@ -53,9 +57,6 @@ from memstore.db import migrate, presence
 from memstore.db.connect import open_database, resolve
 from memstore.db.engine import Database
 from memstore.db.presence import Hold
-from memstore.derive import api
-from memstore.derive.generations import activate_generation, list_generations
-from memstore.derive.queries import forgotten_sources
 from memstore.erasure import ErasureReport, erase_user
 from memstore.errors import InvalidInputError, MigrationError, StorageError
 from memstore.events.log import NewEvent, StoredEvent
@@ -63,32 +64,19 @@ from memstore.l0.capture import CaptureResult, capture, turn_messages
 from memstore.llm.backend import ChatBackend
 from memstore.pipeline import Outcome, PipelineService
 from memstore.projections.base import Projection, ProjectionStatus
-from memstore.recall.compose import STABLE_SHARE, Recall
-from memstore.recall.compose import stable_part as stable_part_of
-from memstore.recall.nulls import warm_up
-from memstore.recall.preview import RecallPreview
-from memstore.recall.preview import preview as recall_preview_of
 from memstore.records import (
-    EmbeddingStatus,
     EndSessionReport,
-    Layer,
-    Memory,
-    MemoryAction,
-    MemoryChange,
-    MemoryType,
-    Message,
+    NewMessage,
     PipelineStatus,
-    Scene,
-    SearchStrategy,
     StoreInfo,
 )
-from memstore.search import Hit
 from memstore.store_forget import Forgetting
+from memstore.store_search import Searching
+from memstore.store_views import Views
 from memstore.timeutil import Clock, system_clock
-from memstore.vectors.status import embedding_status
 
 
-class Store(Forgetting):
+class Store(Searching, Views, Forgetting):
     def __init__(
         self,
         db: Database,
@@ -263,13 +251,14 @@ class Store(Forgetting):
 
     def read_events(
         self,
+        user_id: str | None = None,
         *,
         after: int = 0,
         types: Sequence[str] | None = None,
-        user_id: str | None = None,
         limit: int | None = None,
     ) -> list[StoredEvent]:
-        """Events after position ``after``, optionally only some types or one user's."""
+        """Events after position ``after``: one user's, or everyone's with
+        ``user_id=None``; optionally only some ``types``."""
         self._check_open()
         after = v.check_int("after", after)
         types = v.check_strings("types", types)
@@ -300,7 +289,7 @@ class Store(Forgetting):
         self,
         user_id: str,
         session_id: str,
-        messages: Sequence[Message] | Sequence[Mapping[str, object]],
+        messages: Sequence[NewMessage] | Sequence[Mapping[str, object]],
         *,
         agent_id: str | None = None,
     ) -> CaptureResult:
@@ -338,87 +327,6 @@ class Store(Forgetting):
         turn_id = v.opt_id("turn_id", turn_id)
         msgs = turn_messages(user_text, assistant_text, timestamp=timestamp, turn_id=turn_id)
         return self.capture(user_id, session_id, msgs, agent_id=agent_id)
-
-    # -- search ------------------------------------------------------------------
-
-    def search_conversations(
-        self,
-        query: str,
-        *,
-        user_id: str,
-        session_id: str | None = None,
-        limit: int = 5,
-        strategy: SearchStrategy = "hybrid",
-        speaker: str | None = None,
-    ) -> list[Hit]:
-        """Search a user's captured messages (L0); ``speaker``: only the
-        messages of that participant (their ``name``, case-insensitive).
-        Messages a memory forgotten on request came from are left out
-        (docs/forgetting.md)."""
-        self._check_open()
-        session_id = v.opt_id("session_id", session_id)
-        asked = v.search_limit(limit)  # lenient: text from a tool call is clamped
-        with self._db.read() as conn:
-            hidden = forgotten_sources(conn, v.check_id("user_id", user_id))
-        hits = self._search_engine.search(
-            "l0",
-            query,
-            user_id=user_id,
-            session_id=session_id,
-            limit=asked + len(hidden) if hidden and isinstance(asked, int) else asked,
-            strategy=strategy,
-            speaker=v.opt_name("speaker", speaker),
-        )
-        if not hidden:
-            return hits
-        kept = [h for h in hits if h.ref not in hidden]
-        return kept[:asked] if isinstance(asked, int) else kept
-
-    def search_memories(
-        self,
-        query: str,
-        *,
-        user_id: str,
-        type: MemoryType | None = None,
-        scene: str | None = None,
-        limit: int = 5,
-        strategy: SearchStrategy = "hybrid",
-    ) -> list[Hit]:
-        """Search a user's active L1 memories (optionally one type or scene)."""
-        self._check_open()
-        scene = v.opt_text("scene", scene)
-        clamped = v.search_limit(limit)  # lenient: text from a tool call is clamped
-        checked = v.opt_choice("type", type, v.MEMORY_TYPES)  # the Literal is not enforced
-        return self._search_engine.search(
-            "l1",
-            query,
-            user_id=user_id,
-            type=checked,
-            scene=scene,
-            limit=clamped,
-            strategy=strategy,
-        )
-
-    def reindex(self, progress: Callable[[int], None] | None = None) -> int:
-        """Embed everything not yet embedded with the configured model, now."""
-        self._check_open()
-        progress = v.opt_callable("progress", progress)
-        if self._indexer is None:
-            return 0
-        done = self._indexer.run_until_idle(progress=progress)
-        warm_up(self._derivation)  # recall's fixed vectors, so no later recall waits for them
-        return done
-
-    def embedding_status(self) -> EmbeddingStatus:
-        """Embedder, model and how many messages and memories still wait for a vector."""
-        return embedding_status(self._db, self._embedder, self._indexer)
-
-    def pending_embeddings(self) -> int:
-        """Messages and memories still waiting for a vector; 0 without an embedder."""
-        self._check_open()
-        if self._indexer is None:
-            return 0
-        return sum(self._indexer.pending(kind) for kind in ("l0", "l1"))
 
     # -- the host's model ----------------------------------------------------------
 
@@ -468,149 +376,6 @@ class Store(Forgetting):
     def pipeline_status(self, user_id: str | None = None) -> list[PipelineStatus]:
         """The derivation pipeline's state, per session (one user's, or everyone's)."""
         return self._pipeline_service().status(v.opt_id("user_id", user_id))
-
-    # -- derived layers (L1 memories, L2 scenes, L3 persona) ----------------------
-
-    def recall(
-        self,
-        query: str,
-        *,
-        user_id: str,
-        session_id: str | None = None,
-        budget_chars: int | None = None,
-        timeout_s: float | None = None,
-        threshold: float | None = None,
-        speaker: str | None = None,
-    ) -> Recall:
-        """What a host injects before a turn, in one call, within one character budget.
-
-        ``.stable``: persona, standing instructions, scene navigation (rarely
-        changes: put it in the system prompt). ``.per_turn``: the memories and
-        conversation excerpts relevant to ``query`` that pass the relevance
-        gate (``threshold``, default the ``recall_threshold`` setting); an
-        off-topic query gets none. ``.text`` is both. ``.memories`` and
-        ``.messages`` are typed records of what was injected. ``speaker``: only
-        that participant's messages (their ``name``, case-insensitive) and
-        the memories made from them."""
-        self._check_open()
-        return recall_api.recall(
-            self._derivation,
-            v.check_query("query", query),
-            user_id=v.check_id("user_id", user_id),
-            session_id=v.opt_id("session_id", session_id),
-            budget_chars=v.opt_int("budget_chars", budget_chars),
-            timeout_s=v.opt_seconds("timeout_s", timeout_s),
-            threshold=v.opt_number("threshold", threshold),
-            speaker=v.opt_name("speaker", speaker),
-        )
-
-    def list_memories(
-        self,
-        user_id: str,
-        *,
-        type: MemoryType | None = None,
-        generation: int | None = None,
-        include_retired: bool = False,
-    ) -> list[Memory]:
-        """A user's live memories in the active generation (``include_retired`` adds forgotten
-        and superseded ones)."""
-        self._check_open()
-        user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
-        checked = v.opt_choice("type", type, v.MEMORY_TYPES)  # the Literal is not enforced
-        include_retired = v.check_bool("include_retired", include_retired)
-        rows = api.list_memories(
-            self._derivation,
-            user_id,
-            type=checked,
-            generation=generation,
-            include_retired=include_retired,
-        )
-        return [Memory.from_row(r) for r in rows]
-
-    def memory_history(self, user_id: str, memory_id: str) -> list[MemoryChange]:
-        """The events that created and changed one of a user's memories, with
-        their source messages."""
-        self._check_open()
-        return api.memory_history(
-            self._derivation, v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
-        )
-
-    def get_memory(self, user_id: str, memory_id: str) -> Memory:
-        """One of the user's memories by id, in any generation and status
-        (``status`` says whether it is live); ``NotFoundError`` if there is none."""
-        self._check_open()
-        return Memory.from_row(
-            api.get_memory(
-                self._derivation, v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
-            )
-        )
-
-    def update_memory(self, user_id: str, memory_id: str, content: str) -> str:
-        """Replace the text of a live memory of the active generation, found by id;
-        its type and scene stay and the change is in its history. Returns its id."""
-        self._check_open()
-        user_id, memory_id = v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
-        return api.update_memory(
-            self._derivation, user_id, memory_id, v.check_text("content", content)
-        )
-
-    def write_memory(
-        self,
-        user_id: str,
-        action: MemoryAction,
-        content: str,
-        *,
-        old_content: str | None = None,
-        type: MemoryType = "persona",
-        scene: str = "",
-        origin: str = "user_stated",
-    ) -> str | None:
-        """Add / replace / remove a memory the user or host stated directly."""
-        self._check_open()
-        user_id = v.check_id("user_id", user_id)
-        if action not in ("add", "replace", "remove"):
-            raise InvalidInputError(f"action must be add, replace or remove, not {action!r}")
-
-        return api.write_memory(
-            self._derivation,
-            user_id,
-            action,
-            v.check_text("content", content),
-            old_content=v.opt_text("old_content", old_content),
-            type=v.check_choice("type", type, v.MEMORY_TYPES),
-            scene=v.check_text("scene", scene),
-            origin=v.check_text("origin", origin),
-        )
-
-    def list_scenes(self, user_id: str, *, generation: int | None = None) -> list[Scene]:
-        """A user's scene blocks (L2)."""
-        self._check_open()
-        user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
-        return [
-            Scene.from_row(r)
-            for r in api.list_scenes(self._derivation, user_id, generation=generation)
-        ]
-
-    def get_scene(self, user_id: str, name: str, *, generation: int | None = None) -> Scene | None:
-        """One of the user's scenes by name (case-insensitive when no exact match),
-        with ``created_at``/``updated_at``; None when the user has no such scene."""
-        self._check_open()
-        user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
-        row = api.get_scene(
-            self._derivation, user_id, v.check_query("name", name), generation=generation
-        )
-        return None if row is None else Scene.from_row(row)
-
-    def get_persona(self, user_id: str, *, generation: int | None = None) -> str | None:
-        """A user's persona (Markdown), or None before one was written."""
-        self._check_open()
-        user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
-        return api.get_persona(self._derivation, user_id, generation=generation)
-
-    def rederive(self, user_id: str | None = None, from_layer: Layer = "l1") -> int:
-        """Re-run derivation over L0 into a new generation and switch to it."""
-        self._check_open()
-        return api.rederive(self._derivation, v.opt_id("user_id", user_id), from_layer=from_layer)
 
     # -- erasure -------------------------------------------------------------------
 
@@ -681,78 +446,3 @@ class Store(Forgetting):
             "revision": migrate.current_revision(self._db),
             "events": self.event_count(),
         }
-
-    # -- views for hosts that show the store to a person (inspector, MCP) ------
-
-    def list_users(self) -> list[dict[str, object]]:
-        """Every user with sessions, messages, live memories and last activity."""
-        self._check_open()
-        return inspection.users(self._db)
-
-    def memory_sources(self, user_id: str, memory_id: str) -> list[inspection.StoredMessage]:
-        """The captured messages a memory was made from (its provenance)."""
-        self._check_open()
-        user_id, memory_id = v.check_id("user_id", user_id), v.check_id("memory_id", memory_id)
-        return inspection.memory_sources(self._derivation, user_id, memory_id)
-
-    def list_sessions(self, user_id: str) -> list[inspection.SessionSummary]:
-        """The user's sessions with their message counts, most recent first."""
-        self._check_open()
-        return inspection.list_sessions(self._derivation, v.check_id("user_id", user_id))
-
-    def session_messages(self, user_id: str, session_id: str) -> list[inspection.SessionMessage]:
-        """A session's captured messages in order, each with the ids of the
-        memories made from it; an unknown session raises NotFoundError."""
-        self._check_open()
-        user_id, session_id = v.check_id("user_id", user_id), v.check_id("session_id", session_id)
-        return inspection.session_messages(self._derivation, user_id, session_id)
-
-    def scene_navigation(self, user_id: str, *, generation: int | None = None) -> str:
-        """The scene navigation text recall puts in the stable part."""
-        self._check_open()
-        user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
-        return recall_api.scene_navigation(self._derivation, user_id, generation=generation)
-
-    def stable_part(self, user_id: str, *, budget_chars: int | None = None) -> str:
-        """The stable part of ``recall`` alone (persona, standing instructions,
-        scene navigation), cut to the share of ``budget_chars`` (default the
-        ``recall_budget_chars`` setting) that recall gives it. It does not
-        depend on a query: a host puts it in the system prompt once per session."""
-        self._check_open()
-        user_id = v.check_id("user_id", user_id)
-        budget = v.opt_int("budget_chars", budget_chars)
-        total = self._settings.recall.budget_chars if budget is None else budget
-        return stable_part_of(self._derivation, user_id, int(total * STABLE_SHARE)).text
-
-    def list_generations(self, user_id: str) -> list[dict[str, Any]]:
-        """The user's generations: number, active, live memories, completeness."""
-        self._check_open()
-        return list_generations(self._derivation, v.check_id("user_id", user_id))
-
-    def activate_generation(self, user_id: str, generation: int) -> int:
-        """Switch the user to a complete generation; returns the previous one."""
-        self._check_open()
-        user_id, generation = v.check_id("user_id", user_id), v.check_int("generation", generation)
-        return activate_generation(self._derivation, user_id, generation)
-
-    def recall_preview(
-        self,
-        query: str,
-        *,
-        user_id: str,
-        session_id: str | None = None,
-        budget_chars: int | None = None,
-        threshold: float | None = None,
-    ) -> RecallPreview:
-        """``recall`` for ``query`` (exactly what a host would receive) plus
-        every candidate the searches found, with its scores and whether the
-        gate dropped it and why."""
-        self._check_open()
-        return recall_preview_of(
-            self._derivation,
-            v.check_query("query", query),
-            user_id=v.check_id("user_id", user_id),
-            session_id=v.opt_id("session_id", session_id),
-            budget_chars=v.opt_int("budget_chars", budget_chars),
-            threshold=v.opt_number("threshold", threshold),
-        )

@@ -211,7 +211,7 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
     ) -> str:
         try:
             found = store.recall(
-                query, user_id=self._user_id, session_id=session or None, budget_chars=budget
+                self._user_id, query, session_id=session or None, budget_chars=budget
             )
         except MemstoreError as exc:
             log.warning("memstore: recall failed: %s", loggable(exc))

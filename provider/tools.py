@@ -219,7 +219,7 @@ def _memory_search(store: Store, args: Mapping[str, Any], user_id: str) -> str:
         raise ToolArgumentError(f"type must be one of {', '.join(MEMORY_TYPES)}, got {mtype!r}")
     scene = _text_arg(args, "scene", required=False)
     hits = store.search_memories(
-        query, user_id=user_id, type=cast(MemoryType | None, mtype), scene=scene, limit=limit
+        user_id, query, type=cast(MemoryType | None, mtype), scene=scene, limit=limit
     )
     results = [_memory_result(h) for h in hits]
     return json.dumps({"results": results, "count": len(results)}, ensure_ascii=False)
@@ -233,7 +233,7 @@ def _conversation_search(
     session = _id_arg(args, "session", required=False)
     if session == "current":
         session = session_id
-    hits = store.search_conversations(query, user_id=user_id, session_id=session, limit=limit)
+    hits = store.search_conversations(user_id, query, session_id=session, limit=limit)
     results = [_message_result(h) for h in hits]
     return json.dumps({"results": results, "count": len(results)}, ensure_ascii=False)
 

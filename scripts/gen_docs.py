@@ -87,9 +87,12 @@ Store`). Errors raised on purpose are subclasses of `memstore.MemstoreError`
 (`memstore/errors.py`). A tour with runnable examples is in
 [getting-started.md](getting-started.md).
 
-Every method about one user names it `user_id`, and `user_id=...` by keyword
-works in all of them (searches and `recall` take it only by keyword, after
-the query).
+Every method about one user takes `user_id` first, positionally or as
+`user_id=...`: `store.list_memories("alice")`, `store.recall("alice", "where
+do I live?")`. The query-first spelling of earlier versions
+(`store.recall("where do I live?", user_id="alice")`, likewise for
+`search_conversations`, `search_memories` and `recall_preview`) still works in
+this version with a `DeprecationWarning`.
 """
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memstore import Memory, Scene, Settings, Store
+from memstore import Memory, Message, Scene, Settings, Store
 
 
 @pytest.fixture
@@ -57,3 +57,36 @@ def test_dict_access_still_works_with_a_warning(store: Store) -> None:
         assert scene["name"] == scene.name
     one = store.get_scene("u", scene.name)
     assert one is not None and "created_at" in one
+
+
+def test_stored_messages_are_frozen_records(store: Store) -> None:
+    msgs = store.session_messages("u", "s")
+    assert [m.role for m in msgs] == ["user", "assistant"]
+    first = msgs[0]
+    assert isinstance(first, Message) and first.session_id == "s" and "Berlin" in first.text
+    assert isinstance(first.message_id, str) and first.message_id
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.text = "changed"  # type: ignore[misc]
+    # The memories extraction made from the message, by their one id.
+    made = {store.get_memory("u", i).content for i in first.memory_ids or ()}
+    assert any("Berlin" in c for c in made)
+    memory = next(m for m in store.list_memories("u") if "Berlin" in m.content)
+    [source] = store.memory_sources("u", memory.memory_id)
+    assert isinstance(source, Message) and source.message_id == first.message_id
+    assert source.memory_ids is None  # only session_messages says what was made
+    assert json.loads(json.dumps(first.to_dict()))["message_id"] == first.message_id
+
+
+def test_message_dict_access_still_works_with_a_warning(store: Store) -> None:
+    first, second = store.session_messages("u", "s")
+    with pytest.warns(DeprecationWarning, match=r"Message\['text'\] is deprecated.*use \.text"):
+        assert first["text"] == first.text
+    with pytest.warns(DeprecationWarning):
+        assert first["memory_ids"] == list(first.memory_ids or ())
+    with pytest.warns(DeprecationWarning):
+        assert second["memory_ids"] == []  # the earlier dicts had an empty list
+    memory = next(m for m in store.list_memories("u") if "Berlin" in m.content)
+    [source] = store.memory_sources("u", memory.memory_id)
+    assert "memory_ids" not in source  # memory_sources never had it
+    with pytest.warns(DeprecationWarning):
+        assert dict(source)["session_id"] == "s"

@@ -111,8 +111,8 @@ def test_generations_list_and_activate(vstore: Store) -> None:
 
 def test_recall_preview_injects_what_recall_does_and_says_why(vstore: Store) -> None:
     q = "what is the user allergic to?"
-    p = vstore.recall_preview(q, user_id="u")
-    plain = vstore.recall(q, user_id="u")
+    p = vstore.recall_preview("u", q)
+    plain = vstore.recall("u", q)
     assert p.recall.text == plain.text
     assert p.threshold == vstore.settings.recall.threshold
     by_text = {c.text: c for c in p.candidates}
@@ -128,14 +128,14 @@ def test_recall_preview_injects_what_recall_does_and_says_why(vstore: Store) -> 
 
 def test_recall_preview_threshold_moves_the_gate(vstore: Store) -> None:
     q = "what is the user allergic to?"
-    low = vstore.recall_preview(q, user_id="u", threshold=-10.0)
+    low = vstore.recall_preview("u", q, threshold=-10.0)
     assert not [c for c in low.candidates if c.outcome == GATED]
-    assert low.recall.text == vstore.recall(q, user_id="u", threshold=-10.0).text
-    high = vstore.recall_preview(q, user_id="u", threshold=50.0)
+    assert low.recall.text == vstore.recall("u", q, threshold=-10.0).text
+    high = vstore.recall_preview("u", q, threshold=50.0)
     assert high.recall.per_turn == ""
     assert {c.outcome for c in high.candidates} == {GATED}
-    assert vstore.recall_preview("  ", user_id="u").candidates == []
+    assert vstore.recall_preview("u", "  ").candidates == []
     with pytest.raises(InvalidInputError):
-        vstore.recall_preview(q, user_id="u", threshold=float("nan"))
+        vstore.recall_preview("u", q, threshold=float("nan"))
     with pytest.raises(InvalidIdError):
-        vstore.recall_preview(q, user_id="")
+        vstore.recall_preview("", q)

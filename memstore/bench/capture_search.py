@@ -310,7 +310,7 @@ def _search_block(
         for q, user in zip(qs, targets, strict=True):
             store.internals.search_engine.queries.cache.clear()  # time the query embedding
             t0 = time.perf_counter()
-            store.search_conversations(q, user_id=user, limit=top, strategy=strategy)
+            store.search_conversations(user, q, limit=top, strategy=strategy)
             lat.append((time.perf_counter() - t0) * 1000)
         out[strategy] = stats(lat)
     embed_ms: list[float] = []

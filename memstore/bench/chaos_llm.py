@@ -116,18 +116,18 @@ def _probes(
         *[
             (
                 f"search_conversations {s}",
-                lambda s=s: store.search_conversations(q, user_id=reader, strategy=s, limit=50),
+                lambda s=s: store.search_conversations(reader, q, strategy=s, limit=50),
             )
             for s in ("keyword", "vector", "hybrid")
         ],
         *[
             (
                 f"search_memories {s}",
-                lambda s=s: store.search_memories(q, user_id=reader, strategy=s, limit=50),
+                lambda s=s: store.search_memories(reader, q, strategy=s, limit=50),
             )
             for s in ("keyword", "vector", "hybrid")
         ],
-        ("recall", lambda: store.recall(q, user_id=reader).text),
+        ("recall", lambda: store.recall(reader, q).text),
         ("list_memories", lambda: store.list_memories(reader, include_retired=True)),
         ("list_scenes", lambda: store.list_scenes(reader)),
         ("persona", lambda: store.get_persona(reader)),
@@ -176,6 +176,6 @@ def isolation(work: Path, pairs: int = 4) -> dict[str, Any]:
                 leaks += "secretword" in seen or "Quito" in seen
             # The owner's own reads do find it: the probes can see a leak.
             assert "secretword" in _render(
-                store.search_conversations(secret, user_id=a, strategy="keyword")
+                store.search_conversations(a, secret, strategy="keyword")
             )
     return {"pairs": pairs, "read_paths": len(paths), "probes": probes, "leaks": leaks}

@@ -197,7 +197,7 @@ def mixed_load(
             while not stop.is_set():
                 t0 = time.perf_counter()
                 try:
-                    store.search_conversations("topic 7", user_id="t1")
+                    store.search_conversations("t1", "topic 7")
                 except Exception as exc:
                     failures.append(f"search {type(exc).__name__}")
                 searches.append(time.perf_counter() - t0)

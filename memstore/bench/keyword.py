@@ -115,11 +115,11 @@ def run_keyword_bench(
             # Large users are ranked from in-memory postings, which load in a
             # thread on their first search (SQL answers meanwhile): load them.
             for user in sorted(set(targets)):
-                store.search_conversations("warm-up", user_id=user, strategy="keyword")
+                store.search_conversations(user, "warm-up", strategy="keyword")
             store.internals.search_engine.hot_postings.wait()
         for q, user in zip(qs, targets, strict=True):
             t0, c0 = time.perf_counter(), time.thread_time()
-            store.search_conversations(q, user_id=user, limit=_TOP, strategy="keyword")
+            store.search_conversations(user, q, limit=_TOP, strategy="keyword")
             times["keyword"].append((time.perf_counter() - t0) * 1000)
             # CPU time of the same call: on a shared machine the wall time
             # also counts the time other processes held the core.

@@ -76,7 +76,7 @@ def run_large_user(store_path: Path, embedder: str, n_queries: int) -> dict[str,
             mat = partition_vectors(conn, sp, user)[1]
         res |= {"user": user, "messages": int(docs)}
         t0 = time.perf_counter()
-        store.search_conversations("warm-up", user_id=user, limit=_TOP)
+        store.search_conversations(user, "warm-up", limit=_TOP)
         res["first_search_ms"] = _ms(t0)
         # The postings load in a thread meanwhile; the timed searches use them.
         t0 = time.perf_counter()
@@ -85,19 +85,19 @@ def run_large_user(store_path: Path, embedder: str, n_queries: int) -> dict[str,
         for q in qs:
             engine.queries.cache.clear()
             t0, c0 = time.perf_counter(), time.process_time()
-            store.search_conversations(q, user_id=user, limit=_TOP)
+            store.search_conversations(user, q, limit=_TOP)
             times["hybrid"].append(_ms(t0))
             times["hybrid_cpu"].append((time.process_time() - c0) * 1000)
             t0 = time.perf_counter()
-            store.search_conversations(q, user_id=user, limit=_TOP)
+            store.search_conversations(user, q, limit=_TOP)
             times["hybrid_cached"].append(_ms(t0))
             engine.queries.cache.clear()
             t0 = time.perf_counter()
             engine.prefetch_query(q)
-            store.search_conversations(q, user_id=user, limit=_TOP)
+            store.search_conversations(user, q, limit=_TOP)
             times["hybrid_prefetched"].append(_ms(t0))
             t0 = time.perf_counter()
-            store.search_conversations(q, user_id=user, limit=_TOP, strategy="keyword")
+            store.search_conversations(user, q, limit=_TOP, strategy="keyword")
             times["keyword"].append(_ms(t0))
             with store.internals.db.read() as conn:
                 t0 = time.perf_counter()

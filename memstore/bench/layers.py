@@ -208,14 +208,14 @@ def run_layers_conversation(
         lists: list[list[tuple[float, list[str]]]] = []
         t0 = time.perf_counter()
         for user in users:
-            hits = store.search_memories(q.question, user_id=user, limit=SEARCH_LIMIT)
+            hits = store.search_memories(user, q.question, limit=SEARCH_LIMIT)
             lists.append([(float(h.score), src_of.get(str(h.ref), [])) for h in hits])
         acc.search_ms.append((time.perf_counter() - t0) * 1000)
         acc.search_rows.append(
             (q.category, trace_at_k(merge_by_score(lists, SEARCH_LIMIT), q.evidence))
         )
         t0 = time.perf_counter()
-        recalls = [store.recall(q.question, user_id=user) for user in users]
+        recalls = [store.recall(user, q.question) for user in users]
         acc.recall_ms.append((time.perf_counter() - t0) * 1000)
         carried = [list(m.source_message_ids) for r in recalls for m in r.memories]
         acc.recall_rows.append((q.category, trace_set(carried, q.evidence)))

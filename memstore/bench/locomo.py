@@ -123,8 +123,8 @@ def run_locomo(
                         store.internals.search_engine.queries.cache.clear()
                         t0 = time.perf_counter()
                         hits = store.search_conversations(
+                            conv.sample_id,
                             q.question,
-                            user_id=conv.sample_id,
                             limit=20,
                             strategy=cast(SearchStrategy, s),
                         )

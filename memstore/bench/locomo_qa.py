@@ -6,7 +6,7 @@ says whether the model then answered right. For each scored question
 model grades the answer against LoCoMo's gold answer. The contexts, on the
 same model and the same questions:
 
-- ``memstore``: ``Store.recall(question, ...).text`` — what a host injects;
+- ``memstore``: ``Store.recall(user, question).text`` — what a host injects;
 - ``holographic``: Hermes' holographic provider's ``prefetch`` (when
   hermes-agent is installed), every turn added through its fact store;
 - ``none``: no memory at all (the floor);
@@ -209,7 +209,7 @@ def memstore_context(conv: Conversation, embedder: str, where: Path) -> Iterator
     store = Store.open(path, settings=settings)
     try:
         capture_view(conv, store, "agent")  # as the recall bench's agent view
-        yield lambda q: store.recall(q, user_id=user, session_id="qa-question").text
+        yield lambda q: store.recall(user, q, session_id="qa-question").text
     finally:
         store.close()
 

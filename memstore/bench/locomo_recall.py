@@ -1,6 +1,6 @@
 """What recall injects, on LoCoMo (``memstore bench locomo --recall``).
 
-For each question, ``Store.recall(question, user_id=...)`` is called as a
+For each question, ``Store.recall(user, question)`` is called as a
 host calls it (default budget, offline defaults), and the injected parts are
 scored against the question's evidence turns:
 
@@ -268,11 +268,11 @@ def run_conversation(
     ):
         store.internals.search_engine.queries.cache.clear()  # time the query embedding
         t0 = time.perf_counter()
-        r = store.recall(question, user_id=user)
+        r = store.recall(user, question)
         main.ms.append((time.perf_counter() - t0) * 1000)
         _add(main, r.per_turn, r.text, r.memories, r.messages, cat, evidence, texts)
         if evidence:  # plain retrieval on the same store, next to what recall made of it
-            refs = [h.ref for h in store.search_conversations(question, user_id=user, limit=10)]
+            refs = [h.ref for h in store.search_conversations(user, question, limit=10)]
             main.search_r10.append(recall_at_k(refs, evidence, 10))
             main.filler_top3.append(1.0 if any(map(is_filler_id, refs[:3])) else 0.0)
         # The sweep: the same candidates, re-spent under each threshold.

@@ -12,7 +12,7 @@ caption appended as ``[shares a photo: …]``). The ``-named`` views write the
 speaker into the text as well (``"James: …"``, the convention of mem0's
 evaluation) to show what the name in the text is worth. Sessions are captured
 in order with the session's date, each session ended, the pipeline run,
-everything embedded; then ``Store.recall(question, user_id=…,
+everything embedded; then ``Store.recall(user, question,
 session_id=<a new session>)`` as a host calls it.
 
 An evidence turn *reached the agent* when its id is an injected message's
@@ -202,7 +202,7 @@ def run_view_conversation(
         asks, desc=f"{view} {user}", disable=not progress, leave=False
     ):
         t0 = time.perf_counter()
-        r = store.recall(question, user_id=user, session_id=ASK_SESSION)
+        r = store.recall(user, question, session_id=ASK_SESSION)
         out.ms.append((time.perf_counter() - t0) * 1000)
         shipped = outcome(r.text, r.per_turn, r.memories, r.messages, evidence, words)
         cands = collect(store.internals.derivation, question, user, ASK_SESSION, skip)

@@ -38,14 +38,14 @@ def main(argv: list[str]) -> None:
     rng = random.Random(5)  # bench keyword's target users
     users = [f"u{rng.randrange(100):04d}" for _ in qs]
     for q, u in zip(qs, users, strict=True):
-        store.search_conversations(q, user_id=u, limit=10, strategy="keyword")
+        store.search_conversations(u, q, limit=10, strategy="keyword")
     wall: list[float] = []
     cpu: list[float] = []
     results = []
     load_before = os.getloadavg()
     for q, u in zip(qs, users, strict=True):
         t0, c0 = time.perf_counter(), time.thread_time()
-        hits = store.search_conversations(q, user_id=u, limit=10, strategy="keyword")
+        hits = store.search_conversations(u, q, limit=10, strategy="keyword")
         cpu.append((time.thread_time() - c0) * 1000)
         wall.append((time.perf_counter() - t0) * 1000)
         results.append([(h.id, h.score) for h in hits])

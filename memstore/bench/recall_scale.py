@@ -130,15 +130,15 @@ def _one(store: Store, q: str, u: str, ms: dict[str, list[float]]) -> None:
     clock = time.perf_counter
     engine.queries.cache.clear()
     t0 = clock()
-    store.recall(q, user_id=u)
+    store.recall(u, q)
     ms["recall"].append((clock() - t0) * 1000)
     engine.queries.cache.clear()
     t0 = clock()
     engine.query_blob(q)
     ms["embedding"].append((clock() - t0) * 1000)
     t0 = clock()
-    store.search_memories(q, user_id=u, limit=rr.MEMORY_CANDIDATES)
-    store.search_conversations(q, user_id=u, limit=rr.MESSAGE_CANDIDATES)
+    store.search_memories(u, q, limit=rr.MEMORY_CANDIDATES)
+    store.search_conversations(u, q, limit=rr.MESSAGE_CANDIDATES)
     searched = (clock() - t0) * 1000
     ms["search"].append(searched)
     t0 = clock()
@@ -154,7 +154,7 @@ def _one(store: Store, q: str, u: str, ms: dict[str, list[float]]) -> None:
     ms["ref_embed_query"].append((clock() - t0) * 1000)
     engine.queries.cache.clear()
     t0 = clock()
-    store.search_conversations(q, user_id=u, limit=10)
+    store.search_conversations(u, q, limit=10)
     ms["ref_hybrid_l0"].append((clock() - t0) * 1000)
 
 

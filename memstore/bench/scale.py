@@ -164,17 +164,15 @@ def _search(store: Store, qs: Sequence[str], users: int) -> dict[str, Any]:
     targets = [f"u{rng.randrange(users):04d}" for _ in qs]
     out: dict[str, Any] = {}
     cases: dict[str, Callable[[str, str], object]] = {
-        "keyword_l0": lambda q, u: store.search_conversations(
-            q, user_id=u, limit=10, strategy="keyword"
-        ),
-        "hybrid_l0": lambda q, u: store.search_conversations(q, user_id=u, limit=10),
-        "hybrid_l1": lambda q, u: store.search_memories(q, user_id=u, limit=10),
-        "recall": lambda q, u: store.recall(q, user_id=u),
+        "keyword_l0": lambda q, u: store.search_conversations(u, q, limit=10, strategy="keyword"),
+        "hybrid_l0": lambda q, u: store.search_conversations(u, q, limit=10),
+        "hybrid_l1": lambda q, u: store.search_memories(u, q, limit=10),
+        "recall": lambda q, u: store.recall(u, q),
     }
     # Large users' keyword postings load in a thread on a first search, as
     # their vectors load on one: both are loaded before the timed searches.
     for u in sorted(set(targets)):
-        store.search_conversations("warm-up", user_id=u, limit=10)
+        store.search_conversations(u, "warm-up", limit=10)
     store.internals.search_engine.hot_postings.wait()
     for name, fn in cases.items():
         ms: list[float] = []

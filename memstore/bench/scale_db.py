@@ -373,7 +373,7 @@ def _search(store: Store, layout: Layout, n_queries: int) -> dict[str, Any]:
     rng = random.Random(5)
     users = [layout.user(rng.randrange(layout.users)) for _ in qs]
     # Loads a large user's in-memory copy (its first search) and e5's model.
-    store.search_conversations("warm-up", user_id=users[0], limit=10)
+    store.search_conversations(users[0], "warm-up", limit=10)
     # And a large user's keyword postings, which load in a thread meanwhile.
     store.internals.search_engine.hot_postings.wait()
     out: dict[str, Any] = {}
@@ -383,9 +383,9 @@ def _search(store: Store, layout: Layout, n_queries: int) -> dict[str, Any]:
     for q, u in zip(qs, users, strict=True):
         store.internals.search_engine.queries.cache.clear()  # time the query embedding
         t0 = time.perf_counter()
-        store.search_conversations(q, user_id=u, limit=10)
+        store.search_conversations(u, q, limit=10)
         t1 = time.perf_counter()
-        store.search_conversations(q, user_id=u, limit=10, strategy="keyword")
+        store.search_conversations(u, q, limit=10, strategy="keyword")
         t2 = time.perf_counter()
         store.internals.embedder.embed_query(q)
         t3 = time.perf_counter()

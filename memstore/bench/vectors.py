@@ -79,22 +79,18 @@ def run(size: int, users: int, path: Path, nq: int = 200) -> dict[str, Any]:
         qv = {q: store.internals.embedder.embed_query(q) for q in qs}
         for q in qs:  # warm: the in-memory copy loads once per process
             eng.query_blob(q)
-        store.search_conversations(qs[0], user_id=user, limit=10)
+        store.search_conversations(user, qs[0], limit=10)
         store.internals.search_engine.hot_postings.wait()  # the keyword postings load in a thread
-        res["hybrid_memory"] = _time(
-            lambda q: store.search_conversations(q, user_id=user, limit=10), qs
-        )
+        res["hybrid_memory"] = _time(lambda q: store.search_conversations(user, q, limit=10), qs)
         res["vector_memory"] = _time(
-            lambda q: store.search_conversations(q, user_id=user, limit=10, strategy="vector"),
+            lambda q: store.search_conversations(user, q, limit=10, strategy="vector"),
             qs,
         )
         if HotPartitions is not None:
             eng.hot = HotPartitions(min_rows=10**12)
-        res["hybrid_vec0"] = _time(
-            lambda q: store.search_conversations(q, user_id=user, limit=10), qs
-        )
+        res["hybrid_vec0"] = _time(lambda q: store.search_conversations(user, q, limit=10), qs)
         res["vector_vec0"] = _time(
-            lambda q: store.search_conversations(q, user_id=user, limit=10, strategy="vector"),
+            lambda q: store.search_conversations(user, q, limit=10, strategy="vector"),
             qs,
         )
         with store.internals.db.read() as conn:
@@ -128,7 +124,7 @@ def run(size: int, users: int, path: Path, nq: int = 200) -> dict[str, Any]:
         store.rebuild()
         res["rebuild_s"] = round(time.perf_counter() - t0, 2)
         res["vector_ready_after_rebuild"] = eng.vector_ready("l0")
-        hits = store.search_conversations(qs[1], user_id=user, strategy="vector")
+        hits = store.search_conversations(user, qs[1], strategy="vector")
         res["vector_hits_after_rebuild"] = len(hits)
         res["bytes_per_message"] = bytes_per_table(store, size)
         with store.internals.db.read() as conn:

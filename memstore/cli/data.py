@@ -148,7 +148,7 @@ def search_conversations(
     """
     with open_store(db, must_exist=True) as store:
         hits = store.search_conversations(
-            query, user_id=user_id, session_id=session_id, limit=limit, strategy=strategy
+            user_id, query, session_id=session_id, limit=limit, strategy=strategy
         )
     _print_hits(hits, as_json)
 
@@ -184,7 +184,7 @@ def search_memories(
       memstore search memories "diet" --user alice --type persona
     """
     with open_store(db, must_exist=True) as store:
-        hits = store.search_memories(query, user_id=user_id, type=type_, scene=scene, limit=limit)
+        hits = store.search_memories(user_id, query, type=type_, scene=scene, limit=limit)
     _print_hits(hits, as_json)
 
 

@@ -90,7 +90,7 @@ def run_demo(path: Location, echo: bool = True) -> dict[str, Any]:
         memories = store.list_memories(USER)
         scenes = store.list_scenes(USER)
         persona = store.get_persona(USER) or ""
-        recall = store.recall(QUESTION, user_id=USER)
+        recall = store.recall(USER, QUESTION)
         out = {"memories": memories, "scenes": scenes, "persona": persona, "recall": recall.text}
         if echo:
             _section(f"L1: {plural(len(memories), 'atomic memory', 'atomic memories')}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -16,11 +16,14 @@ from memstore.cli.app import (
     json_option,
     list_output,
     open_store,
+    read_database,
 )
 from memstore.cli.table import ID_WIDTH, plural, print_table
 from memstore.records import Layer, MemoryType
-from memstore.store import Store
 from memstore.validate import check_id, opt_id
+
+if TYPE_CHECKING:
+    from memstore.store import Store
 
 
 def _open(db: Location | None, *, must_exist: bool = True) -> Store:
@@ -88,10 +91,15 @@ def memories_list(
       memstore memories list --user alice --type persona
       memstore memories list --user alice --all --json
     """
-    with _open(db) as store:
+    # The bare database, not a Store: a listing needs none of the engine
+    # (docs/cli.md: data commands load only what they use).
+    from memstore.reads import memories_in
+
+    with read_database(db) as database:
         rows = [
             m.to_dict()
-            for m in store.list_memories(
+            for m in memories_in(
+                database,
                 user,
                 type=cast(MemoryType | None, type_),
                 generation=generation,
@@ -322,7 +330,7 @@ def recall_cmd(
       memstore recall --user alice "where should we eat tonight?"
     """
     with _open(db) as store:
-        r = store.recall(query, user_id=user, session_id=session, budget_chars=budget)
+        r = store.recall(user, query, session_id=session, budget_chars=budget)
     if as_json:
         echo_json(
             {

@@ -9,20 +9,29 @@ functions the Store, the pipeline and the CLI call). Recall, the read path,
 is ``memstore/recall/``; ``memstore.event_types`` lists the event types.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from memstore.derive import events as events
-from memstore.derive.memories.projection import (
-    CursorsProjection,
-    FailuresProjection,
-    GenerationsProjection,
-    L1Projection,
-)
-from memstore.derive.persona.projection import L3Projection
-from memstore.derive.scenes.projection import L2Projection
-from memstore.projections.base import Projection
+
+if TYPE_CHECKING:
+    from memstore.projections.base import Projection
 
 
 def derive_projections() -> list[Projection]:
     """The derivation projections (the registry orders them by ``depends_on``)."""
+    # Imported here: a read of the derived tables (``derive.queries``, which
+    # ``memstore memories list`` uses) loads this package without needing them.
+    from memstore.derive.memories.projection import (
+        CursorsProjection,
+        FailuresProjection,
+        GenerationsProjection,
+        L1Projection,
+    )
+    from memstore.derive.persona.projection import L3Projection
+    from memstore.derive.scenes.projection import L2Projection
+
     return [
         GenerationsProjection(),
         L1Projection(),

@@ -8,7 +8,6 @@ dimension, other prefixes) and must *not* change otherwise.
 
 from __future__ import annotations
 
-import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import ClassVar
@@ -17,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memstore.errors import EmbeddingError
+from memstore.texthash import content_hash
 
 FloatArray = npt.NDArray[np.float32]
 
@@ -120,13 +120,6 @@ def l2_normalize(arr: FloatArray) -> FloatArray:
     norms = np.linalg.norm(arr, axis=1, keepdims=True).astype(np.float32)
     result: FloatArray = (arr / norms).astype(np.float32, copy=False)
     return result
-
-
-def content_hash(text: str) -> str:
-    """sha256 hex of the text's UTF-8 bytes: with ``model_id`` it keys the vector cache."""
-    # surrogatepass: a lone surrogate (from a broken decoder upstream) must
-    # still hash, not raise; for valid text the bytes are plain UTF-8.
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def to_blob(vec: npt.ArrayLike) -> bytes:

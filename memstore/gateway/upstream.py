@@ -108,9 +108,7 @@ def health(store: StoreDep, request: Request) -> dict[str, Any]:
 
 @router.post("/recall")
 def recall(store: StoreDep, body: RecallRequest, request: Request) -> dict[str, Any]:
-    rec = store.recall(
-        body.query, user_id=_user(request, body.user_id), session_id=body.session_key
-    )
+    rec = store.recall(_user(request, body.user_id), body.query, session_id=body.session_key)
     return {"context": rec.text, "strategy": _strategy(store), "memory_count": len(rec.memories)}
 
 
@@ -127,7 +125,7 @@ def capture(store: StoreDep, body: CaptureRequest, request: Request) -> dict[str
 @router.post("/search/memories")
 def search_memories(store: StoreDep, body: MemorySearchRequest, request: Request) -> dict[str, Any]:
     hits = store.search_memories(
-        body.query, user_id=_user(request, body.user_id),
+        _user(request, body.user_id), body.query,
         type=cast(MemoryType | None, body.type or None),  # the store checks it
         scene=body.scene or None, limit=body.limit,
     )  # fmt: skip
@@ -139,7 +137,7 @@ def search_conversations(
     store: StoreDep, body: ConversationSearchRequest, request: Request
 ) -> dict[str, Any]:
     hits = store.search_conversations(
-        body.query, user_id=_user(request, body.user_id),
+        _user(request, body.user_id), body.query,
         session_id=opt_id("session_key", body.session_key), limit=body.limit,
     )  # fmt: skip
     return {"results": conversations_text(hits), "total": len(hits)}

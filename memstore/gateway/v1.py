@@ -188,13 +188,11 @@ def scenes(
 def search(store: StoreDep, body: SearchBody) -> list[dict[str, Any]]:
     """Keyword, vector or hybrid search of memories (L1) or conversations (L0)."""
     if body.layer == "memories":
-        hits = store.search_memories(
-            body.query, user_id=body.user_id, type=body.type, scene=body.scene,
+        hits = store.search_memories(body.user_id, body.query, type=body.type, scene=body.scene,
             limit=body.limit, strategy=body.strategy,
         )  # fmt: skip
     else:
-        hits = store.search_conversations(
-            body.query, user_id=body.user_id, session_id=body.session_id,
+        hits = store.search_conversations(body.user_id, body.query, session_id=body.session_id,
             limit=body.limit, strategy=body.strategy,
         )  # fmt: skip
     return [h.to_dict() for h in hits]
@@ -205,8 +203,7 @@ def recall(store: StoreDep, body: RecallBody) -> dict[str, Any]:
     """The context to inject before a turn, split into the stable part (persona,
     navigation, standing instructions: cache it in the system prompt) and the
     per-turn part (memories relevant to this query)."""
-    rec = store.recall(
-        body.query, user_id=body.user_id, session_id=body.session_id,
+    rec = store.recall(body.user_id, body.query, session_id=body.session_id,
         budget_chars=body.budget_chars,
     )  # fmt: skip
     standing = [asdict(m) for m in rec.memories if m.standing]

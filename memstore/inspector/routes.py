@@ -102,7 +102,7 @@ def _memories(
     store: Any, user: str, type_: str | None, generation: int | None, q: str, retired: bool
 ) -> list[dict[str, Any]]:
     if q.strip():
-        hits = store.search_memories(q, user_id=user, type=type_, limit=20)
+        hits = store.search_memories(user, q, type=type_, limit=20)
         return [
             {"memory_id": h.ref, "content": h.text, "type": h.type, "scene_name": h.scene,
              "priority": h.priority, "status": "active", "score": round(h.score, 3)}
@@ -177,7 +177,7 @@ def forget(
 @router.get("/session", response_class=HTMLResponse)
 def session(request: Request, who: Who, store: StoreDep, u: str, s: str) -> HTMLResponse:
     msgs = store.session_messages(u, s)
-    known = {x["memory_id"]: x for x in store.list_memories(u, include_retired=True)}
+    known = {x.memory_id: x for x in store.list_memories(u, include_retired=True)}
     return page(request, who, "session.html", u=u, s=s, messages=msgs, known=known)
 
 
@@ -198,9 +198,7 @@ def recall(
         except ValueError:
             raise InvalidInputError(f"threshold must be a number, got {threshold!r}") from None
     preview = (
-        store.recall_preview(
-            q, user_id=u, threshold=gate, budget_chars=_int_or_none("budget", budget)
-        )
+        store.recall_preview(u, q, threshold=gate, budget_chars=_int_or_none("budget", budget))
         if q.strip()
         else None
     )

@@ -22,7 +22,7 @@ from memstore.errors import InvalidInputError
 from memstore.events.log import NewEvent
 from memstore.kernel import Kernel
 from memstore.l0.events import MessagesCaptured, l0_stream
-from memstore.records import Message
+from memstore.records import NewMessage
 from memstore.text import clean_text, sanitize_message
 from memstore.timeutil import from_iso, parse_when, to_iso
 from memstore.validate import check_id as check_id  # re-exported: older callers import it here
@@ -230,9 +230,9 @@ def turn_messages(
     *,
     timestamp: str | datetime | float | None,
     turn_id: str | None,
-) -> list[Message]:
+) -> list[NewMessage]:
     """One user/assistant exchange as messages (ids ``<turn_id>:0`` and ``:1``)."""
-    msgs: list[Message] = [{"role": "user", "content": user_text}]
+    msgs: list[NewMessage] = [{"role": "user", "content": user_text}]
     if assistant_text is not None:
         msgs.append({"role": "assistant", "content": assistant_text})
     for i, m in enumerate(msgs):

@@ -98,7 +98,7 @@ def build_server(
         """What the agent should know about the user for this message: persona,
         standing instructions, scene navigation and the memories and conversation
         excerpts relevant to `query` (empty when nothing is relevant)."""
-        return store_for().recall(query, user_id=_user(), budget_chars=budget_chars).text
+        return store_for().recall(_user(), query, budget_chars=budget_chars).text
 
     @mcp.tool()
     @_reported
@@ -111,7 +111,7 @@ def build_server(
     ) -> list[dict[str, Any]]:
         """Search the user's live memories (facts, preferences, events, instructions)."""
         hits = store_for().search_memories(
-            query, user_id=_user(), type=type, scene=scene, limit=limit, strategy=strategy
+            _user(), query, type=type, scene=scene, limit=limit, strategy=strategy
         )
         return [
             {"memory_id": h.ref, "content": h.text, "type": h.type, "scene": h.scene,
@@ -129,7 +129,7 @@ def build_server(
     ) -> list[dict[str, Any]]:
         """Search the user's past conversation messages (optionally one session)."""
         hits = store_for().search_conversations(
-            query, user_id=_user(), session_id=session_id, limit=limit, strategy=strategy
+            _user(), query, session_id=session_id, limit=limit, strategy=strategy
         )
         return [
             {"message_id": h.ref, "session_id": h.session_id, "role": h.role,

@@ -37,9 +37,9 @@ from memstore.derive.events import (
     ScenesUpdated,
 )
 from memstore.derive.memories.fts_index import MemoryFts
-from memstore.embeddings import content_hash
 from memstore.events.log import StoredEvent
 from memstore.projections.base import Projection
+from memstore.texthash import content_hash
 
 COPY_LAYERS = ("l2", "l3")  # from_layer values that copy L1 from the base generation
 DIRECT_ORIGINS = ("user_stated", "host")  # memories no extraction produced

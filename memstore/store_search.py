@@ -1,0 +1,197 @@
+"""The Store's search, recall and embedding methods (``Store`` inherits them).
+
+Keyword, vector and hybrid search over a user's messages (L0) and memories
+(L1), ``recall`` (what a host injects before a turn) and its parts and
+preview, and the vector indexer's state. The user comes first, as in every
+per-user method (``memstore.user_first``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from memstore import recall as recall_api
+from memstore import validate as v
+from memstore.config import Settings
+from memstore.db.engine import Database
+from memstore.derive.context import DeriveContext
+from memstore.derive.queries import forgotten_sources
+from memstore.embeddings import Embedder
+from memstore.recall.compose import STABLE_SHARE, Recall
+from memstore.recall.compose import stable_part as stable_part_of
+from memstore.recall.nulls import warm_up
+from memstore.recall.preview import RecallPreview
+from memstore.recall.preview import preview as recall_preview_of
+from memstore.records import EmbeddingStatus, MemoryType, SearchStrategy
+from memstore.search import Hit, SearchEngine
+from memstore.user_first import user_id_first
+from memstore.vectors.indexer import Indexer
+from memstore.vectors.status import embedding_status
+
+
+class Searching:
+    _db: Database
+    _derivation: DeriveContext
+    _embedder: Embedder | None
+    _indexer: Indexer | None
+    _search_engine: SearchEngine
+    _settings: Settings
+
+    def _check_open(self) -> None:
+        raise NotImplementedError  # Store's
+
+    @user_id_first
+    def search_conversations(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        session_id: str | None = None,
+        limit: int = 5,
+        strategy: SearchStrategy = "hybrid",
+        speaker: str | None = None,
+    ) -> list[Hit]:
+        """Search a user's captured messages (L0); ``speaker``: only the
+        messages of that participant (their ``name``, case-insensitive).
+        Messages a memory forgotten on request came from are left out
+        (docs/forgetting.md)."""
+        self._check_open()
+        session_id = v.opt_id("session_id", session_id)
+        asked = v.search_limit(limit)  # lenient: text from a tool call is clamped
+        with self._db.read() as conn:
+            hidden = forgotten_sources(conn, v.check_id("user_id", user_id))
+        hits = self._search_engine.search(
+            "l0",
+            query,
+            user_id=user_id,
+            session_id=session_id,
+            limit=asked + len(hidden) if hidden and isinstance(asked, int) else asked,
+            strategy=strategy,
+            speaker=v.opt_name("speaker", speaker),
+        )
+        if not hidden:
+            return hits
+        kept = [h for h in hits if h.ref not in hidden]
+        return kept[:asked] if isinstance(asked, int) else kept
+
+    @user_id_first
+    def search_memories(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        type: MemoryType | None = None,
+        scene: str | None = None,
+        limit: int = 5,
+        strategy: SearchStrategy = "hybrid",
+    ) -> list[Hit]:
+        """Search a user's active L1 memories (optionally one type or scene)."""
+        self._check_open()
+        user_id = v.check_id("user_id", user_id)
+        scene = v.opt_text("scene", scene)
+        clamped = v.search_limit(limit)  # lenient: text from a tool call is clamped
+        checked = v.opt_choice("type", type, v.MEMORY_TYPES)  # the Literal is not enforced
+        return self._search_engine.search(
+            "l1",
+            query,
+            user_id=user_id,
+            type=checked,
+            scene=scene,
+            limit=clamped,
+            strategy=strategy,
+        )
+
+    def reindex(self, progress: Callable[[int], None] | None = None) -> int:
+        """Embed everything not yet embedded with the configured model, now."""
+        self._check_open()
+        progress = v.opt_callable("progress", progress)
+        if self._indexer is None:
+            return 0
+        done = self._indexer.run_until_idle(progress=progress)
+        warm_up(self._derivation)  # recall's fixed vectors, so no later recall waits for them
+        return done
+
+    def embedding_status(self) -> EmbeddingStatus:
+        """Embedder, model and how many messages and memories still wait for a vector."""
+        return embedding_status(self._db, self._embedder, self._indexer)
+
+    def pending_embeddings(self) -> int:
+        """Messages and memories still waiting for a vector; 0 without an embedder."""
+        self._check_open()
+        if self._indexer is None:
+            return 0
+        return sum(self._indexer.pending(kind) for kind in ("l0", "l1"))
+
+    @user_id_first
+    def recall(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        session_id: str | None = None,
+        budget_chars: int | None = None,
+        timeout_s: float | None = None,
+        threshold: float | None = None,
+        speaker: str | None = None,
+    ) -> Recall:
+        """What a host injects before a turn, in one call, within one character budget.
+
+        ``.stable``: persona, standing instructions, scene navigation (rarely
+        changes: put it in the system prompt). ``.per_turn``: the memories and
+        conversation excerpts relevant to ``query`` that pass the relevance
+        gate (``threshold``, default the ``recall_threshold`` setting); an
+        off-topic query gets none. ``.text`` is both. ``.memories`` and
+        ``.messages`` are typed records of what was injected. ``speaker``: only
+        that participant's messages (their ``name``, case-insensitive) and
+        the memories made from them."""
+        self._check_open()
+        return recall_api.recall(
+            self._derivation,
+            v.check_query("query", query),
+            user_id=v.check_id("user_id", user_id),
+            session_id=v.opt_id("session_id", session_id),
+            budget_chars=v.opt_int("budget_chars", budget_chars),
+            timeout_s=v.opt_seconds("timeout_s", timeout_s),
+            threshold=v.opt_number("threshold", threshold),
+            speaker=v.opt_name("speaker", speaker),
+        )
+
+    def scene_navigation(self, user_id: str, *, generation: int | None = None) -> str:
+        """The scene navigation text recall puts in the stable part."""
+        self._check_open()
+        user_id, generation = v.check_id("user_id", user_id), v.opt_int("generation", generation)
+        return recall_api.scene_navigation(self._derivation, user_id, generation=generation)
+
+    def stable_part(self, user_id: str, *, budget_chars: int | None = None) -> str:
+        """The stable part of ``recall`` alone (persona, standing instructions,
+        scene navigation), cut to the share of ``budget_chars`` (default the
+        ``recall_budget_chars`` setting) that recall gives it. It does not
+        depend on a query: a host puts it in the system prompt once per session."""
+        self._check_open()
+        user_id = v.check_id("user_id", user_id)
+        budget = v.opt_int("budget_chars", budget_chars)
+        total = self._settings.recall.budget_chars if budget is None else budget
+        return stable_part_of(self._derivation, user_id, int(total * STABLE_SHARE)).text
+
+    @user_id_first
+    def recall_preview(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        session_id: str | None = None,
+        budget_chars: int | None = None,
+        threshold: float | None = None,
+    ) -> RecallPreview:
+        """``recall`` for ``query`` (exactly what a host would receive) plus
+        every candidate the searches found, with its scores and whether the
+        gate dropped it and why."""
+        self._check_open()
+        return recall_preview_of(
+            self._derivation,
+            v.check_query("query", query),
+            user_id=v.check_id("user_id", user_id),
+            session_id=v.opt_id("session_id", session_id),
+            budget_chars=v.opt_int("budget_chars", budget_chars),
+            threshold=v.opt_number("threshold", threshold),
+        )
