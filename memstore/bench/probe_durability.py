@@ -17,7 +17,9 @@ Per configuration: ``capture_turn`` one turn per call (users round-robin,
 the hashing embedder with the background indexer off, so capture is
 measured alone), then ``search_conversations(strategy="keyword")`` for
 queries over the same vocabulary, then ``reindex()`` of every message
-(hashing vectors), as messages per second.
+(hashing vectors), as messages per second; last, the floor of a capture:
+each user text inserted and committed alone on a bare connection at the
+same durability (SQLite's ``sqlite3``, PostgreSQL's ``psycopg``).
 
 Usage: memstore bench durability URL [TURNS] [QUERIES]
 URL: a PostgreSQL server whose user may create databases (one is created
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import os
 import random
+import sqlite3
 import tempfile
 import time
 from collections.abc import Iterator
@@ -67,6 +70,37 @@ def _where(config: str, url: str) -> Iterator[str]:
         yield db_url
 
 
+def _raw_commits(config: str, where: str, texts: list[str]) -> list[float]:
+    """The floor of one capture: one row of each text inserted and committed
+    alone on a bare connection at the configuration's durability, in a
+    table of its own beside the store's."""
+    ms: list[float] = []
+    if config.startswith("sqlite"):
+        conn = sqlite3.connect(where, isolation_level=None)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {'FULL' if config == 'sqlite-full' else 'NORMAL'}")
+        conn.execute("CREATE TABLE raw_floor (id INTEGER PRIMARY KEY, body TEXT)")
+        for body in texts:
+            t0 = time.perf_counter()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO raw_floor (body) VALUES (?)", (body,))
+            conn.execute("COMMIT")
+            ms.append((time.perf_counter() - t0) * 1000)
+        conn.close()
+        return ms
+    import psycopg
+
+    with psycopg.connect(where.replace("postgresql+psycopg://", "postgresql://", 1)) as pg:
+        pg.execute("CREATE TABLE raw_floor (id BIGSERIAL PRIMARY KEY, body TEXT)")
+        pg.commit()
+        for body in texts:
+            t0 = time.perf_counter()
+            pg.execute("INSERT INTO raw_floor (body) VALUES (%s)", (body,))
+            pg.commit()
+            ms.append((time.perf_counter() - t0) * 1000)
+    return ms
+
+
 def measure(config: str, url: str, turns: int, n_queries: int) -> dict[str, Any]:
     settings = Settings().replace(
         embedder="hashing",
@@ -93,10 +127,12 @@ def measure(config: str, url: str, turns: int, n_queries: int) -> dict[str, Any]
         t0 = time.perf_counter()
         done = store.reindex()
         reindex_s = time.perf_counter() - t0
+        raw = _raw_commits(config, where, [u for u, _ in texts])
     return {
         "config": config,
         "capture_turn": stats(capture),
         "keyword": stats(search),
+        "raw_commit": stats(raw),
         "reindexed": done,
         "reindex_per_s": done / reindex_s if reindex_s else 0.0,
     }
@@ -111,11 +147,15 @@ def main(argv: list[str]) -> None:
     load = os.getloadavg()
     rows = [measure(c, url, turns, n_queries) for c in CONFIGS]
     print(f"{turns} turns ({2 * turns} messages) of {_USERS} users, {n_queries} keyword queries")
-    print(f"{'':<16}{'capture p50/p99 ms':>22}{'keyword p50/p95 ms':>22}{'reindex msg/s':>16}")
+    print(
+        f"{'':<16}{'capture p50/p99 ms':>22}{'raw commit p50 ms':>19}"
+        f"{'keyword p50/p95 ms':>22}{'reindex msg/s':>16}"
+    )
     for r in rows:
         c, k = r["capture_turn"], r["keyword"]
         print(
             f"{r['config']:<16}{c['p50_ms']:>10.2f} / {c['p99_ms']:<9.2f}"
+            f"{r['raw_commit']['p50_ms']:>12.2f}      "
             f"{k['p50_ms']:>10.2f} / {k['p95_ms']:<9.2f}{r['reindex_per_s']:>14.0f}"
         )
     by = {r["config"]: r for r in rows}
