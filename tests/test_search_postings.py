@@ -263,3 +263,30 @@ def test_a_user_of_a_thousand_messages_is_ranked_from_a_copy_by_default() -> Non
     # Conversation-like text at 1k messages a user cost several times FTS5's
     # own bm25() from SQL (BENCHMARKS.md, "Keyword search per user").
     assert HotPostings().min_docs <= 1_000 <= postings.MIN_DOCS * 2
+
+
+def test_one_background_load_at_a_time(store: Store) -> None:
+    _fill(store, "alice", _TEXTS, "a")
+    _fill(store, "bob", _TEXTS, "b")
+    cache = HotPostings(min_docs=1, background=store._db.read)
+    store._search_engine.hot_postings = cache
+    gate = threading.Event()
+    real_load = cache._load
+
+    def slow_load(user_id: str) -> None:
+        gate.wait(10)
+        real_load(user_id)
+
+    cache._load = slow_load  # type: ignore[method-assign]
+    with store._db.read() as conn:
+        assert not _used(conn, cache, "alice")  # starts alice's load
+        assert not _used(conn, cache, "bob")  # SQL, and no second load
+    assert list(cache._building) == ["alice"]
+    gate.set()
+    cache.wait()
+    with store._db.read() as conn:
+        assert not _used(conn, cache, "bob")  # now bob's load starts
+    cache.wait()
+    assert sorted(cache.cached_users()) == ["alice", "bob"]
+    fast, slow = _both(store, cache, "peanut", "bob")
+    assert fast == slow and fast

@@ -221,9 +221,10 @@ def run_keyword_bench(
         if per_user >= postings.MIN_DOCS:
             # Large users are ranked from in-memory postings, which load in a
             # thread on their first search (SQL answers meanwhile): load them.
+            # One load runs at a time, so each user's is awaited in turn.
             for user in sorted(set(targets)):
                 store.search_conversations("warm-up", user_id=user, strategy="keyword")
-            store.internals.search_engine.hot_postings.wait()
+                store.internals.search_engine.hot_postings.wait()
         for q, user in zip(qs, targets, strict=True):
             t0, c0 = time.perf_counter(), time.thread_time()
             store.search_conversations(q, user_id=user, limit=_TOP, strategy="keyword")

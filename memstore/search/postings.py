@@ -354,7 +354,12 @@ class HotPostings:
                 copy = _extend(raw, user_id, copy, docs, tokens)
             if copy is None and self.background is not None:
                 self._copies.pop(user_id, None)
-                self._start(user_id)
+                if not self._building:
+                    # One load at a time: with many users of a few hundred
+                    # messages searching at once, parallel loads would hold
+                    # the interpreter for all of them; the others stay on SQL
+                    # and start theirs at a later search.
+                    self._start(user_id)
                 return None
             if copy is None:
                 copy = build(raw, user_id, slot, docs, tokens)
