@@ -217,3 +217,76 @@ def test_searches_and_captures_in_threads(store: Store, hot: HotPostings) -> Non
         t.join()
     assert errors == []
     assert _both(store, hot, "咖", "u")[0] == _both(store, hot, "咖", "u")[1]
+
+
+def test_least_recently_used_copies_leave_past_the_byte_budget(store: Store) -> None:
+    _fill(store, "alice", _TEXTS, "a")
+    _fill(store, "bob", _TEXTS, "b")
+    cache = HotPostings(min_docs=1)
+    store._search_engine.hot_postings = cache
+    _both(store, cache, "peanut", "alice")
+    one = cache._copies["alice"].nbytes
+    cache.max_bytes = one + one // 2  # room for one copy, not two
+    for _ in range(3):  # searching a cached user again keeps it
+        _both(store, cache, "peanut", "alice")
+    assert cache.cached_users() == ["alice"]
+    _both(store, cache, "peanut", "bob")
+    assert cache.cached_users() == ["bob"]
+
+
+def test_many_cached_users_are_checked_for_erasure_together(store: Store) -> None:
+    users = [f"u{i:03d}" for i in range(12)]
+    for user in users:
+        _fill(store, user, _TEXTS[:3], "s")
+    cache = HotPostings(min_docs=1)
+    store._search_engine.hot_postings = cache
+    for user in users:
+        _both(store, cache, "peanut", user)
+    assert sorted(cache.cached_users()) == users
+    store.forget_user("u003")
+    store.forget_user("u007")
+    _both(store, cache, "peanut", "u000")
+    kept = cache.cached_users()
+    # Erased users leave; an erasure may also renumber later users' slots,
+    # whose copies then go too (reloaded on their next search).
+    assert "u000" in kept and not {"u003", "u007"} & set(kept)
+    with store._db.read() as conn:
+        slots = dict(conn.execute(text("SELECT user_id, slot FROM l0_user_slots")).all())
+    assert all(cache._copies[u].slot == slots[u] for u in kept)
+    for user in users:
+        if user not in ("u003", "u007"):
+            fast, slow = _both(store, cache, "peanut", user)
+            assert fast == slow and fast, user
+
+
+def test_a_user_of_a_thousand_messages_is_ranked_from_a_copy_by_default() -> None:
+    # Conversation-like text at 1k messages a user cost several times FTS5's
+    # own bm25() from SQL (BENCHMARKS.md, "Keyword search per user").
+    assert HotPostings().min_docs <= 1_000 <= postings.MIN_DOCS * 2
+
+
+def test_one_background_load_at_a_time(store: Store) -> None:
+    _fill(store, "alice", _TEXTS, "a")
+    _fill(store, "bob", _TEXTS, "b")
+    cache = HotPostings(min_docs=1, background=store._db.read)
+    store._search_engine.hot_postings = cache
+    gate = threading.Event()
+    real_load = cache._load
+
+    def slow_load(user_id: str) -> None:
+        gate.wait(10)
+        real_load(user_id)
+
+    cache._load = slow_load  # type: ignore[method-assign]
+    with store._db.read() as conn:
+        assert not _used(conn, cache, "alice")  # starts alice's load
+        assert not _used(conn, cache, "bob")  # SQL, and no second load
+    assert list(cache._building) == ["alice"]
+    gate.set()
+    cache.wait()
+    with store._db.read() as conn:
+        assert not _used(conn, cache, "bob")  # now bob's load starts
+    cache.wait()
+    assert sorted(cache.cached_users()) == ["alice", "bob"]
+    fast, slow = _both(store, cache, "peanut", "bob")
+    assert fast == slow and fast

@@ -697,12 +697,20 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
 @click.option(
     "--store", type=_FILE, required=True, help="Store file: built if missing, else reused."
 )
+@click.option(
+    "--text",
+    type=click.Choice(["chat", "template"]),
+    default="chat",
+    show_default=True,
+    help="Conversation-like text one turn per capture, or the old template sentences.",
+)
 @json_opt
 def bench_keyword(
-    users: int, per_user: int, queries: int, store: Path, json_path: Path | None
+    users: int, per_user: int, queries: int, store: Path, text: str, json_path: Path | None
 ) -> None:
-    """Keyword search p50/p95 with per-user BM25, next to FTS5 + bm25() over the
-    same user's rows, and how often their top 10 agree.
+    """Keyword search p50/p95 with per-user BM25, next to a standalone FTS5 +
+    bm25() table holding only the same user's messages, and how often their
+    top 10 agree.
 
     \b
     Example:
@@ -714,7 +722,7 @@ def bench_keyword(
     if min(users, per_user, queries) < 1:
         raise click.BadParameter("--users, --per-user and --queries must be positive")
     res = run_keyword_bench(
-        users=users, per_user=per_user, n_queries=queries, store_path=store, log=log
+        users=users, per_user=per_user, n_queries=queries, store_path=store, log=log, text=text
     )
     click.echo(format_keyword_bench(res))
     save(res, "keyword", json_path)

@@ -294,16 +294,19 @@ def forgotten_memories(conn: Connection, user_id: str) -> list[Forgotten]:
     return [Forgotten(str(r.memory_id), str(r.content), int(r.updated_position)) for r in rows]
 
 
+_FORGOTTEN = (
+    "SELECT source_message_ids FROM l1_memories "
+    "WHERE user_id = ? AND status = 'retired' AND retired_by = 'forgotten'"
+)
+
+
 def forgotten_sources(conn: Connection, user_id: str) -> set[str]:
     """The messages memories forgotten on request were extracted from: recall
     and conversation search leave them out (they hold the forgotten fact),
     the log keeps them until they are erased."""
-    m = l1_memories.c
-    rows = conn.execute(
-        select(m.source_message_ids).where(
-            m.user_id == user_id, m.status == "retired", m.retired_by == "forgotten"
-        )
-    )
+    # Plain SQL on the driver: every keyword and hybrid search asks this, and
+    # building the Core statement cost more than running it.
+    rows = driver_rows(conn, driver_sql(conn, _FORGOTTEN), (user_id,))
     return {str(i) for (ids,) in rows for i in json.loads(ids)}
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +45,6 @@ from memstore.text.terms import (
     TEXT_COLUMN,
     fts_tokens,
     is_common,
-    parse_repeats,
 )
 
 K1 = 1.2
@@ -277,6 +277,42 @@ def _lengths(sizes: Sequence[bytes]) -> Any:
     return np.array([_doc_length(s) for s in sizes], dtype=np.float64)
 
 
+@functools.lru_cache(maxsize=256)
+def _repeats_pattern(keys: tuple[str, ...]) -> re.Pattern[str]:
+    """Finds ``<column><token>:<count>`` for ``keys`` in repeats joined by
+    newlines (the format of memstore.text.terms.document_stats: parts
+    separated by spaces; a token holds neither a space nor a colon)."""
+    alternatives = "|".join(re.escape(key) for key in keys)
+    return re.compile(f"(?:^| )({alternatives}):([0-9]+)", re.MULTILINE)
+
+
+def _stored_counts(
+    keys: dict[tuple[int, str], list[int]], repeats: Sequence[str | None], has: Any, tf: Any
+) -> None:
+    """Set ``tf[d, i]`` to message ``d``'s stored count of phrase ``i`` for
+    the phrases in ``keys``. One regular expression over all the matched
+    messages' repeats joined, rather than parsing each message's whole list
+    in Python (that parse was a third of a keyword search)."""
+    rows = [d for d, r in enumerate(repeats) if r]
+    if not rows:
+        return
+    texts = [r for r in repeats if r]
+    joined = "\n".join(texts)
+    found = [
+        (m.start(1), m.group(1), m.group(2))
+        for m in _repeats_pattern(tuple(f"{c}{t}" for c, t in keys)).finditer(joined)
+    ]
+    if not found:
+        return
+    # Each match's message: the joined strings' start offsets, searched.
+    starts: Any = np.cumsum([0] + [len(t) + 1 for t in texts[:-1]])
+    owners = np.asarray(rows)[np.searchsorted(starts, [f[0] for f in found], side="right") - 1]
+    for d, (_, key, count) in zip(owners.tolist(), found, strict=True):
+        for i in keys[(int(key[0]), key[1:])]:
+            if has[d, i]:
+                tf[d, i] = int(count)
+
+
 def rank(
     phrases: list[Phrase], rows: Sequence[Any], user_docs: int, user_tokens: int, k: int
 ) -> list[tuple[int, float]]:
@@ -300,13 +336,7 @@ def rank(
         else:
             keys.setdefault((p.column, p.tokens[0]), []).append(i)
     if keys:
-        for d, r in enumerate(repeats):
-            if r is None:
-                continue
-            for key, count in parse_repeats(r).items():
-                for i in keys.get(key, ()):
-                    if has[d, i]:
-                        tf[d, i] = count
+        _stored_counts(keys, repeats, has, tf)
     if counted:
         # Only the counted phrases a message holds, only in the columns they
         # search: a function word matches most messages, and tokenising each

@@ -1,0 +1,23 @@
+"""``memstore bench durability`` on tiny stores: every configuration
+captures, searches, reindexes and measures its raw-commit floor; the
+PostgreSQL ones need the shared test server (MEMSTORE_TEST_PG_URL)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from memstore.bench.probe_durability import CONFIGS, measure
+
+_PG = os.environ.get("MEMSTORE_TEST_PG_URL", "")
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_each_configuration_measures_all_figures(config: str) -> None:
+    if config.startswith("pg") and not _PG:
+        pytest.skip("needs MEMSTORE_TEST_PG_URL")
+    res = measure(config, _PG, turns=6, n_queries=3)
+    assert res["capture_turn"]["n"] == res["raw_commit"]["n"] == 6
+    assert res["keyword"]["n"] == 3
+    assert res["reindexed"] == 12  # every message of the six turns embedded
