@@ -80,13 +80,20 @@ def runner() -> CliRunner:
 def test_bench_eventlog(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "ev.json"
     r = runner.invoke(
-        cli, ["bench", "eventlog", "--n", "1000", "--json", str(out), "--workdir", str(tmp_path)]
+        cli,
+        [
+            *("bench", "eventlog", "--n", "1000", "--messages", "400"),
+            *("--json", str(out), "--workdir", str(tmp_path)),
+        ],
     )
     assert r.exit_code == 0, r.output
     assert "1000 per transaction" in r.output and "rebuild" in r.output
     data = json.loads(out.read_text())
     assert [a["per_txn"] for a in data["append"]] == [1, 100, 1000]
     assert data["rebuild"]["events_per_s"] > 0 and "command" in data["meta"]
+    # The rebuilt log is conversation-like text captured one turn per call.
+    assert data["rebuild"]["events"] == 200
+    assert data["rebuild"]["text_bytes_per_message"] > 150
 
 
 @pytest.mark.slow  # the whole benchmark: two layouts, capture and search timings

@@ -10,11 +10,14 @@ while the ratio to a bare ``executemany`` says how much the log layer costs:
   ``events`` table (same DDL and indexes, copied from the store) in a
   separate file with the same driver and pragmas (WAL, synchronous=NORMAL);
 - rebuild replays, through every projection, a log of CAPTURED MESSAGES only
-  (``messages`` of them, two per event like ``capture_turn``: what a real log
-  is mostly made of), in its own file; the reference reads the same rows and
-  decodes their JSON payloads with the bare driver, the floor of any replay.
-  Benchmark-only events, which no projection but the counters reads, would
-  flatter the figure.
+  (``messages`` of them: conversation-like text from ``chattext``, ~240 B a
+  message over a vocabulary of thousands of words, written by
+  ``Store.capture_turn`` one turn per call as hosts do), in its own file; the
+  reference reads the same rows and decodes their JSON payloads with the bare
+  driver, the floor of any replay. Benchmark-only events, which no projection
+  but the counters reads, would flatter the figure, and so would template
+  text (short messages over a few dozen words keep every index small and
+  every per-word cache warm).
 """
 
 from __future__ import annotations
@@ -31,16 +34,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memstore.bench.chattext import ChatText
 from memstore.config import Settings
 from memstore.db.driver import sqlite_module
 from memstore.events.log import NewEvent
 from memstore.events.types import Event, registry
-from memstore.l0.capture import capture_event, prepare_messages
 from memstore.store import Store
 from memstore.timeutil import system_clock, to_iso
 
 TARGET_APPEND_RATIO = 0.5
 TARGET_REBUILD_EPS = 20_000.0
+# Or this fraction of reading and decoding the same log, in the same run.
+TARGET_REBUILD_RATIO = 0.1
 
 
 @dataclass(frozen=True)
@@ -153,31 +158,28 @@ def _raw_replay(path: Path, clock: Callable[[], float] = time.perf_counter) -> f
     return took
 
 
-def _captured_log(store: Store, messages: int, users: int) -> None:
-    """``messages`` messages as two-message captures (the events ``Store.capture``
-    appends), 1000 events per transaction so filling is not what is measured."""
-    now = system_clock()
-    evs: list[NewEvent] = []
+def _captured_log(store: Store, messages: int, users: int) -> float:
+    """``messages`` messages of conversation-like text, one ``capture_turn``
+    per user/assistant pair, users round-robin, 50 turns per session: the log
+    (and the projections' layout) a host leaves. Returns the seconds it took."""
+    chat = ChatText(seed=0)
+    t0 = time.perf_counter()
     for i in range(messages // 2):
-        user, session = f"u{i % users:03d}", f"s{i // (users * 10)}"
-        msgs = [
-            {"role": "user", "content": f"turn {i}: we talked about trips and dinners in town"},
-            {"role": "assistant", "content": f"reply {i}: noted, the dinner was on the 12th"},
-        ]
-        fresh = prepare_messages(session, msgs, now=now, max_bytes=100_000)
-        evs.append(capture_event(user, session, None, fresh))
-        if len(evs) == 1000:
-            store.append(evs)
-            evs = []
-    if evs:
-        store.append(evs)
+        user_text, reply = chat.turn()
+        store.capture_turn(
+            f"u{i % users:03d}", f"s{i // (users * 50)}", user_text, reply, turn_id=f"t{i}"
+        )
+    return time.perf_counter() - t0
 
 
 def rebuild_captured(base: Path, messages: int, users: int = 100) -> dict[str, Any]:
     """Rebuild of a log of captured messages next to reading + decoding it."""
     store = Store.open(base / "captured.db", settings=bench_settings())
     try:
-        _captured_log(store, messages, users)
+        fill_s = _captured_log(store, messages, users)
+        with store.internals.db.read() as conn:
+            text_b = conn.exec_driver_sql("SELECT avg(length(CAST(text AS BLOB))) FROM l0_messages")
+            avg_text = float(text_b.scalar_one() or 0)
         load_before = _loadavg()
         t0, c0 = time.perf_counter(), time.process_time()
         replayed = store.rebuild()
@@ -191,6 +193,8 @@ def rebuild_captured(base: Path, messages: int, users: int = 100) -> dict[str, A
     return {
         "events": replayed,
         "captured_messages": messages,
+        "text_bytes_per_message": avg_text,
+        "fill_seconds": fill_s,
         "events_per_s": replayed / took,
         "messages_per_s": messages / took,
         "raw_read_decode_events_per_s": replayed / raw_took,
@@ -299,7 +303,9 @@ def run_eventlog(
                 "batched_append_ratio_min": TARGET_APPEND_RATIO,
                 "batched_append_ratio_met": min(batched) >= TARGET_APPEND_RATIO,
                 "rebuild_events_per_s_min": TARGET_REBUILD_EPS,
-                "rebuild_met": results["rebuild"]["events_per_s"] >= TARGET_REBUILD_EPS,
+                "rebuild_ratio_min": TARGET_REBUILD_RATIO,
+                "rebuild_met": results["rebuild"]["cpu_events_per_s"] >= TARGET_REBUILD_EPS
+                or results["rebuild"]["cpu_ratio"] >= TARGET_REBUILD_RATIO,
             }
             if profile or not results["targets"]["batched_append_ratio_met"]:
                 results["profile_append_1000"] = profile_append(store, start, 1000, streams)
@@ -330,9 +336,11 @@ def format_eventlog(res: dict[str, Any]) -> str:
         f"{rb['cpu_raw_events_per_s']:>13,.0f}{rb['cpu_ratio']:>8.2f}"
     )
     lines.append(
-        f"  rebuild: {rb['events']} capture events ({rb['captured_messages']} messages, "
-        f"{rb['messages_per_s']:,.0f}/s) in {rb['seconds']:.2f} s; raw = read + json-decode "
-        f"of the same log; load average {rb['loadavg']}"
+        f"  rebuild: {rb['events']} capture events ({rb['captured_messages']} messages of "
+        f"{rb['text_bytes_per_message']:.0f} B, captured one turn per call in "
+        f"{rb['fill_seconds']:.0f} s; {rb['messages_per_s']:,.0f} messages/s) in "
+        f"{rb['seconds']:.2f} s; raw = read + json-decode of the same log; "
+        f"load average {rb['loadavg']}"
     )
     d = res.get("durability")
     if d:
@@ -349,6 +357,7 @@ def format_eventlog(res: dict[str, Any]) -> str:
     lines.append(
         f"targets: batched append >= {t['batched_append_ratio_min']:.0%} of raw: "
         f"{'met' if t['batched_append_ratio_met'] else 'MISSED'}; rebuild >= "
-        f"{t['rebuild_events_per_s_min']:,.0f} ev/s: {'met' if t['rebuild_met'] else 'MISSED'}"
+        f"{t['rebuild_events_per_s_min']:,.0f} ev/s of CPU or >= {t['rebuild_ratio_min']:.0%} "
+        f"of raw: {'met' if t['rebuild_met'] else 'MISSED'}"
     )
     return "\n".join(lines)

@@ -1,10 +1,11 @@
 """Bytes per message of a store filled the way a host fills it
 
-Every call is one ``capture_turn`` (a user message and its reply, with a
-turn id and a timestamp, as the Hermes provider captures), users round-robin,
-with the defaults otherwise (context vectors on, hashing 384-d embedder so
-the fill is fast; e5 also stores 384 float32s per vector). Then every message
-is embedded (``reindex``) and ``dbstat`` gives each table's bytes per message.
+Every call is one ``Store.capture_turn`` (a user message and its reply of
+conversation-like text from ``chattext``, ~240 B a message over thousands of
+distinct words, with a turn id), users round-robin, with the defaults
+otherwise (context vectors on, hashing 384-d embedder so the fill is fast;
+e5 also stores 384 float32s per vector). Then every message is embedded
+(``reindex``) and ``dbstat`` gives each table's bytes per message.
 
     memstore bench bytes-per-message \
         --messages 100000 --users 100 --path /tmp/storage-100k.db
@@ -17,47 +18,30 @@ from __future__ import annotations
 
 import argparse
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from memstore.bench.capture_search import text_pool
+from memstore.bench.chattext import ChatText
 from memstore.config import Settings
-from memstore.events.log import NewEvent
-from memstore.l0.capture import capture_event, prepare_messages, turn_messages
 from memstore.store import Store
 
 
 def fill(store: Store, messages: int, users: int) -> float:
-    """One ``l0.captured`` event per turn (two messages), exactly the event
-    ``capture_turn`` writes, appended 500 events per transaction through the
-    kernel (the same projections and hooks run): per-call capture took
-    ~80 ms a turn wall at load 20, over an hour for 100k messages. Returns
-    the seconds it took."""
-    pool = text_pool(min(messages, 50_000))
-    start = datetime(2024, 1, 1, tzinfo=UTC)
+    """``messages // 2`` calls of ``capture_turn``, one durable transaction
+    each, as a host makes them: batched appends lay out FTS segments and index
+    pages differently, and the figure is about what hosts leave. Returns the
+    seconds it took."""
+    chat = ChatText(seed=0)
     t0 = time.perf_counter()
-    batch: list[NewEvent] = []
     for turn in range(messages // 2):
-        user = f"u{turn % users:04d}"
-        session = f"s{turn // users // 50}"
-        msgs = turn_messages(
-            pool[(2 * turn) % len(pool)],
-            pool[(2 * turn + 1) % len(pool)],
-            timestamp=start + timedelta(seconds=2 * turn),
+        user_text, reply = chat.turn()
+        store.capture_turn(
+            f"u{turn % users:04d}",
+            f"s{turn // users // 50}",
+            user_text,
+            reply,
+            timestamp=1_704_067_200 + 2 * turn,
             turn_id=f"t{turn}",
         )
-        prepared = prepare_messages(
-            session,
-            msgs,
-            now=store.internals.kernel.clock(),
-            max_bytes=store.settings.storage.max_message_bytes,
-        )
-        batch.append(capture_event(user, session, "hermes", prepared))
-        if len(batch) == 500:
-            store.internals.kernel.append(batch)
-            batch = []
-    if batch:
-        store.internals.kernel.append(batch)
     return time.perf_counter() - t0
 
 

@@ -93,13 +93,14 @@ def _ascii_roots(words: list[str]) -> list[str] | None:
 def _repeated(column: str, tokens: list[str], stop: frozenset[str]) -> list[str]:
     """``document_stats``' parts for one column: each token other than ``stop``
     words that occurs more than once, in order of first occurrence."""
-    if len(set(tokens)) == len(tokens):
+    # One count of every token (in C), stop words dropped while reading the
+    # counts: conversation text nearly always repeats a function word, so the
+    # former distinct-token checks and the filtered copy before counting were
+    # paid per message for nothing (~40% of this function on chat text).
+    counts = Counter(tokens)
+    if len(counts) == len(tokens):
         return []
-    # Function words are most of the repeats: drop them before counting.
-    content = [t for t in tokens if t not in stop]
-    if len(set(content)) == len(content):
-        return []
-    return [f"{column}{t}:{n}" for t, n in Counter(content).items() if n > 1]
+    return [f"{column}{t}:{n}" for t, n in counts.items() if n > 1 and t not in stop]
 
 
 def _repeats(tokens: list[str], roots: list[str]) -> str | None:
