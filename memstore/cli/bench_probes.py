@@ -23,6 +23,11 @@ PROBES: dict[str, tuple[str, str, str]] = {
         "STORE [TURNS]",
         "Idle capture cost (indexer stopped) against a raw write transaction.",
     ),
+    "embed-rate": (
+        "probe_embed_rate",
+        "[--messages N] [--rounds N] [--capture TURNS]",
+        "e5 messages/s on captured conversation text, and capture during its backlog.",
+    ),
     "keyword-steady": (
         "probe_keyword_steady",
         "STORE [QUERIES] [RESULTS.json]",
@@ -44,6 +49,7 @@ PROBES: dict[str, tuple[str, str, str]] = {
 EXAMPLES = {
     "bytes-per-message": "--messages 100000 --users 100 --path /tmp/storage-100k.db",
     "capture-idle": "/tmp/copy-of-store.db 600",
+    "embed-rate": "--messages 200 --rounds 2 --capture 40",
     "keyword-steady": "/tmp/copy-of-keyword-store.db 400",
     "openmp-policy": "--queries 30",
     "pgvector-knn": "postgresql://me@localhost/scratch 100 --drop",
