@@ -101,7 +101,8 @@ def main(argv: list[str]) -> None:
                 rates[context].append(got)
                 print(
                     f"round {r + 1}, context vectors {'on ' if context else 'off'}: "
-                    f"{got['per_s']:.1f} messages/s, {got['per_cpu_s']:.1f} per CPU s "
+                    f"{got['messages']:.0f} messages embedded, {got['per_s']:.1f} messages/s, "
+                    f"{got['per_cpu_s']:.1f} per CPU s "
                     f"(load average {os.getloadavg()[0]:.1f})",
                     flush=True,
                 )
