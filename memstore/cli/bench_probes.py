@@ -28,6 +28,11 @@ PROBES: dict[str, tuple[str, str, str]] = {
         "URL [TURNS] [QUERIES]",
         "SQLite and PostgreSQL at the same durability: capture, keyword search, reindex.",
     ),
+    "embed-rate": (
+        "probe_embed_rate",
+        "[--messages N] [--rounds N] [--capture TURNS]",
+        "e5 messages/s on captured conversation text, and capture during its backlog.",
+    ),
     "keyword-steady": (
         "probe_keyword_steady",
         "STORE [QUERIES] [RESULTS.json]",
@@ -50,6 +55,7 @@ EXAMPLES = {
     "bytes-per-message": "--messages 100000 --users 100 --path /tmp/storage-100k.db",
     "capture-idle": "/tmp/copy-of-store.db 600",
     "durability": "postgresql+psycopg://me@localhost/postgres 400 200",
+    "embed-rate": "--messages 200 --rounds 2 --capture 40",
     "keyword-steady": "/tmp/copy-of-keyword-store.db 400",
     "openmp-policy": "--queries 30",
     "pgvector-knn": "postgresql://me@localhost/scratch 100 --drop",
