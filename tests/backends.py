@@ -68,7 +68,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def runs_on_both(node: pytest.Item, path: Path) -> bool:
-    return "contract" in path.parts or node.get_closest_marker("both_backends") is not None
+    in_contract = path.parent.name == "contract" and path.parent.parent.name == "tests"
+    return in_contract or node.get_closest_marker("both_backends") is not None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -400,6 +400,7 @@ SQLITE_ONLY_TESTS: dict[str, str] = {
             "test_inspector_http.py",
             "test_mcp.py",
             "test_pipeline_cli.py",
+            "test_import_jsonl.py",
             "test_llm_backend.py",
             "test_llm_fallback.py",
             "test_llm_faults.py",

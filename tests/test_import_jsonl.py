@@ -6,12 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from memstore import Settings, Store
 from tests.porting_support import cli_env, run_cli
-
-pytestmark = pytest.mark.both_backends
 
 __all__ = ["cli_env"]
 

@@ -20,10 +20,8 @@ from tests.backends import Targets
 
 from .test_search_noise import CHAT, EVERYDAY, FILLER
 
-pytestmark = pytest.mark.both_backends
-
 # The real e5 model (seconds of CPU to load and embed): with the slow tests.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
 
 OFF_TOPIC = (
     "What is the capital of Australia?",

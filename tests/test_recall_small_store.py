@@ -27,9 +27,7 @@ import pytest
 from memstore import Settings, Store
 from tests.backends import Targets
 
-pytestmark = pytest.mark.both_backends
-
-pytestmark = pytest.mark.slow  # the real e5 model
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends]  # the real e5 model
 
 CORPUS = Path(__file__).parent / "data" / "small_store_corpus.json"
 ANSWERED_FLOOR = 0.60  # measured 17/28
