@@ -12,8 +12,9 @@ from memstore import Settings
 from memstore.store import Store
 
 # The pipeline tests' shared fixtures (clock, env) live with their helpers;
-# new stores start as a copy of a migrated template (tests/fresh_store.py).
-pytest_plugins = ["tests.pipeline_support", "tests.fresh_store"]
+# new stores start as a copy of a migrated template (tests/fresh_store.py);
+# which engine a test's store is on comes from tests/backends.py.
+pytest_plugins = ["tests.pipeline_support", "tests.fresh_store", "tests.backends"]
 
 # The developer's home as the session started (an xdist worker is handed it
 # by the controller, whose HOME is already the session's temporary one);
@@ -92,8 +93,10 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(db_path: Path, settings: Settings) -> Iterator[Store]:
-    s = Store.open(db_path, settings=settings)
+def store(target: str, settings: Settings) -> Iterator[Store]:
+    """A fresh store on the test's engine (SQLite unless the module runs on
+    both: tests/backends.py); on SQLite it is the file at ``db_path``."""
+    s = Store.open(target, settings=settings)
     try:
         yield s
     finally:

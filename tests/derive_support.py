@@ -24,7 +24,7 @@ DERIVED_TABLES = {
 }
 
 
-def open_store(path: Path, settings: Settings) -> Store:
+def open_store(path: Path | str, settings: Settings) -> Store:
     return Store.open(path, settings=settings)
 
 

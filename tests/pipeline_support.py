@@ -32,6 +32,7 @@ from memstore.pipeline.state import get_session
 from memstore.projections.stats import StatsProjection
 from memstore.store import Store
 from memstore.timeutil import UTC, timedelta, to_iso
+from tests.backends import Targets
 
 T0 = datetime(2030, 1, 7, 9, 0, 0, tzinfo=UTC)
 
@@ -174,7 +175,7 @@ class FakeDeriver:
         return self.persona_is_due and user_id not in self.persona_done
 
 
-def open_store(path: Path, clock: Any = None, **settings: Any) -> Store:
+def open_store(path: Path | str, clock: Any = None, **settings: Any) -> Store:
     s = Settings().replace(embedder="hashing", scheduler=False, **settings)
     kwargs: dict[str, Any] = {} if clock is None else {"clock": clock}
     # The pipeline reads cursors, failures and generations from the derivation
@@ -234,9 +235,12 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def env(tmp_path: Path, clock: FakeClock) -> Iterator[tuple[Store, PipelineService, FakeDeriver]]:
-    """A store with a pipeline service driven by the fake deriver and clock."""
-    store = open_store(tmp_path / "m.db", clock)
+def env(
+    new_target: Targets, clock: FakeClock
+) -> Iterator[tuple[Store, PipelineService, FakeDeriver]]:
+    """A store with a pipeline service driven by the fake deriver and clock,
+    on the test's engine (tests/backends.py)."""
+    store = open_store(new_target("m.db"), clock)
     der = FakeDeriver()
     svc = PipelineService(store._derivation, deriver=der)
     try:

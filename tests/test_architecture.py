@@ -362,3 +362,110 @@ def test_the_store_keeps_its_parts_private(tmp_path: Path) -> None:
         assert all(hasattr(store, f"_{n}") for n in STORE_INTERNALS)
         # The read-only accessor hands out the frozen settings the store runs on.
         assert store.settings is store.internals.settings
+
+
+# -- engine behaviour is tested on both backends --------------------------------
+
+# A test module that opens a store runs on SQLite and on PostgreSQL
+# (``pytestmark = pytest.mark.both_backends``, or a place under tests/contract/;
+# see tests/backends.py), or is named here with the reason it does not.
+SQLITE_ONLY_TESTS: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "test_db_checkpoint.py",
+            "test_fresh_store.py",
+            "test_fts_tidy.py",
+            "test_search_memories_bm25.py",
+            "test_search_postings.py",
+            "test_vectors_store.py",
+            "test_l0_replay.py",
+            "test_reliability_query_plans.py",
+            "test_reliability_durability.py",
+            "test_reliability_locks.py",
+            "test_migrations.py",
+            "test_reliability_migrations.py",
+            "test_event_packing.py",
+        ),
+        "SQLite's own files, pragmas, WAL, FTS5 or sqlite-vec internals, or SQLite revisions",
+    ),
+    **dict.fromkeys(
+        (
+            "test_bench_large_user.py",
+            "test_bench_recall.py",
+            "test_bench_scale_db.py",
+            "test_cli_first_hour.py",
+            "test_gateway_client.py",
+            "test_hermes_concurrency.py",
+            "test_inspector_browser.py",
+            "test_inspector_http.py",
+            "test_mcp.py",
+            "test_pipeline_cli.py",
+            "test_import_jsonl.py",
+            "test_llm_backend.py",
+            "test_llm_fallback.py",
+            "test_llm_faults.py",
+            "test_llm_hermes.py",
+            "test_log_privacy.py",
+        ),
+        "a host, the LLM client or a benchmark in front of the Store; the engine's side of "
+        "what they drive is tested on both backends (tests/contract/test_cli_contract.py, "
+        "tests/contract/test_serve_workers.py and the behaviour modules)",
+    ),
+    **dict.fromkeys(
+        (
+            "test_architecture.py",
+            "test_bounded_input.py",
+            "test_derive_recall_worker.py",
+            "test_event_types.py",
+            "test_import_upstream.py",
+            "test_indexer_pacing.py",
+            "test_indexer_races.py",
+            "test_projection_invariant.py",
+            "test_projection_registry.py",
+            "test_public_types.py",
+            "test_records.py",
+            "test_reliability_api.py",
+            "test_reliability_chaos_cli.py",
+            "test_reliability_chaos_kill.py",
+            "test_reliability_chaos_load.py",
+            "test_reliability_driver_errors.py",
+            "test_reliability_erasure.py",
+            "test_reliability_forget.py",
+            "test_reliability_forget_grains.py",
+            "test_reliability_ids.py",
+            "test_reliability_indexer.py",
+            "test_reliability_lifecycle.py",
+        ),
+        "not converted yet: a candidate for pytest.mark.both_backends",
+    ),
+}
+
+_OPENS_A_STORE = ("Store.open(", "open_store(", "store: Store")
+
+
+def _opens_a_store(source: str) -> bool:
+    return any(s in source for s in _OPENS_A_STORE)
+
+
+def test_every_store_test_runs_on_both_backends_or_says_why() -> None:
+    tests = ROOT / "tests"
+    unmarked = sorted(
+        p.name
+        for p in tests.glob("test_*.py")
+        if _opens_a_store(p.read_text(encoding="utf-8"))
+        and "pytest.mark.both_backends" not in p.read_text(encoding="utf-8")
+        and p.name not in SQLITE_ONLY_TESTS
+    )
+    assert not unmarked, (
+        "these test modules open a store on SQLite only: add "
+        "`pytestmark = pytest.mark.both_backends` (tests/backends.py) or name them in "
+        f"SQLITE_ONLY_TESTS with the reason: {unmarked}"
+    )
+    stale = sorted(n for n in SQLITE_ONLY_TESTS if not (tests / n).exists())
+    assert not stale, f"SQLITE_ONLY_TESTS names modules that are gone: {stale}"
+
+
+def test_the_backend_rule_on_examples() -> None:
+    assert _opens_a_store("def test_x(store: Store) -> None: ...")
+    assert _opens_a_store("with Store.open(path) as s: ...")
+    assert not _opens_a_store("def test_parse() -> None: assert parse('x')")

@@ -1,20 +1,21 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from sqlalchemy import text
 
 from memstore import Settings
 from memstore.errors import InvalidInputError
 from memstore.store import Store
+
+pytestmark = pytest.mark.both_backends
 
 
 def _texts(store: Store, user: str) -> list[str]:
     with store._db.read() as conn:
         return [
             r[0]
-            for r in conn.exec_driver_sql(
-                "select text from l0_messages where user_id = ? order by id", (user,)
+            for r in conn.execute(
+                text("select text from l0_messages where user_id = :u order by id"), {"u": user}
             )
         ]
 
@@ -92,11 +93,11 @@ def test_bad_bytes_surrogates_and_nul_are_cleaned(store: Store) -> None:
     assert "\x00" not in texts[1] and "\ud800" not in texts[1]
 
 
-def test_huge_messages_are_truncated_with_a_marker(db_path: Path) -> None:
+def test_huge_messages_are_truncated_with_a_marker(target: str) -> None:
     settings = Settings().replace(
         embedder="hashing", scheduler=False, background_indexer=False, max_message_bytes=1024
     )
-    with Store.open(db_path, settings=settings) as s:
+    with Store.open(target, settings=settings) as s:
         res = s.capture("u", "s", [{"role": "user", "content": "x" * 5000}])
         assert res.truncated == res.stored
         (text,) = _texts(s, "u")

@@ -5,7 +5,6 @@ behind the queue's next due time."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +16,9 @@ from memstore.pipeline import queue
 from memstore.pipeline.state import get_session, pending_reached
 from memstore.store import Store
 from memstore.timeutil import system_clock, timedelta
+from tests.backends import Targets
+
+pytestmark = pytest.mark.both_backends
 
 
 def test_driver_statements_stay_in_the_transaction_and_raise_sqlalchemy_errors(
@@ -57,7 +59,9 @@ def test_a_statement_listener_still_sees_every_capture_statement(store: Store) -
 
 
 @pytest.mark.parametrize("first", [1, 2, 3, 5])
-def test_pending_reached_agrees_with_the_full_session_state(tmp_path: Path, first: int) -> None:
+def test_pending_reached_agrees_with_the_full_session_state(
+    new_target: Targets, first: int
+) -> None:
     settings = Settings().replace(
         embedder="hashing", scheduler=False, background_indexer=False, warmup=(first,)
     )
@@ -71,7 +75,7 @@ def test_pending_reached_agrees_with_the_full_session_state(tmp_path: Path, firs
         [{"role": "user", "content": "five"}, {"role": "assistant", "content": "b"}],
     ]
     answers = []
-    with Store.open(tmp_path / "m.db", settings=settings) as store:
+    with Store.open(new_target("m.db"), settings=settings) as store:
         for call in calls:
             store.capture("alice", "s1", call)
             with store._db.read() as conn:
@@ -86,6 +90,8 @@ def test_pending_reached_agrees_with_the_full_session_state(tmp_path: Path, firs
     assert answers.count(False) and answers.count(True)
 
 
+# SQLite only: reads SQLite's EXPLAIN QUERY PLAN output.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_next_run_after_reads_the_partial_index(store: Store) -> None:
     now = system_clock()
     with store._db.write() as conn:
@@ -105,6 +111,8 @@ def test_next_run_after_reads_the_partial_index(store: Store) -> None:
     assert not any("TEMP B-TREE" in step for step in plan), plan
 
 
+# SQLite only: the LIFO pool of SQLite file connections.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_the_pool_hands_back_the_connection_returned_last(store: Store) -> None:
     # Two connections in the pool, returned in the order a, b.
     first, second = store._db.engine.connect(), store._db.engine.connect()
@@ -123,6 +131,8 @@ def test_the_pool_hands_back_the_connection_returned_last(store: Store) -> None:
     assert all(u is b for u in used)
 
 
+# SQLite only: the one held writer connection of a SQLite file.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_write_transactions_run_on_one_held_connection(store: Store) -> None:
     used = []
     for i in range(3):

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 
 from memstore import Settings
 from memstore.derive import api
@@ -19,14 +18,17 @@ from memstore.derive.persona import rules as persona_rules
 from memstore.derive.scenes import rules as scene_rules
 from memstore.errors import NotFoundError
 from memstore.store import Store
+from tests.backends import Targets
 from tests.derive_support import open_store, say
+
+pytestmark = pytest.mark.both_backends
 
 USER = "dana"
 
 
 @pytest.fixture
-def estore(tmp_path: Path, settings: Settings) -> Iterator[Store]:
-    store = open_store(tmp_path / "e.db", settings)
+def estore(new_target: Targets, settings: Settings) -> Iterator[Store]:
+    store = open_store(new_target("e.db"), settings)
     try:
         say(store, USER, "s", "My name is Dana.", "I am allergic to peanuts.")
         say(store, "other", "s", "My name is Olga.")
@@ -60,8 +62,7 @@ def _nothing_of_the_user_left(store: Store) -> None:
                 text(f"SELECT count(*) FROM {table} WHERE user_id = :u"), {"u": USER}
             ).scalar_one()
             assert n == 0, table
-        tables = conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))
-        for (table,) in tables.all():
+        for table in inspect(conn).get_table_names():
             if table.startswith(("vec_", "sqlite_")):
                 continue
             rows = conn.execute(text(f'SELECT * FROM "{table}"')).all()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -15,12 +14,15 @@ from memstore.derive import api
 from memstore.derive.events import L1Extracted
 from memstore.errors import NotFoundError
 from memstore.store import Store
+from tests.backends import Targets
 from tests.derive_support import open_store, say
+
+pytestmark = pytest.mark.both_backends
 
 
 @pytest.fixture
-def fstore(tmp_path: Path, settings: Settings) -> Iterator[Store]:
-    store = open_store(tmp_path / "f.db", settings)
+def fstore(new_target: Targets, settings: Settings) -> Iterator[Store]:
+    store = open_store(new_target("f.db"), settings)
     try:
         say(store, "u", "s", "My name is Dana and I love hiking. I am allergic to peanuts.")
         store.run_pipeline("u")
@@ -93,9 +95,9 @@ def test_memory_history_is_scoped_to_the_user(fstore: Store) -> None:
         api.memory_history(fstore._derivation, "someone-else", mid)
 
 
-def test_cli_history_takes_the_user(fstore: Store) -> None:
+def test_cli_history_takes_the_user(fstore: Store, new_target: Targets) -> None:
     mid = _forget(fstore, "peanuts")
-    db = str(fstore.path)
+    db = new_target("f.db")  # fstore's file or database
     runner = CliRunner()
     ok = runner.invoke(cli, ["memories", "history", "--db", db, "--user", "u", mid])
     assert ok.exit_code == 0, ok.output

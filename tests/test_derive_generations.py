@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import pytest
 
 from memstore import Settings
 from memstore.bench.fakeopenai import FakeOpenAI
 from memstore.derive import api
 from memstore.store import Store
+from tests.backends import Targets
 from tests.derive_support import ScriptedLLM, open_store, say, snapshot
+
+pytestmark = pytest.mark.both_backends
 
 
 def _contents(store: Store, **kw: object) -> list[str]:
     return sorted(m["content"] for m in api.list_memories(store._derivation, "alice", **kw))  # type: ignore[arg-type]
 
 
-def test_rederive_with_an_llm_switches_and_rolls_back(tmp_path: Path, settings: Settings) -> None:
-    path = tmp_path / "g.db"
+def test_rederive_with_an_llm_switches_and_rolls_back(
+    new_target: Targets, settings: Settings
+) -> None:
+    path = new_target("g.db")
     with open_store(path, settings) as store:  # offline first: the rules deriver
         say(store, "alice", "s1", "My name is Alice.", "I like running.")
         say(store, "alice", "s2", "I'm vegan now.")
@@ -67,9 +72,9 @@ def test_rederive_with_an_llm_switches_and_rolls_back(tmp_path: Path, settings: 
 
 
 def test_rederive_from_l2_copies_memories_and_rebuilds_scenes(
-    tmp_path: Path, settings: Settings
+    new_target: Targets, settings: Settings
 ) -> None:
-    with open_store(tmp_path / "g2.db", settings) as store:
+    with open_store(new_target("g2.db"), settings) as store:
         say(store, "bob", "s", "My name is Bob.", "I love jazz.")
         api.run_l1(store._derivation, "bob", "s")
         api.run_l2(store._derivation, "bob")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -14,7 +13,10 @@ from memstore.derive import api
 from memstore.derive.events import L1Extracted, PersonaUpdated, RunFailed, ScenesUpdated
 from memstore.derive.queries import l1_cursor
 from memstore.store import Store
+from tests.backends import Targets
 from tests.derive_support import ScriptedLLM, open_store, say, snapshot
+
+pytestmark = pytest.mark.both_backends
 
 
 @pytest.fixture
@@ -26,13 +28,13 @@ def llm() -> Iterator[tuple[FakeOpenAI, ScriptedLLM]]:
 
 @pytest.fixture
 def lstore(
-    tmp_path: Path, settings: Settings, llm: tuple[FakeOpenAI, ScriptedLLM]
+    new_target: Targets, settings: Settings, llm: tuple[FakeOpenAI, ScriptedLLM]
 ) -> Iterator[Store]:
     fake, _ = llm
     s = settings.replace(
         llm_base_url=fake.base_url, llm_model="fake-model", llm_max_retries=1, llm_timeout_s=5.0
     )
-    store = open_store(tmp_path / "m.db", s)
+    store = open_store(new_target("m.db"), s)
     try:
         yield store
     finally:
@@ -132,13 +134,13 @@ def test_server_error_then_success_is_retried(
 
 
 def test_timeout_is_a_failed_run_and_the_next_run_recovers(
-    tmp_path: Path, settings: Settings, llm: tuple[FakeOpenAI, ScriptedLLM]
+    new_target: Targets, settings: Settings, llm: tuple[FakeOpenAI, ScriptedLLM]
 ) -> None:
     fake, _ = llm
     s = settings.replace(
         llm_base_url=fake.base_url, llm_model="fake-model", llm_max_retries=0, llm_timeout_s=0.3
     )
-    with open_store(tmp_path / "t.db", s) as store:
+    with open_store(new_target("t.db"), s) as store:
         say(store, "alice", "s1", "Hi, my name is Alice.")
         fake.delay_next(3.0)
         out = api.run_l1(store._derivation, "alice", "s1")

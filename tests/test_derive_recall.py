@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,12 +16,15 @@ from memstore.cli import derive as _derive_cli  # noqa: F401  registers the comm
 from memstore.derive import api
 from memstore.store import Store
 from memstore.text import strip_injected
+from tests.backends import Targets
 from tests.derive_support import open_store, say
+
+pytestmark = pytest.mark.both_backends
 
 
 @pytest.fixture
-def rstore(tmp_path: Path, settings: Settings) -> Iterator[Store]:
-    store = open_store(tmp_path / "r.db", settings)
+def rstore(new_target: Targets, settings: Settings) -> Iterator[Store]:
+    store = open_store(new_target("r.db"), settings)
     try:
         say(store, "u", "s", "My name is Alice.", "I love hiking in the Alps.", "I live in Berlin.")
         api.run_l1(store._derivation, "u", "s")
@@ -60,8 +62,8 @@ def test_recalled_text_cannot_break_out_of_its_block(rstore: Store) -> None:
     assert "\u2039/relevant-memories>" in r.text
 
 
-def test_threshold_filters_weak_hits(tmp_path: Path, settings: Settings) -> None:
-    with open_store(tmp_path / "t.db", settings.replace(recall_threshold=100.0)) as store:
+def test_threshold_filters_weak_hits(new_target: Targets, settings: Settings) -> None:
+    with open_store(new_target("t.db"), settings.replace(recall_threshold=100.0)) as store:
         say(store, "u", "s", "I love hiking.")
         api.run_l1(store._derivation, "u", "s")
         assert recall_api.recall(store._derivation, "hiking", user_id="u").memories == []
@@ -86,8 +88,8 @@ def test_timeout_returns_persona_and_navigation(
     assert "<user-persona>" in r.text and "<relevant-memories>" not in r.text
 
 
-def test_cli_commands(rstore: Store) -> None:
-    db = str(rstore.path)
+def test_cli_commands(rstore: Store, new_target: Targets) -> None:
+    db = new_target("r.db")  # rstore's file or database
     runner = CliRunner()
 
     def run(*args: str) -> str:
@@ -109,11 +111,11 @@ def test_cli_commands(rstore: Store) -> None:
         assert "Example:" in runner.invoke(cli, [group, "--help"]).output
 
 
-def test_global_instructions_are_recalled_whatever_the_query(tmp_path: Path) -> None:
+def test_global_instructions_are_recalled_whatever_the_query(new_target: Targets) -> None:
     from memstore import Settings, Store
 
     settings = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
-    with Store.open(tmp_path / "m.db", settings=settings) as s:
+    with Store.open(new_target("m.db"), settings=settings) as s:
         s.capture("u", "s", [{"role": "user", "content": "Please always answer in French."}])
         s.capture("u", "s", [{"role": "user", "content": "I love green tea."}])
         s.end_session("u", "s")

@@ -14,12 +14,15 @@ from memstore.derive.events import L1Extracted
 from memstore.derive.memories.rules import clauses, decide, extract
 from memstore.derive.queries import L0Message
 from memstore.store import Store
+from tests.backends import Targets
 from tests.derive_support import open_store, say, snapshot
+
+pytestmark = pytest.mark.both_backends
 
 
 @pytest.fixture
-def rstore(tmp_path: Path, settings: Settings) -> Iterator[Store]:
-    store = open_store(tmp_path / "r.db", settings)
+def rstore(new_target: Targets, settings: Settings) -> Iterator[Store]:
+    store = open_store(new_target("r.db"), settings)
     try:
         yield store
     finally:
@@ -150,9 +153,9 @@ def test_pipeline_offline_in_chinese(rstore: Store) -> None:
 
 
 def test_batches_keep_capture_events_whole_and_give_background(
-    tmp_path: Path, settings: Settings
+    new_target: Targets, settings: Settings
 ) -> None:
-    with open_store(tmp_path / "b.db", settings.replace(l1_batch_messages=2)) as store:
+    with open_store(new_target("b.db"), settings.replace(l1_batch_messages=2)) as store:
         for i in range(5):
             say(store, "u", "s", f"I like topic{i}.", f"I love thing{i}.")
         out = api.run_l1(store._derivation, "u", "s")
@@ -161,8 +164,8 @@ def test_batches_keep_capture_events_whole_and_give_background(
         assert cursors == sorted(cursors) and len(set(cursors)) == 5
 
 
-def test_scene_limit_merges_the_coldest(tmp_path: Path, settings: Settings) -> None:
-    with open_store(tmp_path / "s.db", settings.replace(max_scenes=2)) as store:
+def test_scene_limit_merges_the_coldest(new_target: Targets, settings: Settings) -> None:
+    with open_store(new_target("s.db"), settings.replace(max_scenes=2)) as store:
         say(store, "u", "s", "My name is Bob.", "I love jazz.")
         api.run_l1(store._derivation, "u", "s")
         api.run_l2(store._derivation, "u")

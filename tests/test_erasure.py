@@ -2,7 +2,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from memstore.store import Store
+
+pytestmark = pytest.mark.both_backends
 
 MARKER = "Zqxj7781 platypus-marmalade secret"
 CJK_MARKER = "鸭嘴兽果酱秘密"
@@ -17,18 +21,20 @@ def _file_bytes(path: Path) -> bytes:
     return data
 
 
-def test_forget_user_leaves_no_bytes_and_keeps_everyone_else(store: Store, db_path: Path) -> None:
+# SQLite only: reads the database file and its WAL (PostgreSQL: contract/test_erasure_files.py).
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_forget_user_leaves_no_bytes_and_keeps_everyone_else(store: Store, target: str) -> None:
     store.capture_turn("victim", "s1", f"My password hint is {MARKER}", "I will remember")
     store.capture_turn("victim", "s2", f"我的秘密是{CJK_MARKER}", "好的")
     store.capture_turn("keeper", "s1", "I like green tea", "ok")
     store.reindex()
     assert store.search_conversations("platypus", user_id="victim")
-    assert MARKER.encode() in _file_bytes(db_path)  # in the main file or the WAL
+    assert MARKER.encode() in _file_bytes(target)  # in the main file or the WAL
 
     report = store.forget_user("victim")
     assert report.events_removed == 2 and report.embeddings_removed >= 4
 
-    data = _file_bytes(db_path)
+    data = _file_bytes(target)
     for needle in (MARKER, "platypus", "marmalade", CJK_MARKER, "鸭嘴"):
         assert needle.encode("utf-8") not in data, needle
     assert store.search_conversations("platypus", user_id="victim") == []
@@ -43,13 +49,13 @@ def test_forget_user_leaves_no_bytes_and_keeps_everyone_else(store: Store, db_pa
         assert hits and hits[0].text == "I like green tea"
 
 
-def test_forget_user_survives_reopen_and_rebuild(store: Store, db_path: Path) -> None:
+def test_forget_user_survives_reopen_and_rebuild(store: Store, target: str) -> None:
     store.capture_turn("victim", "s1", MARKER, "ok")
     store.forget_user("victim")
     store.rebuild()
     assert store.search_conversations("platypus", user_id="victim", strategy="keyword") == []
     store.close()
-    with Store.open(db_path, settings=store.settings) as again:
+    with Store.open(target, settings=store.settings) as again:
         assert again.read_events(user_id="victim") == []
 
 

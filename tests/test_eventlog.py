@@ -15,6 +15,8 @@ from memstore.events.log import NewEvent
 from memstore.store import Store
 from tests.helpers_events import Noted, Renamed
 
+pytestmark = pytest.mark.both_backends
+
 
 def test_append_assigns_positions_and_stream_sequences(store: Store) -> None:
     out = store.append(
@@ -53,7 +55,7 @@ def test_expected_sequence_conflict_raises_concurrency_error(store: Store) -> No
 
 def test_unique_stream_sequence_is_enforced_by_the_database(store: Store) -> None:
     store.append([NewEvent("s", Noted("a"))])
-    with store._db.write() as conn, pytest.raises(Exception, match="UNIQUE"):
+    with store._db.write() as conn, pytest.raises(Exception, match=r"(?i)unique constraint"):
         conn.execute(
             text(
                 "insert into events(position,event_id,stream,seq,type,version,user_id,payload,"
@@ -149,12 +151,12 @@ s.close()
 
 
 @pytest.mark.slow  # several real interpreters, each importing memstore
-def test_processes_append_to_the_same_file_without_lock_errors(db_path: Path) -> None:
+def test_processes_append_to_the_same_file_without_lock_errors(target: str) -> None:
     root = str(Path(__file__).resolve().parents[1])
-    Store.open(db_path).close()
+    Store.open(target).close()
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _CHILD.format(root=root, path=str(db_path), i=i)],
+            [sys.executable, "-c", _CHILD.format(root=root, path=str(target), i=i)],
             stderr=subprocess.PIPE,
             cwd=root,
         )
@@ -163,7 +165,7 @@ def test_processes_append_to_the_same_file_without_lock_errors(db_path: Path) ->
     for p in procs:
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err.decode()
-    with Store.open(db_path) as s:
+    with Store.open(target) as s:
         evs = s.read_stream("shared")
         assert len(evs) == 600
         assert [e.seq for e in evs] == list(range(1, 601))

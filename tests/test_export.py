@@ -6,13 +6,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
 from memstore import Settings, Store
 from memstore.porting.report import ImportReport
 from memstore.porting.upstream import read_upstream
 from memstore.porting.upstream_apply import import_upstream
+from tests.backends import Targets
 from tests.porting_support import build_upstream_dir, cli_env, run_cli
+
+pytestmark = pytest.mark.both_backends
 
 __all__ = ["cli_env"]
 
@@ -66,7 +70,9 @@ def _populate(db: Path, tmp: Path) -> None:
         s.rederive("bob")
 
 
-def test_user_export_round_trips_exactly(cli_env: Path, tmp_path: Path) -> None:
+def test_user_export_round_trips_exactly(
+    new_target: Targets, cli_env: Path, tmp_path: Path
+) -> None:
     _populate(cli_env, tmp_path)
     out = tmp_path / "alice.jsonl"
     r = run_cli("export", "--user", "alice", "-o", str(out))
@@ -75,7 +81,7 @@ def test_user_export_round_trips_exactly(cli_env: Path, tmp_path: Path) -> None:
     assert json.loads(lines[0])["format"] == "memstore-events/1"
     assert all(json.loads(x)["user_id"] == "alice" for x in lines[1:])
 
-    copy = tmp_path / "copy.db"
+    copy = new_target("copy.db")
     r = run_cli("--db", str(copy), "import", str(out), "--format", "memstore")
     assert r.exit_code == 0, r.output
     assert f"{len(lines) - 1} events restored" in r.stdout
@@ -92,11 +98,13 @@ def test_user_export_round_trips_exactly(cli_env: Path, tmp_path: Path) -> None:
     assert "events restored" not in r.stdout
 
 
-def test_all_export_round_trips_every_user(cli_env: Path, tmp_path: Path) -> None:
+def test_all_export_round_trips_every_user(
+    new_target: Targets, cli_env: Path, tmp_path: Path
+) -> None:
     _populate(cli_env, tmp_path)
     out = tmp_path / "all.jsonl"
     assert run_cli("export", "--all", "-o", str(out)).exit_code == 0
-    copy = tmp_path / "copy.db"
+    copy = new_target("copy.db")
     r = run_cli("--db", str(copy), "import", "-", "--format", "memstore",
                 input=out.read_text(encoding="utf-8"))  # fmt: skip
     assert r.exit_code == 0, r.output
@@ -106,7 +114,7 @@ def test_all_export_round_trips_every_user(cli_env: Path, tmp_path: Path) -> Non
         assert len(b.list_memories("bob")) == len(a.list_memories("bob")) > 0
 
 
-def test_restore_reports_bad_lines(cli_env: Path, tmp_path: Path) -> None:
+def test_restore_reports_bad_lines(new_target: Targets, cli_env: Path, tmp_path: Path) -> None:
     _populate(cli_env, tmp_path)
     out = tmp_path / "a.jsonl"
     run_cli("export", "--user", "bob", "-o", str(out))
@@ -116,7 +124,7 @@ def test_restore_reports_bad_lines(cli_env: Path, tmp_path: Path) -> None:
     lines[1] = json.dumps(broken)
     lines.insert(2, "garbage")
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    r = run_cli("--db", str(tmp_path / "c.db"), "import", str(out), "--format", "memstore")
+    r = run_cli("--db", str(new_target("c.db")), "import", str(out), "--format", "memstore")
     assert r.exit_code == 1
     assert "a.jsonl:2: unknown event type 'no.such.type'" in r.stderr
     assert "a.jsonl:3: not JSON" in r.stderr

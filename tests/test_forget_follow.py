@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,11 @@ from memstore.pipeline import queue
 from memstore.porting.export import export_markdown
 from memstore.store import Store
 from provider import tools
+from tests.backends import Targets
 from tests.derive_support import ScriptedLLM, open_store, say, snapshot
 from tests.fakeopenai import FakeOpenAI
+
+pytestmark = pytest.mark.both_backends
 
 
 def _porto(store: Store) -> str:
@@ -63,8 +65,8 @@ def _by_tool(store: Store, mid: str) -> None:
 
 
 @pytest.fixture
-def rstore(tmp_path: Path, settings: Settings) -> Iterator[Store]:
-    store = open_store(tmp_path / "r.db", settings)
+def rstore(new_target: Targets, settings: Settings) -> Iterator[Store]:
+    store = open_store(new_target("r.db"), settings)
     try:
         store.capture_turn("alice", "s1", "I live in Porto and I am allergic to peanuts.", "Noted.")
         store.end_session("alice", "s1")
@@ -118,13 +120,13 @@ def llm() -> Iterator[tuple[FakeOpenAI, ScriptedLLM]]:
 
 
 def test_llm_stale_text_is_never_served_while_the_rederivation_waits_or_fails(
-    tmp_path: Path, settings: Settings, llm: tuple[FakeOpenAI, ScriptedLLM]
+    new_target: Targets, settings: Settings, llm: tuple[FakeOpenAI, ScriptedLLM]
 ) -> None:
     fake, script = llm
     s = settings.replace(
         llm_base_url=fake.base_url, llm_model="fake-model", llm_max_retries=1, llm_timeout_s=5.0
     )
-    store = open_store(tmp_path / "l.db", s)
+    store = open_store(new_target("l.db"), s)
     try:
         say(store, "alice", "s1", "Hi, my name is Alice.", "I live in Berlin and I'm vegetarian.")
         assert api.run_l1(store._derivation, "alice", "s1").ok
@@ -162,13 +164,13 @@ def test_llm_stale_text_is_never_served_while_the_rederivation_waits_or_fails(
 
 
 def test_llm_erasure_rebuilds_by_rules_and_queues_the_llm(
-    tmp_path: Path, settings: Settings, llm: tuple[FakeOpenAI, ScriptedLLM]
+    new_target: Targets, settings: Settings, llm: tuple[FakeOpenAI, ScriptedLLM]
 ) -> None:
     fake, script = llm
     s = settings.replace(
         llm_base_url=fake.base_url, llm_model="fake-model", llm_max_retries=1, llm_timeout_s=5.0
     )
-    store = open_store(tmp_path / "e.db", s)
+    store = open_store(new_target("e.db"), s)
     try:
         say(store, "alice", "s1", "Hi, my name is Alice.")
         say(store, "alice", "s2", "I live in Berlin and I'm vegetarian.")

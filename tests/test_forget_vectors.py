@@ -4,12 +4,14 @@ with its new context."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
+import pytest
 from sqlalchemy import text
 
 from memstore import Settings
 from memstore.store import Store
+from tests.backends import Targets
+
+pytestmark = pytest.mark.both_backends
 
 
 def _vectors(store: Store) -> dict[int, bytes]:
@@ -17,15 +19,15 @@ def _vectors(store: Store) -> dict[int, bytes]:
         table = conn.execute(
             text("SELECT table_name FROM vector_spaces WHERE kind = 'l0'")
         ).scalar()
-        rows = conn.execute(text(f'SELECT rowid, embedding FROM "{table}"')).all()
-    return {int(r[0]): bytes(r[1]) for r in rows}
+        # Through the backend: vec0 and pgvector tables name their key differently.
+        return store._db.backend.vectors_by_id(conn, table, list(range(1, 100)))
 
 
 def test_the_next_message_is_embedded_again_without_the_erased_context(
-    tmp_path: Path, settings: Settings
+    new_target: Targets, settings: Settings
 ) -> None:
     assert settings.embedding.context_vectors  # the default: "previous + this message"
-    with Store.open(tmp_path / "v.db", settings=settings) as store:
+    with Store.open(new_target("v.db"), settings=settings) as store:
         texts = ("first thing", "second secret thing", "third thing")
         got = store.capture("a", "s", [{"role": "user", "content": t} for t in texts])
         store.reindex()

@@ -15,6 +15,7 @@ from memstore.errors import InvalidInputError
 from memstore.porting.report import ImportReport
 from memstore.porting.upstream import read_upstream
 from memstore.porting.upstream_apply import import_upstream
+from tests.backends import Targets
 from tests.porting_support import (
     DELETED,
     MERGED,
@@ -25,6 +26,8 @@ from tests.porting_support import (
     with_gone_records,
 )
 
+pytestmark = pytest.mark.both_backends
+
 __all__ = ["cli_env"]
 
 
@@ -32,9 +35,11 @@ def _open(db: Path) -> Store:
     return Store.open(db, settings=Settings().replace(embedder="hashing", scheduler=False))
 
 
-def test_merged_and_deleted_records_in_vectors_db_are_not_brought_back(tmp_path: Path) -> None:
+def test_merged_and_deleted_records_in_vectors_db_are_not_brought_back(
+    new_target: Targets, tmp_path: Path
+) -> None:
     root = with_gone_records(build_upstream_dir(tmp_path / "up"))
-    with _open(tmp_path / "m.db") as s:
+    with _open(new_target("m.db")) as s:
         report = ImportReport()
         import_upstream(s, read_upstream(root, report), "alice", report)
         assert report.ok, report.problems

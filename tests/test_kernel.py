@@ -4,7 +4,6 @@ transaction, on-commit hooks after it, nothing at all for an empty append."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import Connection, text
@@ -15,13 +14,16 @@ from memstore.events.log import NewEvent, StoredEvent
 from memstore.kernel import Batch, Hooks, Kernel
 from memstore.projections.stats import StatsProjection
 from memstore.store import Store
+from tests.backends import Targets
 from tests.helpers_events import Noted
+
+pytestmark = pytest.mark.both_backends
 
 
 @pytest.fixture
-def kernel(tmp_path: Path) -> Iterator[Kernel]:
+def kernel(new_target: Targets) -> Iterator[Kernel]:
     s = Settings().replace(embedder="none", scheduler=False, background_indexer=False)
-    with Store.open(tmp_path / "k.db", settings=s, projections=[StatsProjection()]) as store:
+    with Store.open(new_target("k.db"), settings=s, projections=[StatsProjection()]) as store:
         yield store._kernel
 
 

@@ -4,18 +4,20 @@
 from __future__ import annotations
 
 import typing
-from pathlib import Path
 
 import pytest
 
 from memstore import Store
 from memstore.errors import InvalidInputError, NotFoundError
 from memstore.records import Layer, MemoryAction, MemoryType, SearchStrategy
+from tests.backends import Targets
+
+pytestmark = pytest.mark.both_backends
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> typing.Iterator[Store]:
-    with Store.open(tmp_path / "m.db") as s:
+def store(new_target: Targets) -> typing.Iterator[Store]:
+    with Store.open(new_target("m.db")) as s:
         s.capture_turn("alice", "s1", "I'm vegetarian and I live in Porto", "Noted")
         s.end_session("alice", "s1")
         yield s

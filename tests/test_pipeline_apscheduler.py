@@ -30,7 +30,10 @@ from memstore.pipeline import PipelineService, scheduler
 from memstore.pipeline.scheduler import JOB_TABLE, idle_job_id
 from memstore.store import Store
 from memstore.timeutil import timedelta
+from tests.backends import Targets
 from tests.pipeline_support import FakeClock, FakeDeriver, capture, open_store
+
+pytestmark = pytest.mark.both_backends
 
 PIPELINE = Path(scheduler.__file__).parent
 
@@ -172,8 +175,8 @@ def _wait(cond: Any, timeout: float = 30.0) -> bool:
     return False
 
 
-def test_two_stores_in_one_process_fire_into_their_own_service(tmp_path: Path) -> None:
-    with _scheduler_store(tmp_path / "a.db") as a, _scheduler_store(tmp_path / "b.db") as b:
+def test_two_stores_in_one_process_fire_into_their_own_service(new_target: Targets) -> None:
+    with _scheduler_store(new_target("a.db")) as a, _scheduler_store(new_target("b.db")) as b:
         assert a._pipeline is not None and b._pipeline is not None
         assert _wait(lambda: a._pipeline.timers.running and b._pipeline.timers.running)  # type: ignore[union-attr]
         _PROBES.clear()
@@ -213,9 +216,11 @@ def test_a_job_of_an_older_version_is_replaced_by_reconcile(
 
 
 @pytest.fixture
-def statements(tmp_path: Path) -> Iterator[tuple[Store, PipelineService, list[tuple[str, str]]]]:
+def statements(
+    new_target: Targets,
+) -> Iterator[tuple[Store, PipelineService, list[tuple[str, str]]]]:
     """A pipeline store whose SQL statements are recorded with their thread."""
-    store = open_store(tmp_path / "m.db", warmup=(50,), extract_every=50)
+    store = open_store(new_target("m.db"), warmup=(50,), extract_every=50)
     svc = PipelineService(store._derivation, deriver=FakeDeriver())
     svc.timers.jobs()  # the job table exists
     seen: list[tuple[str, str]] = []

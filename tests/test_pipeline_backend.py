@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
+import pytest
 from sqlalchemy import select, text
 
 from memstore.db.schema import pipeline_pending, pipeline_sessions
@@ -13,7 +13,10 @@ from memstore.pipeline.scheduler import idle_job_id, l2_job_id
 from memstore.pipeline.state import get_session
 from memstore.store import Store
 from memstore.timeutil import timedelta
+from tests.backends import Targets
 from tests.pipeline_support import FakeClock, FakeDeriver, capture, open_store
+
+pytestmark = pytest.mark.both_backends
 
 
 def queued(store: Store) -> list[tuple[str, str, str]]:
@@ -192,8 +195,8 @@ def test_claim_skips_a_session_whose_lock_is_held(
     assert got == {"s", "t"}
 
 
-def test_two_workers_never_extract_one_session_at_once(tmp_path: Path) -> None:
-    store = open_store(tmp_path / "m.db")
+def test_two_workers_never_extract_one_session_at_once(new_target: Targets) -> None:
+    store = open_store(new_target("m.db"))
     der = FakeDeriver(l1_delay_s=0.02)
     svc = PipelineService(store._derivation, deriver=der)
     try:
@@ -247,8 +250,8 @@ def test_purge_removes_one_user_only(
     }
 
 
-def test_failed_runs_keep_the_cursor_and_back_off(tmp_path: Path, clock: FakeClock) -> None:
-    store = open_store(tmp_path / "m.db", clock, retry_delay_s=30, max_retries=3)
+def test_failed_runs_keep_the_cursor_and_back_off(new_target: Targets, clock: FakeClock) -> None:
+    store = open_store(new_target("m.db"), clock, retry_delay_s=30, max_retries=3)
     der = FakeDeriver(fail_l1=10)
     svc = PipelineService(store._derivation, deriver=der)
     try:

@@ -4,13 +4,17 @@ lookup on another thread, competing with the next capture)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
+
+import pytest
 
 from memstore.pipeline import PipelineService
 from memstore.pipeline.scheduler import DRAIN_JOB_ID, idle_job_id
 from memstore.timeutil import timedelta
+from tests.backends import Targets
 from tests.pipeline_support import FakeClock, FakeDeriver, capture, open_store
+
+pytestmark = pytest.mark.both_backends
 
 
 def _counting(svc: PipelineService) -> list[int]:
@@ -25,15 +29,15 @@ def _counting(svc: PipelineService) -> list[int]:
     return passes
 
 
-def _env(tmp_path: Path, clock: FakeClock, **settings: Any) -> tuple[Any, PipelineService]:
-    store = open_store(tmp_path / "m.db", clock, **settings)
+def _env(new_target: Targets, clock: FakeClock, **settings: Any) -> tuple[Any, PipelineService]:
+    store = open_store(new_target("m.db"), clock, **settings)
     return store, PipelineService(store._derivation, deriver=FakeDeriver())
 
 
 def test_captures_under_an_armed_idle_timer_need_no_timer_pass(
-    tmp_path: Path, clock: FakeClock
+    new_target: Targets, clock: FakeClock
 ) -> None:
-    store, svc = _env(tmp_path, clock, warmup=(100,))
+    store, svc = _env(new_target, clock, warmup=(100,))
     try:
         passes = _counting(svc)
         for _ in range(30):
@@ -53,9 +57,9 @@ def test_captures_under_an_armed_idle_timer_need_no_timer_pass(
 
 
 def test_after_the_timer_fired_or_was_removed_a_capture_arms_again(
-    tmp_path: Path, clock: FakeClock
+    new_target: Targets, clock: FakeClock
 ) -> None:
-    store, svc = _env(tmp_path, clock, warmup=(100,))
+    store, svc = _env(new_target, clock, warmup=(100,))
     try:
         passes = _counting(svc)
         capture(store, svc, "u", "s")
@@ -75,8 +79,10 @@ def test_after_the_timer_fired_or_was_removed_a_capture_arms_again(
         store.close()
 
 
-def test_a_capture_that_queues_new_work_arms_the_drain(tmp_path: Path, clock: FakeClock) -> None:
-    store, svc = _env(tmp_path, clock, warmup=(1,))
+def test_a_capture_that_queues_new_work_arms_the_drain(
+    new_target: Targets, clock: FakeClock
+) -> None:
+    store, svc = _env(new_target, clock, warmup=(1,))
     try:
         passes = _counting(svc)
         capture(store, svc, "u", "s")  # threshold 1: L1 work queued

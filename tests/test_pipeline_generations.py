@@ -5,7 +5,6 @@ pending messages, and activating a generation switches the session cursors."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -16,12 +15,15 @@ from memstore.derive.runs import RunOutcome
 from memstore.errors import PipelineError
 from memstore.pipeline.state import get_session
 from memstore.store import Store
+from tests.backends import Targets
 from tests.derive_support import open_store, say
+
+pytestmark = pytest.mark.both_backends
 
 
 @pytest.fixture
-def gstore(tmp_path: Path, settings: Settings) -> Iterator[Store]:
-    store = open_store(tmp_path / "g.db", settings)
+def gstore(new_target: Targets, settings: Settings) -> Iterator[Store]:
+    store = open_store(new_target("g.db"), settings)
     try:
         yield store
     finally:

@@ -6,15 +6,18 @@ path runs the timers (no sleeps)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import pytest
 
 from memstore import Settings
 from memstore.pipeline import queue
 from memstore.store import Store
 from memstore.timeutil import from_iso
+from tests.backends import Targets
 from tests.derive_support import ScriptedLLM
 from tests.fakeopenai import FakeOpenAI
 from tests.pipeline_support import FakeClock
+
+pytestmark = pytest.mark.both_backends
 
 
 def _waiting(store: Store) -> list[queue.WorkItem]:
@@ -23,7 +26,7 @@ def _waiting(store: Store) -> list[queue.WorkItem]:
 
 
 def test_a_session_ended_in_an_outage_is_extracted_after_it(
-    tmp_path: Path, settings: Settings
+    new_target: Targets, settings: Settings
 ) -> None:
     script = ScriptedLLM()
     clock = FakeClock()
@@ -39,7 +42,7 @@ def test_a_session_ended_in_an_outage_is_extracted_after_it(
             # An outage, not a model that cannot write JSON: no rule-deriver fallback.
             llm_fallback_after=0,
         )
-        store = Store.open(tmp_path / "m.db", settings=s, clock=clock)
+        store = Store.open(new_target("m.db"), settings=s, clock=clock)
         try:
             svc = store._pipeline
             assert svc is not None

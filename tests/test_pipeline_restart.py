@@ -20,7 +20,10 @@ from memstore.pipeline.queue import lock_holder
 from memstore.pipeline.scheduler import idle_job_id
 from memstore.pipeline.status import timer_times
 from memstore.store import Store
+from tests.backends import Targets
 from tests.pipeline_support import FakeDeriver, capture, open_store
+
+pytestmark = pytest.mark.both_backends
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,8 +41,8 @@ def extracted(store: Store) -> int:
     return len(store.read_events(types=["l1.extracted"]))
 
 
-def test_timer_pending_at_close_fires_after_reopen(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
+def test_timer_pending_at_close_fires_after_reopen(new_target: Targets) -> None:
+    path = new_target("m.db")
     settings = {"l1_idle_s": 1.0, "warmup": (3,)}
     store = open_store(path, **settings)
     # Not started: this process's scheduler stays paused, so the timer cannot
@@ -79,7 +82,7 @@ from pathlib import Path
 sys.path.insert(0, {repo!r})
 from memstore.pipeline import PipelineService
 from tests.pipeline_support import FakeDeriver, open_store
-store = open_store(Path(sys.argv[1]))
+store = open_store(sys.argv[1])  # a file path or a database URL
 svc = PipelineService(store._derivation, deriver=FakeDeriver(), lease_ttl_s=1.0)
 svc.start()
 print("started", flush=True)
@@ -94,8 +97,8 @@ def probe(marker: str, *, target: object = None) -> None:
 
 
 @pytest.mark.slow  # real interpreters racing for the lease
-def test_one_scheduler_per_database_across_processes(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
+def test_one_scheduler_per_database_across_processes(new_target: Targets, tmp_path: Path) -> None:
+    path = new_target("m.db")
     open_store(path).close()  # schema in place before the children race
     script = tmp_path / "child.py"
     script.write_text(CHILD.format(repo=str(REPO)))

@@ -8,8 +8,9 @@ The clock is the test's (``FakeClock``) and the scheduler is driven through
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
+
+import pytest
 
 from memstore.cli.core import doctor_report
 from memstore.derive.context import DeriveContext
@@ -17,7 +18,10 @@ from memstore.pipeline import PipelineService, queue
 from memstore.pipeline.state import get_session
 from memstore.store import Store
 from memstore.timeutil import from_iso
+from tests.backends import Targets
 from tests.pipeline_support import FakeClock, FakeDeriver, Outcome, capture, open_store
+
+pytestmark = pytest.mark.both_backends
 
 
 def _queued(store: Store) -> list[tuple[str, str, str]]:
@@ -44,10 +48,12 @@ def test_retry_delay_steady_then_doubling_up_to_the_cap() -> None:
     assert queue.retry_delay(10**6, base_s=30, steady=3, cap_s=3600) == 3600  # no overflow
 
 
-def test_failing_work_is_retried_past_max_retries_and_resumes_by_itself(tmp_path: Path) -> None:
+def test_failing_work_is_retried_past_max_retries_and_resumes_by_itself(
+    new_target: Targets,
+) -> None:
     clock = FakeClock()
     store = open_store(
-        tmp_path / "m.db", clock, max_retries=2, retry_delay_s=30, retry_max_delay_s=300
+        new_target("m.db"), clock, max_retries=2, retry_delay_s=30, retry_max_delay_s=300
     )
     der = FakeDeriver(fail_l1=10**6)  # the LLM is down
     svc = PipelineService(store._derivation, deriver=der)
@@ -69,7 +75,7 @@ def test_failing_work_is_retried_past_max_retries_and_resumes_by_itself(tmp_path
         assert row["next_run_at"] == _item(store).run_after
         assert row["queued"][0]["attempts"] == 9
         assert row["queued"][0]["last_error"] == "scripted failure"
-        report, _ = doctor_report(tmp_path / "m.db")
+        report, _ = doctor_report(new_target("m.db"))
         assert report["pipeline_waiting"] == (
             "1 item(s) queued, 1 retrying after failures (they run by themselves); "
             f"next run at {_item(store).run_after}"
@@ -86,9 +92,9 @@ def test_failing_work_is_retried_past_max_retries_and_resumes_by_itself(tmp_path
         store.close()
 
 
-def test_a_session_ended_during_an_outage_is_extracted_after_recovery(tmp_path: Path) -> None:
+def test_a_session_ended_during_an_outage_is_extracted_after_recovery(new_target: Targets) -> None:
     clock = FakeClock()
-    path = tmp_path / "m.db"
+    path = new_target("m.db")
     store = open_store(path, clock, max_retries=1, retry_delay_s=10, retry_max_delay_s=600)
     der = FakeDeriver(fail_l1=10**6)
     svc = PipelineService(store._derivation, deriver=der)
@@ -122,9 +128,9 @@ def test_a_session_ended_during_an_outage_is_extracted_after_recovery(tmp_path: 
         store.close()
 
 
-def test_a_failure_due_at_once_runs_once_per_drain(tmp_path: Path) -> None:
+def test_a_failure_due_at_once_runs_once_per_drain(new_target: Targets) -> None:
     clock = FakeClock()
-    store = open_store(tmp_path / "m.db", clock, max_retries=2, retry_delay_s=0)
+    store = open_store(new_target("m.db"), clock, max_retries=2, retry_delay_s=0)
     der = FakeDeriver(fail_l1=10**6)
     svc = PipelineService(store._derivation, deriver=der)
     try:
@@ -157,9 +163,9 @@ class _CapturingDeriver(FakeDeriver):
         return out
 
 
-def test_run_pipeline_claims_only_what_was_due_when_called(tmp_path: Path) -> None:
+def test_run_pipeline_claims_only_what_was_due_when_called(new_target: Targets) -> None:
     clock = FakeClock()
-    store = open_store(tmp_path / "m.db", clock)
+    store = open_store(new_target("m.db"), clock)
     der = _CapturingDeriver(store, limit=25)
     svc = PipelineService(store._derivation, deriver=der)
     der.svc = svc
@@ -176,9 +182,9 @@ def test_run_pipeline_claims_only_what_was_due_when_called(tmp_path: Path) -> No
         store.close()
 
 
-def test_a_retry_that_works_brings_the_other_waiting_retries_forward(tmp_path: Path) -> None:
+def test_a_retry_that_works_brings_the_other_waiting_retries_forward(new_target: Targets) -> None:
     clock = FakeClock()
-    store = open_store(tmp_path / "m.db", clock, retry_delay_s=30, retry_max_delay_s=3600)
+    store = open_store(new_target("m.db"), clock, retry_delay_s=30, retry_max_delay_s=3600)
     der = FakeDeriver(fail_l1=10**6)
     svc = PipelineService(store._derivation, deriver=der)
     try:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from memstore.pipeline import PipelineService, queue
@@ -11,7 +9,10 @@ from memstore.pipeline.scheduler import idle_job_id, l2_job_id
 from memstore.pipeline.state import get_session
 from memstore.store import Store
 from memstore.timeutil import timedelta
+from tests.backends import Targets
 from tests.pipeline_support import FakeClock, FakeDeriver, capture, open_store
+
+pytestmark = pytest.mark.both_backends
 
 
 def test_l2_after_delay_min_interval_and_l3_on_request(
@@ -74,8 +75,8 @@ def test_end_session_extracts_cancels_timer_and_records_end(
     assert status["ended_at"] is not None and status["messages_pending"] == 0
 
 
-def test_end_session_reports_a_timeout(tmp_path: Path) -> None:
-    store = open_store(tmp_path / "m.db")
+def test_end_session_reports_a_timeout(new_target: Targets) -> None:
+    store = open_store(new_target("m.db"))
     der = FakeDeriver(l1_delay_s=0.5)
     svc = PipelineService(store._derivation, deriver=der)
     try:

@@ -5,28 +5,31 @@ from __future__ import annotations
 
 import logging
 import threading
-from pathlib import Path
 
 import pytest
 
-from memstore.db.engine import Database, SqliteDatabase
+from memstore.db.connect import open_database
+from memstore.db.engine import Database
 from memstore.pipeline import PipelineService
 from memstore.pipeline.scheduler import idle_job_id
 from memstore.store import Store
+from tests.backends import Targets
 from tests.pipeline_support import FakeDeriver, capture, open_store
 
+pytestmark = pytest.mark.both_backends
 
-def _locked_store(tmp_path: Path) -> tuple[Store, PipelineService]:
-    store = open_store(tmp_path / "m.db", busy_timeout_ms=50, warmup=(5,))
+
+def _locked_store(new_target: Targets) -> tuple[Store, PipelineService]:
+    store = open_store(new_target("m.db"), busy_timeout_ms=50, warmup=(5,))
     svc = PipelineService(store._derivation, deriver=FakeDeriver())
     svc.timers.jobs()  # the (paused) scheduler and its job table exist
     return store, svc
 
 
-def _other_process(store: Store) -> Database:
-    """A second handle on the file: its writes do not share the store's
+def _other_process(new_target: Targets) -> Database:
+    """A second handle on the store: its writes do not share the store's
     in-process write lock, exactly like another process's."""
-    return SqliteDatabase(store.path, busy_timeout_ms=50)
+    return open_database(new_target("m.db"), busy_timeout_ms=50)
 
 
 def _close(store: Store, svc: PipelineService) -> None:
@@ -34,15 +37,19 @@ def _close(store: Store, svc: PipelineService) -> None:
     store.close()
 
 
+# SQLite only: another process's write transaction locks the whole file; on
+# PostgreSQL it blocks only the writers that take the store's write lock, and
+# the scheduler's job rows are written around it.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_a_failed_timer_write_is_logged_and_reconcile_rearms(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    new_target: Targets, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store, svc = _locked_store(tmp_path)
+    store, svc = _locked_store(new_target)
     try:
         stored = capture(store, svc, "u", "s", after_commit=False)  # below threshold: a timer
         # Routine under heavy capture: recorded at DEBUG, never on stderr.
         caplog.set_level(logging.DEBUG, logger="memstore.pipeline")
-        other = _other_process(store)
+        other = _other_process(new_target)
         try:
             with other.write():  # another process holds the database meanwhile
                 svc.after_commit(stored)
@@ -60,17 +67,21 @@ def test_a_failed_timer_write_is_logged_and_reconcile_rearms(
         _close(store, svc)
 
 
+# SQLite only: another process's write transaction locks the whole file; on
+# PostgreSQL it blocks only the writers that take the store's write lock, and
+# the scheduler's job rows are written around it.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_any_failure_on_the_timer_thread_is_logged(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    new_target: Targets, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store, svc = _locked_store(tmp_path)
+    store, svc = _locked_store(new_target)
     try:
         # Routine under heavy capture: recorded at DEBUG, never on stderr.
         caplog.set_level(logging.DEBUG, logger="memstore.pipeline")
         gate = threading.Event()
         svc._timer_thread.submit(gate.wait, 30)  # hold the timer thread back
         svc.run_pipeline(wait=False)  # queues the drain wake-up on the timer thread
-        other = _other_process(store)
+        other = _other_process(new_target)
         try:
             with other.write():  # another process holds the database when it runs
                 gate.set()
@@ -105,8 +116,8 @@ class _SlowReconcile(PipelineService):
         return {}
 
 
-def test_reconcile_runs_off_the_lease_thread(tmp_path: Path) -> None:
-    store = open_store(tmp_path / "m.db")
+def test_reconcile_runs_off_the_lease_thread(new_target: Targets) -> None:
+    store = open_store(new_target("m.db"))
     svc = _SlowReconcile(store)
     try:
         svc.start()

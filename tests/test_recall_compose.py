@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -12,6 +11,9 @@ from memstore import Recall, RecalledMemory, RecalledMessage, Settings, Store
 from memstore import recall as recall_api
 from memstore.recall.text import ELLIPSIS, clip_around, safe_cut
 from memstore.text import strip_injected
+from tests.backends import Targets
+
+pytestmark = pytest.mark.both_backends
 
 PAST = [
     ("s1", "user", "I adopted a golden retriever puppy named Biscuit last spring."),
@@ -49,14 +51,12 @@ def _capture(store: Store, user: str = "u") -> None:
 
 
 @pytest.fixture(params=["hashing", "none"], scope="module")
-def cstore(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Store]:
+def cstore(request: pytest.FixtureRequest, module_target: Targets) -> Iterator[Store]:
     """A user with three past sessions, derived (offline rules) and indexed; once
     with vectors (hashing embedder) and once keyword-only (no embedder). Built
     once per module: recall only reads, so the tests cannot disturb each other."""
     settings = Settings().replace(embedder=request.param, scheduler=False, background_indexer=False)
-    path = tmp_path_factory.mktemp("compose") / "c.db"
+    path = module_target("c.db")
     with Store.open(path, settings=settings) as store:
         _capture(store)
         for s in ("s1", "s2", "s3"):
@@ -143,10 +143,12 @@ def test_a_huge_budget_is_not_filled_with_noise(cstore: Store) -> None:
     assert "cello" not in r.per_turn and "public speaking" not in r.per_turn
 
 
-def test_long_messages_are_clipped_around_the_match(tmp_path: Path, settings: Settings) -> None:
+def test_long_messages_are_clipped_around_the_match(
+    new_target: Targets, settings: Settings
+) -> None:
     filler = "We talked about many unrelated things that afternoon. " * 40
     text = filler + "The combination for the bike lock is written under the blue vase. " + filler
-    with Store.open(tmp_path / "l.db", settings=settings) as store:
+    with Store.open(new_target("l.db"), settings=settings) as store:
         store.capture("u", "old", [{"role": "user", "content": text, "id": "long"}])
         store.reindex()
         r = store.recall("where is the bike lock combination written", user_id="u")

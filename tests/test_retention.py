@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -21,7 +20,10 @@ from memstore.pipeline.scheduler import RETENTION_JOB_ID
 from memstore.retention import CHECK_EVERY_S, Policy, run_retention
 from memstore.store import Store
 from memstore.timeutil import to_iso
+from tests.backends import Targets
 from tests.pipeline_support import T0, FakeClock
+
+pytestmark = pytest.mark.both_backends
 
 DAYS = 30
 GONE = ["Porto", "Yolanda", "vegetarian"]
@@ -34,9 +36,9 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def rstore(tmp_path: Path, settings: Settings, clock: FakeClock) -> Iterator[Store]:
+def rstore(new_target: Targets, settings: Settings, clock: FakeClock) -> Iterator[Store]:
     store = Store.open(
-        tmp_path / "r.db", settings=settings.replace(retention_days=DAYS), clock=clock
+        new_target("r.db"), settings=settings.replace(retention_days=DAYS), clock=clock
     )
     cut = T0 - timedelta(days=DAYS)
     said = [
@@ -115,9 +117,9 @@ def test_retention_removes_exactly_what_is_older_than_the_limit(
 
 
 def test_retention_is_off_by_default_and_the_cli_dry_run_changes_nothing(
-    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+    new_target: Targets, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "c.db"
+    path = new_target("c.db")
     with Store.open(path, settings=settings) as store:
         store.capture("alice", "s1", [{"role": "user", "content": "I live in Porto.",
                                        "timestamp": "2001-01-01T00:00:00Z"}])  # fmt: skip

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given
@@ -13,6 +12,9 @@ from memstore import Settings
 from memstore.search import clamp_limit
 from memstore.store import Store
 from memstore.vectors import spaces
+from tests.backends import Targets
+
+pytestmark = pytest.mark.both_backends
 
 STRATEGIES = ("keyword", "vector", "hybrid")
 
@@ -35,11 +37,11 @@ def filled(store: Store) -> Store:
 
 
 @pytest.fixture(scope="module")
-def filled_once(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+def filled_once(module_target: Targets) -> Iterator[Store]:
     """The same content, built once per module, for the tests that only search
     (over a hundred hostile queries): a store per query costs its migrations."""
     settings = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
-    with Store.open(tmp_path_factory.mktemp("search") / "m.db", settings=settings) as s:
+    with Store.open(module_target("m.db"), settings=settings) as s:
         yield _fill(s)
 
 
@@ -119,7 +121,7 @@ def test_any_text_query_is_safe(filled_once: Store, q: str) -> None:
         filled_once.search_conversations(q, user_id="alice", strategy=strategy)
 
 
-def _isolation(db_path: Path, settings: Settings, captures: int, users_n: int) -> None:
+def _isolation(target: str, settings: Settings, captures: int, users_n: int) -> None:
     rng = random.Random(7)
     words = [
         "tea",
@@ -138,7 +140,7 @@ def _isolation(db_path: Path, settings: Settings, captures: int, users_n: int) -
         "旅行",
     ]
     users = [f"user{i}" for i in range(users_n)]
-    with Store.open(db_path, settings=settings) as s:
+    with Store.open(target, settings=settings) as s:
         owned: dict[str, set[str]] = {u: set() for u in users}
         for n in range(captures):
             u = rng.choice(users)
@@ -153,27 +155,25 @@ def _isolation(db_path: Path, settings: Settings, captures: int, users_n: int) -
                         assert h.user_id == u and h.ref in owned[u], (u, q, strategy)
 
 
-def test_isolation_is_absolute_across_generated_users(db_path: Path, settings: Settings) -> None:
+def test_isolation_is_absolute_across_generated_users(target: str, settings: Settings) -> None:
     # Isolation does not need size: three users sharing every word.
-    _isolation(db_path, settings, captures=60, users_n=3)
+    _isolation(target, settings, captures=60, users_n=3)
 
 
 @pytest.mark.slow
-def test_isolation_is_absolute_across_many_generated_users(
-    db_path: Path, settings: Settings
-) -> None:
-    _isolation(db_path, settings, captures=240, users_n=6)
+def test_isolation_is_absolute_across_many_generated_users(target: str, settings: Settings) -> None:
+    _isolation(target, settings, captures=240, users_n=6)
 
 
 def test_model_change_reembeds_in_background_and_meanwhile_keyword_only(
-    db_path: Path, settings: Settings
+    target: str, settings: Settings
 ) -> None:
-    with Store.open(db_path, settings=settings) as s:
+    with Store.open(target, settings=settings) as s:
         s.capture_turn("u", "s", "My cat is called Mochi", "ok")
         s.reindex()
         assert s._search_engine.vector_ready("l0")
     other = settings.replace(embedder="hashing", embed_dimensions=128)
-    with Store.open(db_path, settings=other) as s:
+    with Store.open(target, settings=other) as s:
         assert s._embedder is not None and s._embedder.model_id == "hashing-v1-128"
         # new model, nothing embedded yet: vector and hybrid fall back to keyword
         assert not s._search_engine.vector_ready("l0")
@@ -184,7 +184,7 @@ def test_model_change_reembeds_in_background_and_meanwhile_keyword_only(
         hits = s.search_conversations("cat Mochi", user_id="u", strategy="vector")
         assert hits and hits[0].vector_rank == 1
     # and back: the old space is still complete, nothing to embed
-    with Store.open(db_path, settings=settings) as s:
+    with Store.open(target, settings=settings) as s:
         assert s._search_engine.vector_ready("l0")
         assert s.embedding_status()["l0"]["pending"] == 0
 

@@ -8,7 +8,6 @@ user's list must not move when someone else's messages arrive.
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -20,6 +19,8 @@ from memstore.search import bm25
 from memstore.store import Store, default_projections
 from memstore.text import build_match, document_columns, stem_text
 from memstore.text.terms import column_tokens, document_stats, fts_tokens, parse_repeats
+
+pytestmark = pytest.mark.both_backends
 
 _TEXTS = (
     "I'm allergic to peanuts, peanut butter makes me sick; peanuts everywhere!",
@@ -91,6 +92,8 @@ def _per_user(
         )
 
 
+# SQLite only: checked against FTS5's own bm25() and its stored statistics.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_one_user_store_ranks_exactly_as_fts5_bm25(store: Store) -> None:
     for round_ in range(3):
         _fill(store, "solo", _TEXTS, f"s{round_}")
@@ -105,6 +108,8 @@ def test_one_user_store_ranks_exactly_as_fts5_bm25(store: Store) -> None:
     assert compared >= len(_QUERIES) - 2
 
 
+# SQLite only: checked against FTS5's own bm25() and its stored statistics.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_a_query_of_more_than_32_phrases_ranks_as_fts5(store: Store) -> None:
     # Phrases are tagged with bits in two 32-bit words (memstore.search.bm25):
     # words and their roots past the 32nd must count like the first ones.
@@ -127,6 +132,8 @@ def test_a_query_of_more_than_32_phrases_ranks_as_fts5(store: Store) -> None:
     assert tail and tail == _fts5_bm25(store, "mangé avons", "solo", 40)
 
 
+# SQLite only: checked against FTS5's own bm25() and its stored statistics.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_the_engine_returns_the_same_order(store: Store) -> None:
     _fill(store, "solo", _TEXTS)
     for q in ("peanut allergy", "咖啡", "running marathon"):
@@ -142,6 +149,8 @@ def test_exact_forms_rank_above_roots(store: Store) -> None:
     assert [h.text for h in hits] == ["She is allergic to cats.", "Her allergy to cats is bad."]
 
 
+# SQLite only: checked against FTS5's own bm25() and its stored statistics.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_another_users_messages_do_not_change_my_ranking(store: Store) -> None:
     _fill(store, "alice", _TEXTS)
     before = {q: _per_user(store, q, "alice", 20) for q in _QUERIES}
@@ -158,6 +167,8 @@ def test_another_users_messages_do_not_change_my_ranking(store: Store) -> None:
     assert any(_fts5_bm25(store, q, "alice", 20) != before[q] for q in _QUERIES if before[q])
 
 
+# SQLite only: checked against FTS5's own bm25() and its stored statistics.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_a_session_filter_keeps_the_users_statistics(store: Store) -> None:
     _fill(store, "u", _TEXTS[:8], "a")
     _fill(store, "u", _TEXTS[8:], "b")
@@ -181,6 +192,8 @@ def test_user_text_is_never_query_syntax(store: Store) -> None:
     assert hits and all("peanut" in h.text.lower() for h in hits)
 
 
+# SQLite only: checked against FTS5's own bm25() and its stored statistics.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_nobody_and_empty_queries(store: Store) -> None:
     _fill(store, "u", _TEXTS)
     assert _per_user(store, "peanut", "nobody", 10) == []
@@ -204,6 +217,8 @@ def test_tokens_are_fts5_unicode61_tokens() -> None:
         assert fts_tokens(sample) == got, sample
 
 
+# SQLite only: checked against FTS5's own bm25() and its stored statistics.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_stored_statistics_are_fts5s(store: Store) -> None:
     _fill(store, "u", _TEXTS)
     _fill(store, "w", _TEXTS[:3])
@@ -225,7 +240,9 @@ def test_stored_statistics_are_fts5s(store: Store) -> None:
     assert length == 8 and parse_repeats(repeats) == {(0, "peanut"): 2, (2, "peanut"): 2}
 
 
-def test_rebuild_and_migration_give_the_same_statistics(db_path: Path, settings: Settings) -> None:
+# SQLite only: checked against FTS5's own bm25() and its stored statistics.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_rebuild_and_migration_give_the_same_statistics(target: str, settings: Settings) -> None:
     def snapshot(s: Store) -> tuple[object, ...]:
         with s._db.read() as conn:
             return (
@@ -233,7 +250,7 @@ def test_rebuild_and_migration_give_the_same_statistics(db_path: Path, settings:
                 conn.execute(text("SELECT key, repeats FROM l0_term_repeats ORDER BY key")).all(),
             )
 
-    with Store.open(db_path, settings=settings) as s:
+    with Store.open(target, settings=settings) as s:
         _fill(s, "u", _TEXTS)
         _fill(s, "w", _TEXTS[::-1])
         before = snapshot(s)
@@ -243,7 +260,7 @@ def test_rebuild_and_migration_give_the_same_statistics(db_path: Path, settings:
         assert snapshot(s) == before
         owners = migrate.projection_tables(default_projections())
         migrate.downgrade(s._db, "0012_search_storage", owners=owners)
-    with Store.open(db_path, settings=settings) as s:
+    with Store.open(target, settings=settings) as s:
         assert snapshot(s) == before
         assert {q: _per_user(s, q, "w", 10) for q in _QUERIES} == ranking
 

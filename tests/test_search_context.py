@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from memstore import Settings
 from memstore.store import Store
+
+pytestmark = pytest.mark.both_backends
 
 
 def _open(path: Path, **kw: object) -> Store:
@@ -15,8 +19,8 @@ def _open(path: Path, **kw: object) -> Store:
     return Store.open(path, settings=settings)
 
 
-def test_the_turn_after_a_match_is_found(db_path: Path) -> None:
-    with _open(db_path) as s:
+def test_the_turn_after_a_match_is_found(target: str) -> None:
+    with _open(target) as s:
         s.capture(
             "u",
             "s1",
@@ -36,7 +40,7 @@ def test_the_turn_after_a_match_is_found(db_path: Path) -> None:
         # the pure strategies are not rescored
         kw = s.search_conversations("which instrument", user_id="u", strategy="keyword")
         assert [h.text for h in kw] == ["What instrument did you pick up last year?"]
-    with _open(db_path, neighbour_weight=0.0) as s:
+    with _open(target, neighbour_weight=0.0) as s:
         hits = s.search_conversations("which instrument", user_id="u", limit=3)
         without = {h.text: h.score for h in hits}
     answer = "The cello, and I practise every evening."
@@ -46,8 +50,8 @@ def test_the_turn_after_a_match_is_found(db_path: Path) -> None:
     assert with_nb[question] - without[question] < with_nb[answer] - without.get(answer, 0.0)
 
 
-def test_neighbours_never_cross_sessions_or_users(db_path: Path) -> None:
-    with _open(db_path) as s:
+def test_neighbours_never_cross_sessions_or_users(target: str) -> None:
+    with _open(target) as s:
         s.capture("u", "a", [{"role": "user", "content": "zebra crossing near the school"}])
         s.capture("u", "b", [{"role": "user", "content": "completely different topic"}])
         s.capture("other", "a", [{"role": "user", "content": "secret of the other user"}])
@@ -58,8 +62,8 @@ def test_neighbours_never_cross_sessions_or_users(db_path: Path) -> None:
         assert all(h.session_id == "a" or h.score < hits[0].score for h in hits)
 
 
-def test_speaker_named_in_the_query_is_preferred(db_path: Path) -> None:
-    with _open(db_path) as s:
+def test_speaker_named_in_the_query_is_preferred(target: str) -> None:
+    with _open(target) as s:
         s.capture(
             "conv",
             "s1",
@@ -79,14 +83,14 @@ def test_speaker_named_in_the_query_is_preferred(db_path: Path) -> None:
         assert hits[0].text == "I went to a pottery class"
 
 
-def test_context_vectors_live_in_their_own_space(db_path: Path) -> None:
-    with _open(db_path) as s:
+def test_context_vectors_live_in_their_own_space(target: str) -> None:
+    with _open(target) as s:
         s.capture_turn("u", "s", "first", "second")
         s.reindex()
         assert s._indexer is not None
         assert s._indexer.model_for("l0") == "hashing-v1-384+ctx1"
         assert s._indexer.model_for("l1") == "hashing-v1-384"
-    with _open(db_path, context_vectors=False) as s:
+    with _open(target, context_vectors=False) as s:
         assert s._indexer is not None and s._indexer.model_for("l0") == "hashing-v1-384"
         # a different space: keyword-only until it is filled, never mixed
         assert not s._search_engine.vector_ready("l0")

@@ -19,6 +19,9 @@ from memstore.db import migrate
 from memstore.db.engine import SqliteDatabase
 from memstore.search import Hit
 from memstore.store import Store, default_projections
+from tests.backends import Targets
+
+pytestmark = pytest.mark.both_backends
 
 STRATEGIES = ("keyword", "vector", "hybrid")
 
@@ -66,10 +69,8 @@ def _open(path: Path, embedder: str) -> Store:
 # e5 is the real default model: loading and embedding with it costs seconds of
 # CPU per worker, so its half runs with the slow tests (.ci/run).
 @pytest.fixture(params=["hashing", pytest.param("e5", marks=pytest.mark.slow)], scope="module")
-def chat(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Store]:
-    store = _open(tmp_path_factory.mktemp("noise") / "m.db", request.param)
+def chat(request: pytest.FixtureRequest, module_target: Targets) -> Iterator[Store]:
+    store = _open(module_target("m.db"), request.param)
     for i, (user, assistant) in enumerate(CHAT):
         store.capture_turn("u", "s1", user, assistant, turn_id=f"t{i}")
     store.reindex()
@@ -178,7 +179,15 @@ def test_exact_form_outranks_root_match(store: Store) -> None:
     ]
 
 
-def test_exact_cjk_and_diacritics_unchanged(forms: Store) -> None:
+def test_exact_cjk_and_diacritics_unchanged(
+    forms: Store, backend: str, request: pytest.FixtureRequest
+) -> None:
+    if backend == "postgresql":
+        # A known difference, kept visible: the tsvector is built from the
+        # text as written, so "creme" does not find "crème" on PostgreSQL.
+        request.applymarker(
+            pytest.mark.xfail(strict=True, reason="PostgreSQL keyword search keeps diacritics")
+        )
     assert _kw(forms, "花生") == ["我对花生过敏"]
     assert _kw(forms, "过敏") == ["我对花生过敏"]
     assert _kw(forms, "creme brulee") == ["Caroline's café serves crème brûlée."]
@@ -195,11 +204,13 @@ def test_memories_search_uses_roots_too(store: Store) -> None:
 # -- migration 0008 -----------------------------------------------------------------
 
 
-def test_migration_backfills_roots_and_low_info(db_path: Path, settings: Settings) -> None:
-    with Store.open(db_path, settings=settings) as s:
+# SQLite only: the migration is checked through SQLite's table_info pragmas and FTS5 columns.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_migration_backfills_roots_and_low_info(target: str, settings: Settings) -> None:
+    with Store.open(target, settings=settings) as s:
         s.capture_turn("u", "s", "I am allergic to peanuts.", "Noted.")
         s.write_memory("u", "add", "Allergic to shellfish")
-    db = SqliteDatabase(db_path)
+    db = SqliteDatabase(target)
     try:
         migrate.downgrade(db, "0007", owners=_owners())
         with db.read() as conn:
@@ -215,7 +226,7 @@ def test_migration_backfills_roots_and_low_info(db_path: Path, settings: Setting
             assert stems == [("allerg shellfish",)]
     finally:
         db.close()
-    with Store.open(db_path, settings=settings) as s:
+    with Store.open(target, settings=settings) as s:
         assert [h.text for h in s.search_conversations("allergy", user_id="u")][:1] == [
             "I am allergic to peanuts."
         ]
@@ -227,10 +238,10 @@ def test_migration_backfills_roots_and_low_info(db_path: Path, settings: Setting
 # -- filler between two turns -------------------------------------------------------
 
 
-def test_neighbour_scoring_skips_filler(tmp_path: Path) -> None:
+def test_neighbour_scoring_skips_filler(new_target: Targets) -> None:
     # Keyword-only store: hybrid is fused from the keyword list, so the only
     # way the answer is found is the share its neighbour lends it.
-    store = _open(tmp_path / "m.db", "none")
+    store = _open(new_target("m.db"), "none")
     try:
         store.capture(
             "u",
@@ -251,9 +262,11 @@ def test_neighbour_scoring_skips_filler(tmp_path: Path) -> None:
         store.close()
 
 
-def test_context_vectors_skip_filler(tmp_path: Path) -> None:
+# SQLite only: reads sqlite-vec rows by rowid.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_context_vectors_skip_filler(new_target: Targets) -> None:
     # Each message is embedded with the previous message that has content.
-    store = _open(tmp_path / "m.db", "hashing")
+    store = _open(new_target("m.db"), "hashing")
     try:
         store.capture(
             "u",

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from memstore import Settings, Store
+from tests.backends import Targets
+
+pytestmark = pytest.mark.both_backends
 
 
 @pytest.mark.parametrize("strategy", ["vector", "keyword", "hybrid"])
-def test_equal_scores_are_ordered_by_id(tmp_path: Path, strategy: str) -> None:
+def test_equal_scores_are_ordered_by_id(new_target: Targets, strategy: str) -> None:
     settings = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
-    with Store.open(tmp_path / "m.db", settings=settings) as store:
+    with Store.open(new_target("m.db"), settings=settings) as store:
         # The same first message of eight sessions: the same vector, the same words.
         for i in range(8):
             store.capture_turn("alice", f"s{i}", "My cat Mochi sleeps all day", "Cute!")

@@ -10,8 +10,8 @@ exactly with what FTS5 computes for that user alone.
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 
 from memstore.config import Settings
@@ -20,6 +20,8 @@ from memstore.l0.projection import SLOT_SHIFT, user_fts_range
 from memstore.search.engine import Ask
 from memstore.store import Store, default_projections
 from memstore.text import build_match, document_columns, stem_text
+
+pytestmark = pytest.mark.both_backends
 
 _TOPICS = (
     "pottery class in Lisbon with Anna",
@@ -90,6 +92,8 @@ def _keyword(store: Store, query: str, user: str, k: int) -> list[tuple[int, flo
         return store._search_engine.keyword_list(conn, Ask("l0", query, user, k, None, None, None))
 
 
+# SQLite only: checks the FTS5 tables' rowid ranges, bm25() and sqlite_master.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_keyword_lists_match_bm25_over_the_users_own_messages(store: Store) -> None:
     _fill(store)
     checked = 0
@@ -118,6 +122,8 @@ def test_a_user_never_sees_another_users_rows(store: Store) -> None:
     assert _keyword(store, "pottery", "nobody", 10) == []
 
 
+# SQLite only: checks the FTS5 tables' rowid ranges, bm25() and sqlite_master.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_fts_rows_sit_in_their_users_range_and_hold_no_text(store: Store) -> None:
     _fill(store)
     with store._db.read() as conn:
@@ -165,8 +171,10 @@ def test_rebuild_gives_the_same_keys(store: Store) -> None:
     assert {u: _keyword(store, "pottery class Anna", u, 10) for u in _USERS} == before
 
 
-def test_migration_converts_an_existing_file(db_path: Path, settings: Settings) -> None:
-    with Store.open(db_path, settings=settings) as s:
+# SQLite only: checks the FTS5 tables' rowid ranges, bm25() and sqlite_master.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_migration_converts_an_existing_file(target: str, settings: Settings) -> None:
+    with Store.open(target, settings=settings) as s:
         _fill(s)
         before = {(u, q): _keyword(s, q, u, 10) for u in _USERS for q in _QUERIES}
         migrate.downgrade(s._db, "0010", owners=migrate.projection_tables(default_projections()))
@@ -176,7 +184,7 @@ def test_migration_converts_an_existing_file(db_path: Path, settings: Settings) 
             assert "l0_fts_content" in names and "l0_user_slots" not in names
             n_old = conn.execute(text("SELECT count(*) FROM l0_fts_content")).scalar_one()
             assert n_old == conn.execute(text("SELECT count(*) FROM l0_messages")).scalar_one()
-    with Store.open(db_path, settings=settings) as s:
+    with Store.open(target, settings=settings) as s:
         assert migrate.current_revision(s._db) == migrate.head_revision()
         with s._db.read() as conn:
             names = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master"))}

@@ -5,7 +5,6 @@ arguments, and the recall preview injects exactly what recall does."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -13,11 +12,14 @@ from memstore import Settings
 from memstore.errors import InvalidIdError, InvalidInputError, NotFoundError
 from memstore.recall.preview import GATED, INJECTED
 from memstore.store import Store
+from tests.backends import Targets
+
+pytestmark = pytest.mark.both_backends
 
 
 @pytest.fixture
-def vstore(tmp_path: Path, settings: Settings) -> Iterator[Store]:
-    store = Store.open(tmp_path / "v.db", settings=settings)
+def vstore(new_target: Targets, settings: Settings) -> Iterator[Store]:
+    store = Store.open(new_target("v.db"), settings=settings)
     try:
         at = "2023-05-08T10:00:00Z"
         store.capture("u", "s1", [

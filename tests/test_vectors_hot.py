@@ -10,6 +10,8 @@ import pytest
 from memstore.store import Store
 from memstore.vectors.hot import HotPartitions, _load
 
+pytestmark = pytest.mark.both_backends
+
 TEXTS = [
     "My cat is called Mochi and she loves tuna",
     "I am planning a hiking trip to the Alps in June",
@@ -161,6 +163,8 @@ def test_the_loader_thread_runs_after_the_search_and_stops_with_the_store(
     assert not [t for t in threading.enumerate() if t.name == "memstore-hot-vectors"]
 
 
+# SQLite only: compares with sqlite-vec's vec0 bytes.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_stored_vectors_from_a_copy_are_vec0s_bytes(two_users: Store) -> None:
     """Recall's gate reads its candidates' vectors from the copy its search
     used: the very rows vec0 returns, only for a copy as of the caller's

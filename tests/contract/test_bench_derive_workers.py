@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from memstore.bench.derive_workers import format_derive_workers, run_derive_workers
-from tests.contract.conftest import pg_admin_url
+from tests.backends import pg_admin_url
 
 
 @pytest.mark.slow

@@ -94,7 +94,7 @@ def test_hermes_install_refuses_a_url(in_tmp: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
 def test_bench_scale_db_prints_both_backends(backend: str, in_tmp: Path, tmp_path: Path) -> None:
-    from tests.contract.conftest import pg_admin_url
+    from tests.backends import pg_admin_url
 
     url = pg_admin_url()
     assert url is not None

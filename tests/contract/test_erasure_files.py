@@ -13,7 +13,7 @@ from pathlib import Path
 from sqlalchemy import Connection
 
 from memstore.store import Store
-from tests.contract.conftest import pg_admin_url
+from tests.backends import pg_admin_url
 
 # Distinctive, so it cannot occur by chance; lower case because the full-text
 # index keeps lexemes in lower case ("quetzalcoatlus" would be its stem).
