@@ -51,6 +51,7 @@ from memstore.embeddings import check_vectors, content_hash, from_blob, to_blob
 from memstore.errors import MemstoreError
 from memstore.l0.columns import labelled_text
 from memstore.logtext import loggable
+from memstore.recall import expand
 from memstore.recall.query import dated, query_dates
 from memstore.recall.text import WORD_RE, term_matches
 from memstore.text import query_terms
@@ -110,6 +111,7 @@ class Candidate:
     row: dict[str, Any] = field(default_factory=dict)
     sources: list[Candidate] = field(default_factory=list)  # a memory's source messages
     dated: float = 0.0  # added to the relevance: the item's date is one the query names
+    lift: float = 0.0  # added to the relevance: who and when the query points at (recall.expand)
 
 
 def matched_words(query_words: list[str], text_: str) -> int:
@@ -171,7 +173,7 @@ def rescore(cands: list[Candidate], agree: float) -> list[Candidate]:
             margin = (
                 x.similarity - x.floor if x.similarity is not None and x.floor is not None else None
             )
-            x.relevance = relevance(margin, x.coverage, agree) + x.dated
+            x.relevance = relevance(margin, x.coverage, agree) + x.dated + x.lift
     return rank(cands)
 
 
@@ -388,6 +390,7 @@ def collect(
             for r in source_rows(conn, user_id, sorted(wanted))
         ]
         score_candidates(store, query, user_id, cands + sources, conn, used)
+        expand.lift(query, cands + sources)
     # ... so it ranks at least as high as they do, is spent first, and they
     # are not repeated.
     by_ref = {c.ref: c for c in cands + sources if c.kind == "message"}
