@@ -46,6 +46,7 @@ from memstore.derive.queries import forgotten_sources, memories_by_id
 from memstore.embeddings import from_blob
 from memstore.errors import MemstoreError
 from memstore.l0.columns import labelled_text
+from memstore.recall import expand
 from memstore.recall.nulls import (
     LEXICAL_EMBEDDERS,
     NULL_SENTENCES,
@@ -112,7 +113,9 @@ class Candidate:
     row: dict[str, Any] = field(default_factory=dict)
     sources: list[Candidate] = field(default_factory=list)  # a memory's source messages
     dated: float = 0.0  # added to the relevance: the item's date is one the query names
-    lift: float = 0.0  # added to the relevance: a personal question on a small store
+    # added to the relevance: a personal question on a small store (score_candidates),
+    # who and when the query points at (recall.expand)
+    lift: float = 0.0
 
 
 def matched_words(query_words: list[str], text_: str) -> int:
@@ -349,6 +352,7 @@ def collect(
         else:
             lift = 0.0
         score_candidates(store, query, user_id, cands + sources, conn, used, lift)
+        expand.lift(query, cands + sources)
     # ... so it ranks at least as high as they do, is spent first, and they
     # are not repeated.
     by_ref = {c.ref: c for c in cands + sources if c.kind == "message"}
