@@ -70,6 +70,7 @@ def test_the_full_context_is_every_session_with_its_date() -> None:
     assert "[shares a photo: a runner crossing a finish line]" in full
     assert full.count("[session ") == 2
 
+
 def test_contexts_are_answered_and_graded(data: Path, tmp_path: Path) -> None:
     with FakeOpenAI(chat=_fake) as fake:
         chat = Chat(fake.base_url, "answerer")

@@ -61,7 +61,7 @@ def test_bulk_capture_stores_what_capture_stores(tmp_path: Path) -> None:
             store.capture(user, session, msgs)
     with Store.open(bulk, settings=SETTINGS, clock=FakeClock()) as store:
         assert bulk_capture(store, calls(layout, pool), per_transaction=4) == layout.messages
-        hits = store.search_conversations(pool[3], user_id="u0001", strategy="keyword")
+        hits = store.search_conversations("u0001", pool[3], strategy="keyword")
     a, b = _tables(one), _tables(bulk)
     assert a.keys() == b.keys()
     assert len(a["events"]) == 9 and len(a["l0_messages"]) == layout.messages

@@ -138,7 +138,7 @@ def test_message_ids_are_scoped_to_their_session(store: Store) -> None:
         "u", "b", [{"role": "user", "content": "I started learning piano", "id": "1"}]
     )
     assert res.stored == ["1"]
-    assert store.search_conversations("piano", user_id="u", strategy="keyword")
+    assert store.search_conversations("u", "piano", strategy="keyword")
 
 
 @pytest.mark.parametrize("ts", ["0999-05-01T00:00:00", -62135596800, "10000-01-01"])

@@ -119,9 +119,9 @@ def test_global_instructions_are_recalled_whatever_the_query(new_target: Targets
         s.capture("u", "s", [{"role": "user", "content": "Please always answer in French."}])
         s.capture("u", "s", [{"role": "user", "content": "I love green tea."}])
         s.end_session("u", "s")
-        r = s.recall("which tea do I like?", user_id="u")
+        r = s.recall("u", "which tea do I like?")
         assert "French" in r.text and "green tea" in r.text
         assert any(m.standing for m in r.memories)
         # listed once even when the query matches it too
-        r = s.recall("answer in French", user_id="u")
+        r = s.recall("u", "answer in French")
         assert r.text.count("answer in French") == 1

@@ -92,9 +92,7 @@ def test_readme_cli_commands_run(offline: Path) -> None:
             continue  # an install block: pip is not run here
         for line in lines:
             args = shlex.split(line)[1:]
-            done = subprocess.run(
-                [str(exe), *args], capture_output=True, text=True, timeout=300
-            )
+            done = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=300)
             assert done.returncode == 0, f"{line!r} exited {done.returncode}: {done.stderr}"
             ran += 1
     assert ran >= 5

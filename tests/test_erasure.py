@@ -28,7 +28,7 @@ def test_forget_user_leaves_no_bytes_and_keeps_everyone_else(store: Store, targe
     store.capture_turn("victim", "s2", f"我的秘密是{CJK_MARKER}", "好的")
     store.capture_turn("keeper", "s1", "I like green tea", "ok")
     store.reindex()
-    assert store.search_conversations("platypus", user_id="victim")
+    assert store.search_conversations("victim", "platypus")
     assert MARKER.encode() in _file_bytes(target)  # in the main file or the WAL
 
     report = store.forget_user("victim")
@@ -37,7 +37,7 @@ def test_forget_user_leaves_no_bytes_and_keeps_everyone_else(store: Store, targe
     data = _file_bytes(target)
     for needle in (MARKER, "platypus", "marmalade", CJK_MARKER, "鸭嘴"):
         assert needle.encode("utf-8") not in data, needle
-    assert store.search_conversations("platypus", user_id="victim") == []
+    assert store.search_conversations("victim", "platypus") == []
     assert [e.type for e in store.read_events(user_id="victim")] == []
     # a tombstone records that it happened, without content
     (tomb,) = store.read_events(types=["erasure.user"])
@@ -45,7 +45,7 @@ def test_forget_user_leaves_no_bytes_and_keeps_everyone_else(store: Store, targe
     # the other user is untouched, for keyword and vector search
     store.reindex()
     for strategy in ("keyword", "vector", "hybrid"):
-        hits = store.search_conversations("green tea", user_id="keeper", strategy=strategy)
+        hits = store.search_conversations("keeper", "green tea", strategy=strategy)
         assert hits and hits[0].text == "I like green tea"
 
 
@@ -53,7 +53,7 @@ def test_forget_user_survives_reopen_and_rebuild(store: Store, target: str) -> N
     store.capture_turn("victim", "s1", MARKER, "ok")
     store.forget_user("victim")
     store.rebuild()
-    assert store.search_conversations("platypus", user_id="victim", strategy="keyword") == []
+    assert store.search_conversations("victim", "platypus", strategy="keyword") == []
     store.close()
     with Store.open(target, settings=store.settings) as again:
         assert again.read_events(user_id="victim") == []

@@ -130,9 +130,7 @@ def test_old_dict_payloads_still_decode(tmp_path: Path) -> None:
         s.rebuild()
         (ev,) = s.read_events(user_id="u")
         assert ev.payload.to_dict() == old and ev.idempotency_key == "l0:abc"
-        assert [h.text for h in s.search_conversations("old file", user_id="u")] == [
-            "from an old file"
-        ]
+        assert [h.text for h in s.search_conversations("u", "old file")] == ["from an old file"]
 
 
 _CAPTURED = {"id": "m", "role": "user", "text": "t", "occurred_at": "x", "truncated": False,

@@ -30,7 +30,7 @@ def _porto(store: Store) -> str:
 
 def _served(store: Store) -> str:
     """What every read path shows of alice's derived layers."""
-    r = store.recall("where do I live?", user_id="alice")
+    r = store.recall("alice", "where do I live?")
     scenes = store.list_scenes("alice")
     answers = [
         tools.handle(store, tools.SCENE_READ, {"name": s["name"]}, user_id="alice",

@@ -41,5 +41,5 @@ def test_the_next_message_is_embedded_again_without_the_erased_context(
         assert sorted(again) == [1, 2] and again[2] != before[3]
         with store._db.read() as conn:
             assert conn.execute(text("SELECT count(*) FROM vector_quarantine")).scalar() == 0
-        hits = store.search_conversations("third thing", user_id="a", strategy="vector")
+        hits = store.search_conversations("a", "third thing", strategy="vector")
         assert hits[0].text == "third thing"

@@ -113,7 +113,7 @@ def test_capture_accepts_openai_messages_and_requires_fields(gw: Running) -> Non
             },
         )
         assert r.json()["l0_recorded"] == 2
-        hits = gw.store.search_conversations("Miso", user_id="default", strategy="keyword")
+        hits = gw.store.search_conversations("default", "Miso", strategy="keyword")
         assert hits and hits[0].occurred_at.startswith("2024-04-24")
         missing = c.post("/capture", json={"user_content": "hi"})
         assert missing.status_code == 400
@@ -203,7 +203,7 @@ def test_body_limit_by_header_and_by_streamed_size(tmp_path: Path) -> None:
         assert r.status_code == 413
         ok = c.post("/capture", json={"user_content": "small", "session_key": "s"})
         assert ok.status_code == 200
-        assert g.store.search_conversations("z", user_id="default", strategy="keyword") == []
+        assert g.store.search_conversations("default", "z", strategy="keyword") == []
 
 
 def test_bearer_auth_guards_every_route_but_health(gw_auth: Running) -> None:
@@ -230,8 +230,8 @@ def test_requests_without_user_id_go_to_the_default_user(tmp_path: Path) -> None
         c.post("/capture", json={"user_content": "I love rowing", "session_key": "s"})
         found = c.post("/search/conversations", json={"query": "rowing"}).json()
         assert found["total"] >= 1
-        assert g.store.search_conversations("rowing", user_id="hermes-user", strategy="keyword")
-        assert g.store.search_conversations("rowing", user_id="default", strategy="keyword") == []
+        assert g.store.search_conversations("hermes-user", "rowing", strategy="keyword")
+        assert g.store.search_conversations("default", "rowing", strategy="keyword") == []
     with pytest.raises(ConfigError):
         GatewayConfig(default_user=" x").check()
 

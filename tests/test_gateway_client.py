@@ -178,7 +178,7 @@ def test_sigterm_drains_a_request_in_flight_then_closes_the_store(tmp_path: Path
     assert "stopped" in rest and "Traceback" not in rest
     assert result.get("body") == {"flushed": True}, result
     with Store.open(db, settings=Settings().replace(embedder="hashing", scheduler=False)) as s:
-        assert s.search_conversations("green tea", user_id="default", strategy="keyword")
+        assert s.search_conversations("default", "green tea", strategy="keyword")
         # The extraction that was in flight finished and moved the cursor.
         sessions = s.pipeline_status("default")[0]["sessions"]
         assert sessions[0]["messages_pending"] == 0

@@ -111,7 +111,7 @@ def test_upstream_delete_routes(gw: Running) -> None:
         r = c.post("/v2/conversation/delete", json={"session_id": "k1", "user_id": "alice"})
         assert r.status_code == 200 and r.json()["deleted_count"] == 2 and r.json()["compacted"]
         assert "Porto" not in _everything(c)
-        mid = store.search_conversations("Yolanda", user_id="alice", strategy="keyword")[0].ref
+        mid = store.search_conversations("alice", "Yolanda", strategy="keyword")[0].ref
         r = c.post("/v2/conversation/delete", json={"message_ids": [mid], "user_id": "alice"})
         assert r.status_code == 200 and r.json()["deleted_count"] == 1
         assert "Yolanda" not in _everything(c)

@@ -107,7 +107,7 @@ def test_threads_by_instances_lose_no_turn(
     assert store is not None and all(p.store is store for p in providers)
     for i in range(instances):
         said = store.search_conversations(
-            f"instance {i}", user_id=f"u{i % 2}", session_id=f"s{i}", limit=20, strategy="keyword"
+            f"u{i % 2}", f"instance {i}", session_id=f"s{i}", limit=20, strategy="keyword"
         )
         assert said  # searchable
     with store._db.read() as conn:
@@ -165,7 +165,7 @@ def test_a_thousand_instances_without_shutdown_leak_nothing(hermes_home: Path) -
     assert _fds(hermes_home) <= ours_before + 3
     assert _fds() <= fds_before + 20
     said = keep.store.search_conversations(
-        "request", user_id="api_server:key:caller-1", limit=20, strategy="keyword"
+        "api_server:key:caller-1", "request", limit=20, strategy="keyword"
     )
     assert len(said) == 11
     keep.shutdown()

@@ -161,7 +161,7 @@ def test_hermes_remembers_across_sessions(
     # The recalled block itself never became conversation memory.
     agent._memory_manager.flush_pending(timeout=10)
     p = agent._memory_manager.get_provider("memstore")
-    said = p.store.search_conversations("System note recalled", user_id="default", limit=20)
+    said = p.store.search_conversations("default", "System note recalled", limit=20)
     assert all("<memory-context>" not in h.text for h in said)
     agent.shutdown_memory_provider(third["messages"])
     agent.close()

@@ -55,10 +55,10 @@ def test_bad_lines_reported_by_number_good_ones_all_imported(cli_env: Path, tmp_
     assert '"user" is null' in r.stderr
     assert "4 messages stored" in r.stdout and "8 problem(s)" in r.stdout
     with _open(cli_env) as s:
-        got = s.search_conversations("good line", user_id="u1", strategy="keyword", limit=10)
+        got = s.search_conversations("u1", "good line", strategy="keyword", limit=10)
         assert sorted(h.ref for h in got) == ["1", "2", "3"]
-        assert s.search_conversations("user is null", user_id="None", strategy="keyword") == []
-        assert s.search_conversations("aliases", user_id="alice", strategy="keyword") == []
+        assert s.search_conversations("None", "user is null", strategy="keyword") == []
+        assert s.search_conversations("alice", "aliases", strategy="keyword") == []
     # Again: nothing new, the same problems, still non-zero.
     r = run_cli("import", str(f))
     assert r.exit_code == 1 and "0 messages stored, 4 already known" in r.stdout
@@ -111,7 +111,7 @@ def test_seed_files_formats_a_and_b(cli_env: Path, tmp_path: Path) -> None:
     r = run_cli("import", str(bad), "--format", "seed", "--user", "dora")
     assert r.exit_code == 1 and "not JSON" in r.stderr
     with _open(cli_env) as s:
-        hits = s.search_conversations("Porto", user_id="dora", strategy="keyword")
+        hits = s.search_conversations("dora", "Porto", strategy="keyword")
         assert sorted(h.session_id or "" for h in hits) == ["h1", "h2"]
 
 
@@ -128,4 +128,4 @@ def test_memstore_user_env_defaults_user(
     r = run_cli("import", str(a), "--format", "seed")
     assert r.exit_code == 0, r.output
     with _open(cli_env) as s:
-        assert s.search_conversations("rowing", user_id="erin", strategy="keyword")
+        assert s.search_conversations("erin", "rowing", strategy="keyword")

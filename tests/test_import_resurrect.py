@@ -84,7 +84,7 @@ def test_reimport_after_forget_user_needs_allow_erased(tmp_path: Path, cli_env: 
     assert "was erased" in r.stderr and "--allow-erased" in r.stderr
     with _open(cli_env) as s:
         assert s.list_memories("alice") == []
-        assert s.search_conversations("sencha", user_id="alice", strategy="keyword") == []
+        assert s.search_conversations("alice", "sencha", strategy="keyword") == []
         with pytest.raises(InvalidInputError, match="was erased"):
             import_upstream(s, read_upstream(root, ImportReport()), "alice", ImportReport())
     r = run_cli("import", str(root), "--format", "upstream", "--user", "alice", "--allow-erased")
@@ -110,8 +110,8 @@ def test_jsonl_and_export_imports_skip_an_erased_user(tmp_path: Path, cli_env: P
     r = run_cli("import", str(exported), "--format", "memstore")
     assert r.exit_code == 1 and "user 'bob' was erased" in r.stderr
     with _open(cli_env) as s:
-        assert s.search_conversations("oolong", user_id="bob", strategy="keyword") == []
-        assert s.search_conversations("oolong", user_id="carol", strategy="keyword")
+        assert s.search_conversations("bob", "oolong", strategy="keyword") == []
+        assert s.search_conversations("carol", "oolong", strategy="keyword")
 
 
 def test_imports_skip_messages_a_session_forget_erased(tmp_path: Path, cli_env: Path) -> None:
@@ -134,10 +134,10 @@ def test_imports_skip_messages_a_session_forget_erased(tmp_path: Path, cli_env: 
     r = run_cli("import", str(exported))
     assert r.exit_code == 1 and "had messages erased that this export holds" in r.stderr
     with _open(cli_env) as s:
-        assert s.search_conversations("locker", user_id="dana", strategy="keyword") == []
-        assert s.search_conversations("oolong", user_id="dana", strategy="keyword")
+        assert s.search_conversations("dana", "locker", strategy="keyword") == []
+        assert s.search_conversations("dana", "oolong", strategy="keyword")
 
     r = run_cli("import", str(f), "--allow-erased")
     assert r.exit_code == 0, r.output
     with _open(cli_env) as s:
-        assert s.search_conversations("locker", user_id="dana", strategy="keyword")
+        assert s.search_conversations("dana", "locker", strategy="keyword")

@@ -31,7 +31,7 @@ def _state(s: Store, user: str) -> tuple[object, ...]:
     )
     l0 = sorted(
         (h.ref, h.text, h.session_id, h.occurred_at)
-        for h in s.search_conversations("sencha nurse Lisbon move", user_id=user,
+        for h in s.search_conversations(user, "sencha nurse Lisbon move",
                                         strategy="keyword", limit=20)
     )  # fmt: skip
     return mems, scenes, s.get_persona(user), l0
@@ -48,11 +48,11 @@ def test_upstream_dir_imports_into_all_four_layers(tmp_path: Path) -> None:
         assert report.counts["scenes imported"] == 2
 
         # L0: searchable, with the upstream's ids and times, both file forms.
-        hits = s.search_conversations("vegetarian", user_id="alice", strategy="keyword")
+        hits = s.search_conversations("alice", "vegetarian", strategy="keyword")
         assert hits[0].ref == "msg_1714000000000_000000"
         assert hits[0].session_id == "agent:main:chat-1"
         assert hits[0].occurred_at.startswith("2024-04-24T23:06:40")
-        grouped = s.search_conversations("moving Lisbon", user_id="alice", strategy="keyword")
+        grouped = s.search_conversations("alice", "moving Lisbon", strategy="keyword")
         assert grouped[0].ref == "msg_g1" and grouped[0].session_id == "agent:main:chat-2"
 
         # L1: the later line of m_2 won; provenance says where each came from.
@@ -66,7 +66,7 @@ def test_upstream_dir_imports_into_all_four_layers(tmp_path: Path) -> None:
         hist = s.memory_history("alice", mems["The user is vegetarian."]["memory_id"])
         assert hist[0]["deriver"] == "import" and hist[0]["model"] == MODEL
         assert "m_1" in hist[0]["reason"] and "records/2024-04-25.jsonl:1" in hist[0]["reason"]
-        found = s.search_memories("sencha", user_id="alice", strategy="keyword")
+        found = s.search_memories("alice", "sencha", strategy="keyword")
         assert found and "sencha" in found[0].text
 
         # L2: heat and summary from META, memories linked by scene name.
@@ -79,7 +79,7 @@ def test_upstream_dir_imports_into_all_four_layers(tmp_path: Path) -> None:
 
         # L3: persona without the upstream's navigation (memstore composes its own).
         assert s.get_persona("alice") == PERSONA.strip()
-        rec = s.recall("what should I cook? sencha?", user_id="alice")
+        rec = s.recall("alice", "what should I cook? sencha?")
         assert "Vegetarian nurse" in rec.text and "Food" in rec.navigation
 
         # Nothing left for the pipeline to extract again.
@@ -140,7 +140,7 @@ def test_other_users_are_untouched_and_rederive_redoes_the_import(tmp_path: Path
         s.capture_turn("bob", "b1", "I love chess", "ok")
         rep = ImportReport()
         import_upstream(s, read_upstream(root, rep), "alice", rep)
-        assert s.search_conversations("sencha", user_id="bob", strategy="keyword") == []
+        assert s.search_conversations("bob", "sencha", strategy="keyword") == []
         assert s.list_memories("bob") == []
         gen = s.rederive("alice")
         assert gen >= 1

@@ -150,7 +150,7 @@ def test_forget_a_memory_and_see_it_gone(page: Any, gw: Running) -> None:
     assert "forgotten" in page.inner_text("dd.status") or "retired" in page.inner_text("dd.status")
     assert "forget" in page.inner_text("table.history")
     assert page.locator("#forget").count() == 0
-    recall = gw.store.recall("does the user like hiking?", user_id="alice")
+    recall = gw.store.recall("alice", "does the user like hiking?")
     assert "hiking" not in recall.per_turn
 
 

@@ -122,9 +122,9 @@ def test_no_user_text_in_logs_at_info_through_a_faulty_pipeline(
     store.end_session("alice", "s1")
     store.run_pipeline("alice", wait=True)
     assert api.list_memories(store._derivation, "alice"), "nothing was derived"
-    store.recall(ASKED, user_id="alice", session_id="s1")
-    store.search_memories(ASKED, user_id="alice")
-    store.search_conversations(ASKED, user_id="alice")
+    store.recall("alice", ASKED, session_id="s1")
+    store.search_memories("alice", ASKED)
+    store.search_conversations("alice", ASKED)
 
     # The faults happened and quoted the user where they are kept (the failure
     # records, DEBUG), which is what makes the INFO check below meaningful.

@@ -36,7 +36,7 @@ def test_get_and_update_a_memory_by_id(store: Store) -> None:
     assert store.get_memory("alice", memory_id).content == "The user lives in Lisbon."
     history = store.memory_history("alice", memory_id)
     assert [h["action"] for h in history][-1] == "update"
-    hits = store.search_memories("Lisbon", user_id="alice", strategy="keyword")
+    hits = store.search_memories("alice", "Lisbon", strategy="keyword")
     assert [h.text for h in hits] == ["The user lives in Lisbon."]
 
 
@@ -66,9 +66,9 @@ def test_fixed_choices_are_literals() -> None:
 
 
 def test_hits_name_their_id(store: Store) -> None:
-    [msg] = store.search_conversations("Porto", user_id="alice", strategy="keyword", limit=1)
+    [msg] = store.search_conversations("alice", "Porto", strategy="keyword", limit=1)
     assert msg.message_id == msg.ref and msg.memory_id is None
-    mem = store.search_memories("Porto", user_id="alice", strategy="keyword", limit=1)[0]
+    mem = store.search_memories("alice", "Porto", strategy="keyword", limit=1)[0]
     assert mem.memory_id == mem.ref and mem.message_id is None
     assert store.get_memory("alice", mem.memory_id).content == mem.text
 

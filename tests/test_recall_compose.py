@@ -67,7 +67,7 @@ def cstore(request: pytest.FixtureRequest, module_target: Targets) -> Iterator[S
 
 
 def test_recall_composes_memories_and_excerpts_with_typed_records(cstore: Store) -> None:
-    r = cstore.recall("Which shoes does Biscuit chew?", user_id="u", session_id="s9")
+    r = cstore.recall("u", "Which shoes does Biscuit chew?", session_id="s9")
     assert isinstance(r, Recall)
     assert "<conversation-excerpts>" in r.per_turn
     assert r.text == f"{r.stable}\n{r.per_turn}"
@@ -88,7 +88,7 @@ def test_recall_composes_memories_and_excerpts_with_typed_records(cstore: Store)
 
 
 def test_a_turn_behind_a_recalled_memory_is_not_repeated(cstore: Store) -> None:
-    r = cstore.recall("When does Jana get married in Prague?", user_id="u")
+    r = cstore.recall("u", "When does Jana get married in Prague?")
     sources = {s for m in r.memories if not m.standing for s in m.source_message_ids}
     excerpts = {m.message_id for m in r.messages}
     assert not sources & excerpts
@@ -98,7 +98,7 @@ def test_a_turn_behind_a_recalled_memory_is_not_repeated(cstore: Store) -> None:
 
 def test_an_off_topic_question_injects_nothing_but_the_stable_part(cstore: Store) -> None:
     for q in OFF_TOPIC:
-        r = cstore.recall(q, user_id="u")
+        r = cstore.recall("u", q)
         assert r.per_turn == "", (q, r.per_turn)
         assert r.messages == [] and all(m.standing for m in r.memories), q
         assert "British English" in r.text  # the stable part stays
@@ -108,27 +108,27 @@ def test_an_off_topic_question_injects_nothing_but_the_stable_part(cstore: Store
 
 def test_the_gate_threshold_decides(cstore: Store) -> None:
     q = "Tell me about the cello lessons with Mrs Okafor"
-    assert cstore.recall(q, user_id="u", threshold=0.0).messages
-    assert not cstore.recall(q, user_id="u", threshold=1e9).messages
+    assert cstore.recall("u", q, threshold=0.0).messages
+    assert not cstore.recall("u", q, threshold=1e9).messages
 
 
 def test_messages_of_the_current_session_are_not_excerpted(cstore: Store) -> None:
-    r = cstore.recall("the cello teacher Mrs Okafor", user_id="u", session_id="s3")
+    r = cstore.recall("u", "the cello teacher Mrs Okafor", session_id="s3")
     assert all(m.session_id != "s3" for m in r.messages)
 
 
 @pytest.mark.parametrize("budget", [0, 1, 59])
 def test_a_zero_or_tiny_budget_injects_at_most_the_budget(cstore: Store, budget: int) -> None:
-    r = cstore.recall("Biscuit chews shoes", user_id="u", budget_chars=budget)
+    r = cstore.recall("u", "Biscuit chews shoes", budget_chars=budget)
     assert len(r.text) <= budget
     if budget == 0:
         assert r.text == "" and r.messages == []
 
 
 def test_a_small_budget_still_carries_the_best_item(cstore: Store) -> None:
-    full = cstore.recall("Biscuit chews every shoe", user_id="u", budget_chars=100_000)
+    full = cstore.recall("u", "Biscuit chews every shoe", budget_chars=100_000)
     best = (full.memories[1:] or full.messages)[0]  # [0] is the standing instruction
-    small = cstore.recall("Biscuit chews every shoe", user_id="u", budget_chars=300)
+    small = cstore.recall("u", "Biscuit chews every shoe", budget_chars=300)
     assert len(small.text) <= 300
     assert small.per_turn, small.text
     first = (small.memories[1:] or small.messages)[0]
@@ -138,7 +138,7 @@ def test_a_small_budget_still_carries_the_best_item(cstore: Store) -> None:
 
 
 def test_a_huge_budget_is_not_filled_with_noise(cstore: Store) -> None:
-    r = cstore.recall("How is Biscuit?", user_id="u", budget_chars=10_000_000)
+    r = cstore.recall("u", "How is Biscuit?", budget_chars=10_000_000)
     assert not r.truncated
     assert "cello" not in r.per_turn and "public speaking" not in r.per_turn
 
@@ -151,7 +151,7 @@ def test_long_messages_are_clipped_around_the_match(
     with Store.open(new_target("l.db"), settings=settings) as store:
         store.capture("u", "old", [{"role": "user", "content": text, "id": "long"}])
         store.reindex()
-        r = store.recall("where is the bike lock combination written", user_id="u")
+        r = store.recall("u", "where is the bike lock combination written")
     (msg,) = [m for m in r.messages if m.message_id == "long"]
     assert msg.clipped and len(msg.text) < len(text)
     assert "bike lock is written under the blue vase" in msg.text

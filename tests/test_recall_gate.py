@@ -58,7 +58,7 @@ def _ids_of(store: Store, text_: str) -> set[str]:
 def test_everyday_questions_inject_no_filler_and_mostly_their_answer(e5chat: Store) -> None:
     reached = []
     for query, answer in EVERYDAY:
-        r = e5chat.recall(query, user_id="u")
+        r = e5chat.recall("u", query)
         injected = [m.text for m in r.messages]
         assert not FILLER & set(injected), (query, injected)
         # The answer reached the agent: as an excerpt (or the turn shown to
@@ -75,7 +75,7 @@ def test_everyday_questions_inject_no_filler_and_mostly_their_answer(e5chat: Sto
 
 def test_off_topic_questions_inject_nothing(e5chat: Store) -> None:
     for q in OFF_TOPIC:
-        r = e5chat.recall(q, user_id="u")
+        r = e5chat.recall("u", q)
         assert r.per_turn == "", (q, r.per_turn)
         assert r.gated > 0  # there were candidates: the gate dropped them
 

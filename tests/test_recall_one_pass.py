@@ -84,7 +84,7 @@ def _counting(store: Store) -> Counting:
 
 def test_one_recall_embeds_its_query_once(store: Store) -> None:
     counting = _counting(store)
-    r = store.recall("Where is Jana getting married?", user_id="u")
+    r = store.recall("u", "Where is Jana getting married?")
     assert "Prague" in r.per_turn
     # The prefetch, the memory search, the conversation search and the gate
     # all use one embedding.
@@ -108,7 +108,7 @@ def test_both_keyword_searches_run_before_either_waits_for_the_vector(
             return _real(conn, ask, *rest)
 
         monkeypatch.setattr(engine, name, traced)
-    r = store.recall("Where is Jana getting married?", user_id="u")
+    r = store.recall("u", "Where is Jana getting married?")
     assert "Prague" in r.per_turn
     # Recall's query embedding is held until both keyword lists exist: had a
     # vector search come first, it would have waited for it (the gate opens
@@ -122,8 +122,8 @@ def test_searched_together_equals_searched_apart(store: Store) -> None:
     q = "Jana's wedding speech"
     with store._db.read() as conn:
         mem, msg = store._derivation.search_both(conn, q, user_id="u", memories=10, messages=20)
-    assert mem == store.search_memories(q, user_id="u", limit=10)
-    assert msg == store.search_conversations(q, user_id="u", limit=20)
+    assert mem == store.search_memories("u", q, limit=10)
+    assert msg == store.search_conversations("u", q, limit=20)
     assert mem and msg
 
 
@@ -136,7 +136,7 @@ def test_a_search_waits_for_the_running_embedding_instead_of_repeating_it(
     engine.prefetch_query("wedding speech")
     got: list[Any] = []
     searcher = threading.Thread(
-        target=lambda: got.append(store.search_conversations("wedding speech", user_id="u"))
+        target=lambda: got.append(store.search_conversations("u", "wedding speech"))
     )
     searcher.start()
     searcher.join(timeout=0.5)
@@ -151,7 +151,7 @@ def test_a_failed_prefetch_degrades_to_keyword_and_the_next_call_retries(
 ) -> None:
     counting = _counting(store)
     counting.fail = True
-    r = store.recall("Where is Jana getting married?", user_id="u")
+    r = store.recall("u", "Where is Jana getting married?")
     assert not r.timed_out
     # Keyword search still finds the turn; the failure was handed to the
     # waiting search (no second embedding), and nothing is left pending.
@@ -159,7 +159,7 @@ def test_a_failed_prefetch_degrades_to_keyword_and_the_next_call_retries(
     assert store._search_engine.queries.pending == {}
     counting.fail = False
     before = counting.queries
-    store.search_conversations("Where is Jana getting married?", user_id="u")
+    store.search_conversations("u", "Where is Jana getting married?")
     assert counting.queries == before + 1
 
 

@@ -74,7 +74,7 @@ def rates(store: Store, held_out: bool) -> tuple[float, float, list[str]]:
             continue
         user = s["user"]
         for ask in s["asks"]:
-            r = store.recall(ask["q"], user_id=user, session_id="now")
+            r = store.recall(user, ask["q"], session_id="now")
             ids = {m.message_id for m in r.messages}
             ids |= {src for m in r.memories for src in m.source_message_ids}
             ok = all(_fact_id(user, i) in ids or s["facts"][i] in r.text for i in ask["needs"])
@@ -82,7 +82,7 @@ def rates(store: Store, held_out: bool) -> tuple[float, float, list[str]]:
             if not ok:
                 misses.append(f"needs a fact: {ask['q']}")
         for q in s["silent"]:
-            r = store.recall(q, user_id=user, session_id="now")
+            r = store.recall(user, q, session_id="now")
             quiet = not r.messages and not any(not m.standing for m in r.memories)
             silent.append(quiet)
             if not quiet:
@@ -115,7 +115,7 @@ def test_a_clear_answer_keeps_the_rest_of_a_small_store_out(small: Store) -> Non
     # "what tea do I like?": the tea fact answers it; the sister's visit, the
     # dog, the move do not come along (the small-store lift is for questions
     # no fact clearly answers).
-    r = small.recall("what tea do I like?", user_id="alice", session_id="now")
+    r = small.recall("alice", "what tea do I like?", session_id="now")
     said = [m.content for m in r.memories if not m.standing] + [m.text for m in r.messages]
     assert said and all("tea" in s for s in said), said
 
@@ -128,7 +128,7 @@ def test_the_readme_examples_are_answered(small: Store) -> None:
     small.end_session("readme", "session-1")
     small.run_pipeline("readme")
     small.reindex()
-    r = small.recall("what should I cook for her?", user_id="readme", session_id="now")
+    r = small.recall("readme", "what should I cook for her?", session_id="now")
     assert "vegetarian" in r.per_turn, r.text
-    r = small.recall("where does she live?", user_id="readme", session_id="now")
+    r = small.recall("readme", "where does she live?", session_id="now")
     assert "Lisbon" in r.per_turn, r.text

@@ -67,29 +67,25 @@ def test_every_named_user_is_stored_with_their_name(group: Store) -> None:
 
 @pytest.mark.parametrize("strategy", ["keyword", "hybrid"])
 def test_a_name_only_in_metadata_is_searchable(group: Store, strategy: str) -> None:
-    hits = group.search_conversations(
-        "What did Ben say?", user_id="trip-chat", strategy=strategy, limit=3
-    )
+    hits = group.search_conversations("trip-chat", "What did Ben say?", strategy=strategy, limit=3)
     # Neither of Ben's messages holds his name; both rank first.
     assert {h.ref for h in hits[:2]} == {"m1", "m3"}
 
 
 def test_the_speaker_filter_keeps_one_participant(group: Store) -> None:
-    hits = group.search_conversations("food", user_id="trip-chat", speaker="ben", limit=10)
+    hits = group.search_conversations("trip-chat", "food", speaker="ben", limit=10)
     assert hits and {h.ref for h in hits} <= {"m1", "m3"}
     assert "m3" in {h.ref for h in hits}
-    assert group.search_conversations("food", user_id="trip-chat", speaker="Nobody") == []
+    assert group.search_conversations("trip-chat", "food", speaker="Nobody") == []
 
 
 def test_recall_by_speaker_shows_who_spoke(group: Store) -> None:
-    r = group.recall(
-        "What is Ben allergic to?", user_id="trip-chat", session_id="later", threshold=0.0
-    )
+    r = group.recall("trip-chat", "What is Ben allergic to?", session_id="later", threshold=0.0)
     assert "m3" in {m.message_id for m in r.messages}
     assert "Ben, user]" in r.per_turn  # the excerpt's head names the speaker
     only = group.recall(
+        "trip-chat",
         "camping trip plans",
-        user_id="trip-chat",
         session_id="later",
         speaker="Chloe",
         threshold=0.0,
@@ -101,6 +97,6 @@ def test_recall_by_speaker_shows_who_spoke(group: Store) -> None:
 @pytest.mark.parametrize("bad", ["", "   ", 3])
 def test_a_bad_speaker_filter_is_refused(group: Store, bad: object) -> None:
     with pytest.raises(InvalidInputError):
-        group.search_conversations("food", user_id="trip-chat", speaker=bad)  # type: ignore[arg-type]
+        group.search_conversations("trip-chat", "food", speaker=bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError):
-        group.recall("food", user_id="trip-chat", speaker=bad)  # type: ignore[arg-type]
+        group.recall("trip-chat", "food", speaker=bad)  # type: ignore[arg-type]

@@ -152,7 +152,7 @@ def _capture(store: Store, user: str, turns: list[tuple[str, str, int]]) -> None
 
 
 def _relevance(store: Store, query: str, user: str) -> dict[str, float]:
-    r = store.recall(query, user_id=user, session_id="now", threshold=0.0)
+    r = store.recall(user, query, session_id="now", threshold=0.0)
     return {m.message_id: m.relevance for m in r.messages if m.context_for is None}
 
 

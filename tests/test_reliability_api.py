@@ -33,12 +33,12 @@ BAD_CALLS: list[tuple[str, Callable[[Store], object]]] = [
         lambda s: s.capture_turn("u", "s", "hi", timestamp="9999-12-31T23:00:00-05:00"),
     ),
     ("timestamp huge int", lambda s: s.capture_turn("u", "s", "hi", timestamp=10**400)),
-    ("limit inf", lambda s: s.search_conversations("x", user_id="u", limit=float("inf"))),
-    ("limit nan", lambda s: s.search_memories("x", user_id="u", limit=math.nan)),
-    ("limit huge", lambda s: s.search_conversations("x", user_id="u", limit=10**30)),
-    ("recall None", lambda s: s.recall(None, user_id="u")),  # type: ignore[arg-type]
-    ("budget x", lambda s: s.recall("x", user_id="u", budget_chars="x")),  # type: ignore[arg-type]
-    ("timeout inf", lambda s: s.recall("x", user_id="u", timeout_s=math.inf)),
+    ("limit inf", lambda s: s.search_conversations("u", "x", limit=float("inf"))),
+    ("limit nan", lambda s: s.search_memories("u", "x", limit=math.nan)),
+    ("limit huge", lambda s: s.search_conversations("u", "x", limit=10**30)),
+    ("recall None", lambda s: s.recall("u", None)),  # type: ignore[arg-type]
+    ("budget x", lambda s: s.recall("u", "x", budget_chars="x")),  # type: ignore[arg-type]
+    ("timeout inf", lambda s: s.recall("u", "x", timeout_s=math.inf)),
     ("generation x", lambda s: s.list_memories("u", generation="x")),  # type: ignore[arg-type]
     ("generation x scenes", lambda s: s.list_scenes("u", generation="x")),  # type: ignore[arg-type]
     ("generation x persona", lambda s: s.get_persona("u", generation="x")),  # type: ignore[arg-type]

@@ -64,5 +64,5 @@ def test_every_connection_reads_through_a_memory_map(db_path: Path) -> None:
             for conn in (one, two):
                 assert conn.exec_driver_sql("PRAGMA mmap_size").scalar_one() == MMAP_BYTES
         assert MMAP_BYTES > 0 or sys.maxsize <= 2**32
-        hits = store.search_conversations("Lisbon", user_id="alice", strategy="keyword")
+        hits = store.search_conversations("alice", "Lisbon", strategy="keyword")
         assert [h.text for h in hits] == ["I moved to Lisbon"]

@@ -103,7 +103,7 @@ def test_sigkill_between_commit_and_compaction_is_finished_on_open(
         assert SECRET.encode() not in file_bytes(db_path)
         assert store.read_events(user_id="victim") == []
         assert [e.type for e in store.read_events(types=["erasure.user"])] == ["erasure.user"]
-        hits = store.search_conversations("green tea", user_id="keeper", strategy="keyword")
+        hits = store.search_conversations("keeper", "green tea", strategy="keyword")
         assert [h.text for h in hits] == ["I like green tea"]
     assert SECRET.encode() not in file_bytes(db_path)
 

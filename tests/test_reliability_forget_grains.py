@@ -91,8 +91,8 @@ def _kill_child_at(stage: str, db_path: Path, tmp_path: Path) -> None:
 
 
 def _everything(store: Store) -> str:
-    r = store.recall(f"where do I live {SECRET}", user_id="alice")
-    hits = store.search_conversations(SECRET, user_id="alice", strategy="keyword", limit=20)
+    r = store.recall("alice", f"where do I live {SECRET}")
+    hits = store.search_conversations("alice", SECRET, strategy="keyword", limit=20)
     mems = store.list_memories("alice", include_retired=True)
     return "\n".join(
         [r.text, store.get_persona("alice") or "", *(h.text for h in hits),

@@ -31,9 +31,9 @@ def test_ids_that_used_to_alias_another_user_are_refused(store: Store, bad: str)
     with pytest.raises(InvalidIdError):
         store.capture_turn(bad, "s1", "I am not alice", "ok")
     with pytest.raises(InvalidIdError):
-        store.search_conversations("locker", user_id=bad)
+        store.search_conversations(bad, "locker")
     with pytest.raises(InvalidIdError):
-        store.recall("locker", user_id=bad)
+        store.recall(bad, "locker")
     with pytest.raises(InvalidIdError):
         store.list_memories(bad)
     with pytest.raises(InvalidIdError):
@@ -42,7 +42,7 @@ def test_ids_that_used_to_alias_another_user_are_refused(store: Store, bad: str)
         store.capture_turn("bob", bad, "session ids too", "ok")
     # nothing was stored or erased under alice's id
     assert [e.user_id for e in store.read_events(types=["l0.captured"])] == ["alice"]
-    assert store.search_conversations("locker", user_id="alice", strategy="keyword")
+    assert store.search_conversations("alice", "locker", strategy="keyword")
 
 
 def test_two_lone_surrogates_are_not_one_user(store: Store) -> None:

@@ -54,7 +54,7 @@ def _indexer(store: Store, emb: Embedder, clock: FakeClock) -> Indexer:
 
 
 def _vector_ids(store: Store, user: str, query: str) -> set[str]:
-    return {h.text for h in store.search_conversations(query, user_id=user, strategy="vector")}
+    return {h.text for h in store.search_conversations(user, query, strategy="vector")}
 
 
 def index_one_bad_row(store: Store, marker: str, clock: FakeClock) -> Flaky:

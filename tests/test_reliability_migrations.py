@@ -55,7 +55,7 @@ def test_downgrade_to_base_refuses_to_drop_the_log(db_path: Path) -> None:
         db.close()
     assert _events(db_path) == n
     with Store.open(db_path, settings=_settings()) as store:
-        assert store.search_conversations("Lisbon", user_id="alice", strategy="keyword")
+        assert store.search_conversations("alice", "Lisbon", strategy="keyword")
 
 
 def test_cli_downgrade_needs_yes(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -79,7 +79,7 @@ def test_cli_downgrade_needs_yes(db_path: Path, capsys: pytest.CaptureFixture[st
 def test_down_and_up_again_rebuilds_what_was_dropped(db_path: Path, revision: str) -> None:
     _fill(db_path)
     with Store.open(db_path, settings=_settings()) as store:
-        before_msgs = [h.text for h in store.search_conversations("cello", user_id="alice")]
+        before_msgs = [h.text for h in store.search_conversations("alice", "cello")]
         before_mem = sorted(m["content"] for m in store.list_memories("alice"))
         before_status = store.pipeline_status("alice")
     assert before_msgs and before_mem
@@ -95,9 +95,7 @@ def test_down_and_up_again_rebuilds_what_was_dropped(db_path: Path, revision: st
     with Store.open(db_path, settings=_settings()) as store:
         assert all(s.lag == 0 and s.position > 0 for s in store.projection_status())
         store.reindex()
-        assert [h.text for h in store.search_conversations("cello", user_id="alice")] == (
-            before_msgs
-        )
+        assert [h.text for h in store.search_conversations("alice", "cello")] == (before_msgs)
         assert sorted(m["content"] for m in store.list_memories("alice")) == before_mem
         # Timers come back from the reconciler once a scheduler runs; the
         # state they are armed from is rebuilt here.

@@ -186,8 +186,8 @@ def test_search_reads_candidate_rows_by_primary_key(store: Store) -> None:
     # per search (memstore.search.hits.read_rows).
     _write_paths(store, 1)
     with _traced(store) as seen:
-        store.search_conversations("Lisbon green tea", user_id="alice", strategy="keyword")
-        store.search_conversations("Lisbon green tea", user_id="bob", strategy="hybrid")
+        store.search_conversations("alice", "Lisbon green tea", strategy="keyword")
+        store.search_conversations("bob", "Lisbon green tea", strategy="hybrid")
     reads = {
         sql: plan
         for sql, plan in _plans(store, seen).items()

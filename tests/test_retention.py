@@ -72,7 +72,7 @@ def _alice(store: Store) -> str:
         ]
     mems = [m["content"] for m in store.list_memories("alice", include_retired=True)]
     scenes = [f"{s['summary']} {s['body']}" for s in store.list_scenes("alice")]
-    recall = store.recall("where do I live, who is my sister, what do I eat?", user_id="alice")
+    recall = store.recall("alice", "where do I live, who is my sister, what do I eat?")
     return "\n".join([*msgs, *mems, *scenes, store.get_persona("alice") or "", recall.text])
 
 
@@ -96,14 +96,14 @@ def test_retention_removes_exactly_what_is_older_than_the_limit(
     assert [w for w in GONE if w in after] == []
     assert [w for w in KEPT if w not in after] == []
     assert "Porto" in "\n".join(
-        h.text for h in rstore.search_conversations("Porto", user_id="bob", strategy="keyword")
+        h.text for h in rstore.search_conversations("bob", "Porto", strategy="keyword")
     )
     # Both users in one erasure: a tombstone each.
     tombs = [e.payload for e in rstore.read_events(types=[ContentErased.TYPE])]
     assert [(t.erased_user_id, t.reason, t.messages_removed) for t in tombs] == [  # type: ignore[attr-defined]
         ("alice", "retention", 2), ("carol", "retention", 1)
     ]  # fmt: skip
-    assert rstore.search_conversations("Lima", user_id="carol", strategy="keyword") == []
+    assert rstore.search_conversations("carol", "Lima", strategy="keyword") == []
     # Armed again for the next check; nothing more to erase until time passes.
     assert rstore._pipeline.timers.get(RETENTION_JOB_ID) == clock() + timedelta(
         seconds=CHECK_EVERY_S
@@ -139,7 +139,7 @@ def test_retention_is_off_by_default_and_the_cli_dry_run_changes_nothing(
     out = runner.invoke(cli, ["retention", "run", "--db", str(path), "--days", "365"])
     assert out.exit_code == 0 and "alice: erased 1 message(s)" in out.output
     with Store.open(path, settings=settings) as store:
-        assert store.search_conversations("Porto", user_id="alice", strategy="keyword") == []
+        assert store.search_conversations("alice", "Porto", strategy="keyword") == []
 
 
 def _messages(store: Store, user: str = "alice") -> list[str]:
@@ -156,7 +156,7 @@ def test_messages_alone_past_their_limit_keep_their_memories(rstore: Store) -> N
     assert _messages(rstore) == ["I am allergic to peanuts.", "I like green tea."]
     assert sorted(m["content"] for m in rstore.list_memories("alice")) == mems
     assert "Porto" in (rstore.get_persona("alice") or "")  # the memory's text stays
-    assert rstore.search_conversations("Porto", user_id="alice", strategy="keyword") == []
+    assert rstore.search_conversations("alice", "Porto", strategy="keyword") == []
 
 
 def test_memories_of_one_type_past_their_limit_go_with_their_derived_text(

@@ -47,7 +47,7 @@ def filled_once(module_target: Targets) -> Iterator[Store]:
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_each_strategy_finds_the_right_message(filled: Store, strategy: str) -> None:
-    hits = filled.search_conversations("what is the cat called", user_id="alice", strategy=strategy)
+    hits = filled.search_conversations("alice", "what is the cat called", strategy=strategy)
     assert hits and "Mochi" in hits[0].text
     assert all(h.user_id == "alice" for h in hits)
     h = hits[0]
@@ -56,15 +56,13 @@ def test_each_strategy_finds_the_right_message(filled: Store, strategy: str) -> 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_two_character_chinese_query(filled: Store, strategy: str) -> None:
-    hits = filled.search_conversations("咖啡", user_id="alice", strategy=strategy)
+    hits = filled.search_conversations("alice", "咖啡", strategy=strategy)
     assert hits and hits[0].text == "我每天早上都喝咖啡"
 
 
 def test_session_filter(filled: Store) -> None:
     for strategy in STRATEGIES:
-        hits = filled.search_conversations(
-            "cat", user_id="alice", session_id="s2", strategy=strategy
-        )
+        hits = filled.search_conversations("alice", "cat", session_id="s2", strategy=strategy)
         assert all(h.session_id == "s2" for h in hits)
 
 
@@ -75,8 +73,8 @@ def test_limit_is_clamped() -> None:
 
 
 def test_limit_applies(filled: Store) -> None:
-    assert len(filled.search_conversations("cat tuna hiking 咖啡", user_id="alice", limit=2)) == 2
-    assert len(filled.search_conversations("cat", user_id="alice", limit="lots")) <= 5
+    assert len(filled.search_conversations("alice", "cat tuna hiking 咖啡", limit=2)) == 2
+    assert len(filled.search_conversations("alice", "cat", limit="lots")) <= 5
 
 
 HOSTILE = [
@@ -106,7 +104,7 @@ HOSTILE = [
 @pytest.mark.parametrize("query", HOSTILE)
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_user_text_is_never_fts_syntax(filled_once: Store, query: str, strategy: str) -> None:
-    hits = filled_once.search_conversations(query, user_id="alice", strategy=strategy)
+    hits = filled_once.search_conversations("alice", query, strategy=strategy)
     assert isinstance(hits, list)
     assert all(h.user_id == "alice" for h in hits)
     assert filled_once.read_events()  # nothing dropped
@@ -118,7 +116,7 @@ def test_user_text_is_never_fts_syntax(filled_once: Store, query: str, strategy:
 @given(q=st.text(max_size=60))
 def test_any_text_query_is_safe(filled_once: Store, q: str) -> None:
     for strategy in STRATEGIES:
-        filled_once.search_conversations(q, user_id="alice", strategy=strategy)
+        filled_once.search_conversations("alice", q, strategy=strategy)
 
 
 def _isolation(target: str, settings: Settings, captures: int, users_n: int) -> None:
@@ -151,7 +149,7 @@ def _isolation(target: str, settings: Settings, captures: int, users_n: int) -> 
         for u in users:
             for q in [*words, "tea coffee cat", "猫 咖啡", ""]:
                 for strategy in STRATEGIES:
-                    for h in s.search_conversations(q, user_id=u, strategy=strategy, limit=20):
+                    for h in s.search_conversations(u, q, strategy=strategy, limit=20):
                         assert h.user_id == u and h.ref in owned[u], (u, q, strategy)
 
 
@@ -177,11 +175,11 @@ def test_model_change_reembeds_in_background_and_meanwhile_keyword_only(
         assert s._embedder is not None and s._embedder.model_id == "hashing-v1-128"
         # new model, nothing embedded yet: vector and hybrid fall back to keyword
         assert not s._search_engine.vector_ready("l0")
-        hits = s.search_conversations("Mochi", user_id="u", strategy="vector")
+        hits = s.search_conversations("u", "Mochi", strategy="vector")
         assert hits and hits[0].vector_rank is None and hits[0].keyword_rank == 1
         assert s.embedding_status()["l0"]["pending"] == 2
         s.reindex()
-        hits = s.search_conversations("cat Mochi", user_id="u", strategy="vector")
+        hits = s.search_conversations("u", "cat Mochi", strategy="vector")
         assert hits and hits[0].vector_rank == 1
     # and back: the old space is still complete, nothing to embed
     with Store.open(target, settings=settings) as s:
@@ -190,7 +188,7 @@ def test_model_change_reembeds_in_background_and_meanwhile_keyword_only(
 
 
 def test_vector_search_survives_rebuild_without_embedding(filled: Store) -> None:
-    before = filled.search_conversations("cat", user_id="alice", strategy="vector")
+    before = filled.search_conversations("alice", "cat", strategy="vector")
     assert before and all(h.vector_rank for h in before)
     calls: list[int] = []
     assert filled._embedder is not None
@@ -205,7 +203,7 @@ def test_vector_search_survives_rebuild_without_embedding(filled: Store) -> None
     # vec0 is the stored copy and replay gives every message its id again:
     # vector search answers at once, with the same vectors, before any reindex.
     assert filled._search_engine.vector_ready("l0")
-    after = filled.search_conversations("cat", user_id="alice", strategy="vector")
+    after = filled.search_conversations("alice", "cat", strategy="vector")
     assert [(h.text, h.similarity) for h in after] == [(h.text, h.similarity) for h in before]
     filled.reindex()
     assert calls == []
@@ -233,8 +231,8 @@ def test_vector_search_falls_back_to_keyword_while_a_reset_space_refills(store: 
     # (what a new embedding model starts as) is still empty until refilled.
     with store._db.write() as conn:
         spaces.reset_kind(conn, "l0")
-    hits = store.search_conversations("zebra", user_id="u", strategy="vector")
+    hits = store.search_conversations("u", "zebra", strategy="vector")
     assert hits and hits[0].keyword_rank == 1 and hits[0].vector_rank is None
     store.reindex()
-    hits = store.search_conversations("zebra", user_id="u", strategy="vector")
+    hits = store.search_conversations("u", "zebra", strategy="vector")
     assert hits and hits[0].vector_rank == 1

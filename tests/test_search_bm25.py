@@ -137,7 +137,7 @@ def test_a_query_of_more_than_32_phrases_ranks_as_fts5(store: Store) -> None:
 def test_the_engine_returns_the_same_order(store: Store) -> None:
     _fill(store, "solo", _TEXTS)
     for q in ("peanut allergy", "咖啡", "running marathon"):
-        hits = store.search_conversations(q, user_id="solo", limit=5, strategy="keyword")
+        hits = store.search_conversations("solo", q, limit=5, strategy="keyword")
         want = [i for i, _ in _fts5_bm25(store, q, "solo", 40)]
         assert [h.id for h in hits] == want[: len(hits)] and hits, q
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
@@ -145,7 +145,7 @@ def test_the_engine_returns_the_same_order(store: Store) -> None:
 
 def test_exact_forms_rank_above_roots(store: Store) -> None:
     _fill(store, "u", ("She is allergic to cats.", "Her allergy to cats is bad."))
-    hits = store.search_conversations("allergic", user_id="u", strategy="keyword")
+    hits = store.search_conversations("u", "allergic", strategy="keyword")
     assert [h.text for h in hits] == ["She is allergic to cats.", "Her allergy to cats is bad."]
 
 
@@ -180,15 +180,15 @@ def test_a_session_filter_keeps_the_users_statistics(store: Store) -> None:
         only_c = _per_user(store, q, "u", 40, session="c")
         assert only_c == [r for r in everything if session_of[r[0]] == "c"], q
         assert only_c
-        hits = store.search_conversations(q, user_id="u", strategy="keyword", session_id="c")
+        hits = store.search_conversations("u", q, strategy="keyword", session_id="c")
         assert {h.session_id for h in hits} == {"c"}
 
 
 def test_user_text_is_never_query_syntax(store: Store) -> None:
     _fill(store, "u", _TEXTS)
     for q in ('"', "AND", "NEAR(", "*", "^", "col:x", '") OR ("', "peanut*", "{text}: x"):
-        store.search_conversations(q, user_id="u", strategy="keyword")  # never raises
-    hits = store.search_conversations("peanut*", user_id="u", strategy="keyword")
+        store.search_conversations("u", q, strategy="keyword")  # never raises
+    hits = store.search_conversations("u", "peanut*", strategy="keyword")
     assert hits and all("peanut" in h.text.lower() for h in hits)
 
 

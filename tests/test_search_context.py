@@ -32,16 +32,16 @@ def test_the_turn_after_a_match_is_found(target: str) -> None:
         )
         s.capture("u", "s2", [{"role": "user", "content": "Nothing about music here at all."}])
         s.reindex()
-        hits = s.search_conversations("which instrument", user_id="u", limit=3)
+        hits = s.search_conversations("u", "which instrument", limit=3)
         texts = [h.text for h in hits]
         assert texts[0].startswith("What instrument")
         assert "The cello, and I practise every evening." in texts
         with_nb = {h.text: h.score for h in hits}
         # the pure strategies are not rescored
-        kw = s.search_conversations("which instrument", user_id="u", strategy="keyword")
+        kw = s.search_conversations("u", "which instrument", strategy="keyword")
         assert [h.text for h in kw] == ["What instrument did you pick up last year?"]
     with _open(target, neighbour_weight=0.0) as s:
-        hits = s.search_conversations("which instrument", user_id="u", limit=3)
+        hits = s.search_conversations("u", "which instrument", limit=3)
         without = {h.text: h.score for h in hits}
     answer = "The cello, and I practise every evening."
     assert with_nb[answer] > without.get(answer, 0.0)
@@ -56,7 +56,7 @@ def test_neighbours_never_cross_sessions_or_users(target: str) -> None:
         s.capture("u", "b", [{"role": "user", "content": "completely different topic"}])
         s.capture("other", "a", [{"role": "user", "content": "secret of the other user"}])
         s.reindex()
-        hits = s.search_conversations("zebra", user_id="u", limit=5)
+        hits = s.search_conversations("u", "zebra", limit=5)
         assert hits[0].session_id == "a"
         assert all(h.user_id == "u" for h in hits)
         assert all(h.session_id == "a" or h.score < hits[0].score for h in hits)
@@ -77,9 +77,9 @@ def test_speaker_named_in_the_query_is_preferred(target: str) -> None:
             ],
         )
         s.reindex()
-        hits = s.search_conversations("What class did Melanie go to?", user_id="conv", limit=2)
+        hits = s.search_conversations("conv", "What class did Melanie go to?", limit=2)
         assert hits[0].text == "I went to a pottery class too"
-        hits = s.search_conversations("What class did Caroline go to?", user_id="conv", limit=2)
+        hits = s.search_conversations("conv", "What class did Caroline go to?", limit=2)
         assert hits[0].text == "I went to a pottery class"
 
 

@@ -195,7 +195,7 @@ def test_each_user_ranks_with_their_own_statistics(store: Store) -> None:
             got = _per_user(store, q, user, 10)
             assert got == _reference(store, q, user, 10), (user, q)
             # The engine's list is the same one.
-            hits = store.search_memories(q, user_id=user, limit=10, strategy="keyword")
+            hits = store.search_memories(user, q, limit=10, strategy="keyword")
             assert [h.id for h in hits] == [i for i, _ in got]
             compared += bool(got)
     assert compared >= len(_USERS) * (len(_QUERIES) - 1)
@@ -208,7 +208,7 @@ def test_a_users_memories_do_not_depend_on_other_users(store: Store) -> None:
     def ranked() -> list[list[tuple[str, float]]]:
         return [
             [(h.text, h.score) for h in store.search_memories(
-                q, user_id="kim", limit=10, strategy="keyword")]
+                "kim", q, limit=10, strategy="keyword")]
             for q in _QUERIES
         ]  # fmt: skip
 
@@ -229,7 +229,7 @@ def test_a_users_memories_do_not_depend_on_other_users(store: Store) -> None:
     assert [_per_user(store, q, "kim") for q in _QUERIES] == raw
     for q in _QUERIES:
         for strategy in ("keyword", "hybrid"):
-            hits = store.search_memories(q, user_id="late1", limit=20, strategy=strategy)
+            hits = store.search_memories("late1", q, limit=20, strategy=strategy)
             assert {h.user_id for h in hits} <= {"late1"}
 
 
@@ -261,7 +261,7 @@ def test_rebuild_and_erasure_keep_the_keys(store: Store) -> None:
             slots = [tuple(r) for r in conn.execute(text("SELECT * FROM l1_user_slots"))]
         results = {
             (u, q): [(h.text, h.score) for h in store.search_memories(
-                q, user_id=u, limit=10, strategy="keyword")]
+                u, q, limit=10, strategy="keyword")]
             for u in _USERS
             for q in _QUERIES
         }  # fmt: skip
@@ -323,4 +323,4 @@ def test_migration_rekeys_an_existing_file(db_path: Path, settings: Settings) ->
         # New memories continue the slots the migration handed out.
         s.write_memory("erin", "add", "Erin takes pottery classes.")
         check_index(s)
-        assert [h.user_id for h in s.search_memories("pottery", user_id="erin")] == ["erin"]
+        assert [h.user_id for h in s.search_memories("erin", "pottery")] == ["erin"]

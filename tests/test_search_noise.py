@@ -90,7 +90,7 @@ def _check_content_first(hits: list[Hit]) -> None:
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_filler_never_in_top3_of_everyday_queries(chat: Store, strategy: str) -> None:
     for query, answer in EVERYDAY:
-        hits = chat.search_conversations(query, user_id="u", strategy=strategy, limit=10)
+        hits = chat.search_conversations("u", query, strategy=strategy, limit=10)
         top3 = [h.text for h in hits[:3]]
         assert not FILLER & set(top3), (query, top3)
         _check_content_first(hits)
@@ -104,18 +104,15 @@ def test_filler_ranks_after_content_even_when_it_matches_words(chat: Store, stra
     # Content-free queries keep filler replies (which share their words, and
     # BM25 favours short documents), but after every message with content.
     for query in ("good to know", "that's great to hear", "thanks"):
-        hits = chat.search_conversations(query, user_id="u", strategy=strategy, limit=20)
+        hits = chat.search_conversations("u", query, strategy=strategy, limit=20)
         _check_content_first(hits)
 
 
 def test_filler_is_found_only_by_a_content_free_query(chat: Store) -> None:
     # "know" is the only word this query shares with any message: a filler reply.
-    assert (
-        chat.search_conversations("what do you know about my dog", user_id="u", strategy="keyword")
-        == []
-    )
+    assert chat.search_conversations("u", "what do you know about my dog", strategy="keyword") == []
     # A query without content may look for such replies: demoted, not deleted.
-    hits = chat.search_conversations("good to know", user_id="u", strategy="keyword")
+    hits = chat.search_conversations("u", "good to know", strategy="keyword")
     assert [h.text for h in hits] == ["Good to know!"]
     assert hits[0].score > 0
 
@@ -149,7 +146,7 @@ def forms(store: Store) -> Store:
 
 
 def _kw(store: Store, query: str) -> list[str]:
-    return [h.text for h in store.search_conversations(query, user_id="u", strategy="keyword")]
+    return [h.text for h in store.search_conversations("u", query, strategy="keyword")]
 
 
 def test_keyword_matches_inflected_forms(forms: Store) -> None:
@@ -197,7 +194,7 @@ def test_exact_cjk_and_diacritics_unchanged(
 
 def test_memories_search_uses_roots_too(store: Store) -> None:
     store.write_memory("u", "add", "Allergic to peanuts and shellfish")
-    hits = store.search_memories("peanut allergy", user_id="u", strategy="keyword")
+    hits = store.search_memories("u", "peanut allergy", strategy="keyword")
     assert [h.text for h in hits] == ["Allergic to peanuts and shellfish"]
 
 
@@ -227,12 +224,10 @@ def test_migration_backfills_roots_and_low_info(target: str, settings: Settings)
     finally:
         db.close()
     with Store.open(target, settings=settings) as s:
-        assert [h.text for h in s.search_conversations("allergy", user_id="u")][:1] == [
+        assert [h.text for h in s.search_conversations("u", "allergy")][:1] == [
             "I am allergic to peanuts."
         ]
-        assert [h.text for h in s.search_memories("allergies", user_id="u")] == [
-            "Allergic to shellfish"
-        ]
+        assert [h.text for h in s.search_memories("u", "allergies")] == ["Allergic to shellfish"]
 
 
 # -- filler between two turns -------------------------------------------------------
@@ -256,7 +251,7 @@ def test_neighbour_scoring_skips_filler(new_target: Targets) -> None:
                 },
             ],
         )
-        hits = store.search_conversations("last weekend", user_id="u", strategy="hybrid")
+        hits = store.search_conversations("u", "last weekend", strategy="hybrid")
         assert [h.ref for h in hits] == ["a", "c"]
     finally:
         store.close()

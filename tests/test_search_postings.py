@@ -162,7 +162,7 @@ def test_a_copy_that_disagrees_with_the_store_is_not_used(store: Store) -> None:
 def test_the_engine_uses_the_copy(store: Store, hot: HotPostings) -> None:
     _fill(store, "solo", _TEXTS)
     for q in ("peanut allergy", "咖啡", "running marathon"):
-        hits = store.search_conversations(q, user_id="solo", limit=5, strategy="keyword")
+        hits = store.search_conversations("solo", q, limit=5, strategy="keyword")
         want = [i for i, _ in _fts5_bm25(store, q, "solo", 40)]
         assert [h.id for h in hits] == want[: len(hits)] and hits, q
     assert hot.cached_users() == ["solo"]
@@ -177,7 +177,7 @@ def test_loads_run_in_the_background_while_sql_answers(
     want = [i for i, _ in _fts5_bm25(store, "peanut allergy", "solo", 5)]
 
     def ids() -> list[int]:
-        hits = store.search_conversations("peanut allergy", user_id="solo", strategy="keyword")
+        hits = store.search_conversations("solo", "peanut allergy", strategy="keyword")
         return [h.id for h in hits]
 
     assert ids() == want  # answered while the copy loads (or after, if it was quick)

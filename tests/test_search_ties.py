@@ -18,11 +18,11 @@ def test_equal_scores_are_ordered_by_id(new_target: Targets, strategy: str) -> N
         for i in range(8):
             store.capture_turn("alice", f"s{i}", "My cat Mochi sleeps all day", "Cute!")
         store.reindex()
-        runs = [store.search_conversations("cat Mochi", user_id="alice", limit=5,
+        runs = [store.search_conversations("alice", "cat Mochi", limit=5,
                                            strategy=strategy)  # type: ignore[arg-type]
                 for _ in range(3)]  # fmt: skip
         store.rebuild()
-        runs.append(store.search_conversations("cat Mochi", user_id="alice", limit=5,
+        runs.append(store.search_conversations("alice", "cat Mochi", limit=5,
                                                strategy=strategy))  # type: ignore[arg-type]  # fmt: skip
     first = [(h.id, h.score) for h in runs[0]]
     assert all([(h.id, h.score) for h in run] == first for run in runs)

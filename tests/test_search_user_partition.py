@@ -115,10 +115,10 @@ def test_a_user_never_sees_another_users_rows(store: Store) -> None:
     for user in _USERS:
         for q in (*_QUERIES, "zeppelins"):
             for strategy in ("keyword", "hybrid"):
-                hits = store.search_conversations(q, user_id=user, limit=20, strategy=strategy)
+                hits = store.search_conversations(user, q, limit=20, strategy=strategy)
                 assert all(owner[h.id] == user and h.user_id == user for h in hits), (user, q)
-    assert store.search_conversations("zeppelins", user_id="alice", strategy="keyword") == []
-    assert [h.user_id for h in store.search_conversations("zeppelins", user_id="dave")] == ["dave"]
+    assert store.search_conversations("alice", "zeppelins", strategy="keyword") == []
+    assert [h.user_id for h in store.search_conversations("dave", "zeppelins")] == ["dave"]
     assert _keyword(store, "pottery", "nobody", 10) == []
 
 
@@ -192,4 +192,4 @@ def test_migration_converts_an_existing_file(target: str, settings: Settings) ->
         assert {(u, q): _keyword(s, q, u, 10) for u in _USERS for q in _QUERIES} == before
         # New captures continue the slots the migration handed out.
         s.capture("erin", "s0", [{"role": "user", "content": "erin's pottery class"}])
-        assert [h.user_id for h in s.search_conversations("pottery", user_id="erin")] == ["erin"]
+        assert [h.user_id for h in s.search_conversations("erin", "pottery")] == ["erin"]

@@ -28,7 +28,7 @@ def _fill(store: Store, user: str, n: int, session: str = "s1") -> None:
 
 
 def _vector(store: Store, query: str, user: str, **kw: str) -> list[tuple[str, float | None]]:
-    hits = store.search_conversations(query, user_id=user, strategy="vector", limit=10, **kw)
+    hits = store.search_conversations(user, query, strategy="vector", limit=10, **kw)
     return [(h.text, h.similarity) for h in hits]
 
 
@@ -58,9 +58,9 @@ def test_memory_search_keeps_users_and_sessions_apart(two_users: Store) -> None:
     s = two_users
     s._search_engine.hot = HotPartitions(min_rows=2)
     for user in ("big", "small"):
-        hits = s.search_conversations("cat", user_id=user, strategy="vector", limit=20)
+        hits = s.search_conversations(user, "cat", strategy="vector", limit=20)
         assert hits and all(h.user_id == user for h in hits)
-    hits = s.search_conversations("cat", user_id="big", strategy="vector", session_id="s11")
+    hits = s.search_conversations("big", "cat", strategy="vector", session_id="s11")
     assert hits and all(h.session_id == "s11" for h in hits)
 
 
@@ -70,7 +70,7 @@ def test_new_vectors_join_a_loaded_partition(two_users: Store) -> None:
     _vector(s, "cat", "big")
     s.capture_turn("big", "s9", "Our parrot Kiwi whistles the national anthem", "ok")
     s.reindex()
-    hits = s.search_conversations("parrot whistles anthem", user_id="big", strategy="vector")
+    hits = s.search_conversations("big", "parrot whistles anthem", strategy="vector")
     assert hits[0].text.startswith("Our parrot Kiwi")
     in_memory = _vector(s, "parrot", "big")
     s._search_engine.hot = HotPartitions(min_rows=10_000)
@@ -101,7 +101,7 @@ def test_erasure_drops_memory_copies_and_keeps_other_vectors(two_users: Store) -
     # answers at once, nothing embedded again, and the erased copy left memory
     assert _vector(s, "cat", "small") == before
     assert [u for _, u in s._search_engine.hot.cached_users()] == ["small"]
-    assert s.search_conversations("cat", user_id="big", strategy="vector") == []
+    assert s.search_conversations("big", "cat", strategy="vector") == []
     s.reindex()
     assert calls == []
 

@@ -49,7 +49,7 @@ def test_migration_0013_keeps_vectors_and_drops_the_second_copy(
         s.reindex()
         before = [
             (h.text, h.similarity)
-            for h in s.search_conversations("cat", user_id="alice", strategy="vector")
+            for h in s.search_conversations("alice", "cat", strategy="vector")
         ]
     db = SqliteDatabase(db_path)
     try:
@@ -66,7 +66,7 @@ def test_migration_0013_keeps_vectors_and_drops_the_second_copy(
     with Store.open(db_path, settings=settings) as s:
         after = [
             (h.text, h.similarity)
-            for h in s.search_conversations("cat", user_id="alice", strategy="vector")
+            for h in s.search_conversations("alice", "cat", strategy="vector")
         ]
         assert after == before
         calls = _counting(s)  # documents only: the query above was embedded
@@ -156,7 +156,5 @@ def test_a_vector_filed_under_another_user_never_shows_their_row(store: Store) -
             (rid, vec),
         )
     for strategy in ("vector", "hybrid"):
-        hits = store.search_conversations(
-            "red notebook diary", user_id="mallory", strategy=strategy
-        )
+        hits = store.search_conversations("mallory", "red notebook diary", strategy=strategy)
         assert hits == []

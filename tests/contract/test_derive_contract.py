@@ -44,7 +44,7 @@ def test_layers_recall_and_rebuild(dstore: Store, llm: tuple[FakeOpenAI, Scripte
     assert api.run_l2(dstore._derivation, "alice").ok
     assert api.run_l3(dstore._derivation, "alice").ok
     assert "Munich" in (api.get_persona(dstore._derivation, "alice") or "")
-    r = dstore.recall("Where does Alice live now?", user_id="alice")
+    r = dstore.recall("alice", "Where does Alice live now?")
     assert "Munich" in r.text
 
     before = snapshot(dstore)

@@ -99,7 +99,7 @@ def test_vacuum_full_leaves_no_erased_byte_in_the_data_files(store: Store) -> No
         report = store.forget_user("bob", vacuum_full=True)
     assert report.compacted, report.detail
     assert _holding(_store_files(store), SECRET) == []
-    assert len(store.search_conversations("green tea", user_id="alice", strategy="keyword")) > 0
+    assert len(store.search_conversations("alice", "green tea", strategy="keyword")) > 0
     if store._db.dialect == "postgresql":
         assert "VACUUM FULL" in report.detail
 

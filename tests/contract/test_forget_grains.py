@@ -55,11 +55,11 @@ def _reads(store: Store) -> str:
     """Everything a read path shows of alice, as one text."""
     out: list[str] = []
     for q in (f"Where does the user live? {PLACE}", "peanuts allergy", "sister"):
-        r = store.recall(q, user_id="alice")
+        r = store.recall("alice", q)
         out += [r.text, r.stable, r.per_turn, r.navigation]
         for strategy in ("keyword", "vector", "hybrid"):
-            hits = store.search_conversations(q, user_id="alice", strategy=strategy, limit=20)
-            hits += store.search_memories(q, user_id="alice", strategy=strategy, limit=20)
+            hits = store.search_conversations("alice", q, strategy=strategy, limit=20)
+            hits += store.search_memories("alice", q, strategy=strategy, limit=20)
             out += [h.text for h in hits]
         for tool in (tools.MEMORY_SEARCH, tools.CONVERSATION_SEARCH):
             out.append(
@@ -123,11 +123,11 @@ def test_forget_leaves_no_trace_in_reads_or_files(store: Store, grain: str) -> N
     assert "yolanda" in after
     assert "Yolanda" in (store.get_persona("alice") or "")
     assert any("Yolanda" in s["body"] for s in store.list_scenes("alice"))
-    assert store.search_conversations("green tea", user_id="bob", strategy="keyword")
+    assert store.search_conversations("bob", "green tea", strategy="keyword")
     if grain == "messages":  # only the one message went
         assert any(
             "Noted." in h.text
-            for h in store.search_conversations("Noted", user_id="alice", strategy="keyword")
+            for h in store.search_conversations("alice", "Noted", strategy="keyword")
         )
 
     state = _state(store)

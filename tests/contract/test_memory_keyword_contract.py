@@ -32,7 +32,7 @@ def _memories(store: Store, user: str, facts: tuple[str, ...]) -> None:
 def _ranked(store: Store, user: str) -> list[list[tuple[str, float]]]:
     return [
         [(h.text, round(h.score, 9)) for h in store.search_memories(
-            q, user_id=user, strategy="keyword", limit=10)]
+            user, q, strategy="keyword", limit=10)]
         for q in _QUERIES
     ]  # fmt: skip
 
@@ -56,13 +56,13 @@ def test_a_users_memory_keyword_results_do_not_depend_on_other_users(store: Stor
     _memories(store, "kim", _SAID)
     alone = _ranked(store, "kim")
     assert all(alone)
-    hits = store.search_memories("red", user_id="kim", strategy="keyword", limit=20)
+    hits = store.search_memories("kim", "red", strategy="keyword", limit=20)
     assert len(hits) == 3 and {h.user_id for h in hits} == {"kim"}
     for user in ("late1", "late2"):
         _memories(store, user, _SAID + _SAID[:2])
     assert _ranked(store, "kim") == alone
     _keys_in_ranges(store)
-    assert store.search_memories("kite", user_id="nobody", strategy="keyword") == []
+    assert store.search_memories("nobody", "kite", strategy="keyword") == []
 
 
 def test_migration_rekeys_memories_both_ways(target: str, settings: Settings) -> None:

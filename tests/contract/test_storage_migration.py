@@ -37,7 +37,7 @@ def _fill(s: Store) -> None:
 
 def _state(s: Store) -> dict[str, Any]:
     hits = {
-        u: [(h.ref, h.text) for h in s.search_conversations("cello Porto", user_id=u, limit=20)]
+        u: [(h.ref, h.text) for h in s.search_conversations(u, "cello Porto", limit=20)]
         for u in ("u0", "u1")
     }
     return {

@@ -73,12 +73,10 @@ def test_a_message_id_the_log_holds_twice_is_projected_once(store: Store) -> Non
         "m2"
     ]
     for word in ("hello", "next"):
-        hits = store.search_conversations(word, user_id="u", strategy="keyword")
+        hits = store.search_conversations("u", word, strategy="keyword")
         assert [h.text for h in hits] == [word]
     store.rebuild()
-    assert [h.ref for h in store.search_conversations("next", user_id="u", strategy="keyword")] == [
-        "m2"
-    ]
+    assert [h.ref for h in store.search_conversations("u", "next", strategy="keyword")] == ["m2"]
 
 
 def test_the_database_enforces_idempotency_keys(store: Store) -> None:
@@ -116,12 +114,12 @@ def test_rebuild_equals_incremental(store: Store) -> None:
 def test_users_are_isolated(store: Store) -> None:
     _turns(store)
     for strategy in ("keyword", "hybrid"):
-        hits = store.search_conversations("dog Rex tea", user_id="alice", strategy=strategy)
+        hits = store.search_conversations("alice", "dog Rex tea", strategy=strategy)
         assert hits and all(h.user_id == "alice" for h in hits)
         assert not any("Rex" in h.text for h in hits)
-        mem = store.search_memories("dog Rex tea", user_id="alice", strategy=strategy)
+        mem = store.search_memories("alice", "dog Rex tea", strategy=strategy)
         assert mem and all("Rex" not in h.text for h in mem)
-    assert store.search_conversations("Rex", user_id="alice", strategy="keyword") == []
+    assert store.search_conversations("alice", "Rex", strategy="keyword") == []
     assert all(e.user_id == "bob" for e in store.read_events(user_id="bob"))
 
 
@@ -129,7 +127,7 @@ def test_keyword_search_words_roots_and_cjk(store: Store) -> None:
     _turns(store)
 
     def top(query: str) -> str:
-        hits = store.search_conversations(query, user_id="alice", strategy="keyword")
+        hits = store.search_conversations("alice", query, strategy="keyword")
         assert hits, query
         return hits[0].text
 
@@ -137,7 +135,7 @@ def test_keyword_search_words_roots_and_cjk(store: Store) -> None:
     assert top("peanut allergy") == "I am allergic to peanuts"  # word roots
     assert top("咖啡") == "我喜欢喝咖啡"  # CJK bigrams
     assert top("喝") == "我喜欢喝咖啡"  # a lone character: prefix of its bigrams
-    assert store.search_memories("tea", user_id="alice", strategy="keyword")[0].text == (
+    assert store.search_memories("alice", "tea", strategy="keyword")[0].text == (
         "Alice drinks green tea"
     )
 
@@ -155,18 +153,18 @@ def test_a_users_keyword_results_do_not_depend_on_other_users(store: Store) -> N
     def ranked() -> list[list[tuple[str, float]]]:
         return [
             [(h.text, round(h.score, 9)) for h in store.search_conversations(
-                q, user_id="kim", strategy="keyword", limit=10)]
+                "kim", q, strategy="keyword", limit=10)]
             for q in ("red kite hill", "lentil soup", "day 3 kite", "red")
         ]  # fmt: skip
 
     alone = ranked()
     assert all(alone) and len(alone[0]) == 10
-    hits = store.search_conversations("red", user_id="kim", strategy="keyword", limit=50)
+    hits = store.search_conversations("kim", "red", strategy="keyword", limit=50)
     assert len(hits) == len(said) and {h.user_id for h in hits} == {"kim"}
     for u in ("late1", "late2", "late3"):
         store.capture(u, "s", [{"role": "user", "content": t} for t in said + said[:4]])
     assert ranked() == alone
-    assert store.search_conversations("kite", user_id="nobody", strategy="keyword") == []
+    assert store.search_conversations("nobody", "kite", strategy="keyword") == []
 
 
 def test_user_text_is_never_query_syntax(store: Store) -> None:
@@ -174,7 +172,7 @@ def test_user_text_is_never_query_syntax(store: Store) -> None:
     for q in ['"', "AND(", "tea OR", "a:b", "*", "' OR 1=1 --", "\\", "tea & !green | (", "NEAR"]:
         for kind in (store.search_conversations, store.search_memories):
             kind(q, user_id="alice", strategy="keyword")  # must not raise
-    hits = store.search_conversations('"green" AND(tea', user_id="alice", strategy="keyword")
+    hits = store.search_conversations("alice", '"green" AND(tea', strategy="keyword")
     assert hits and hits[0].text == "I like green tea in the morning"
 
 
@@ -194,9 +192,9 @@ def test_forget_user_leaves_no_content_in_live_tables(store: Store) -> None:
                 assert "Rex" not in blob and "dog" not in blob, (t, row)
                 # The user's id survives only in the content-free tombstone.
                 assert "bob" not in blob or "erasure.user" in blob, (t, row)
-    assert store.search_conversations("Rex", user_id="bob", strategy="keyword") == []
+    assert store.search_conversations("bob", "Rex", strategy="keyword") == []
     # Everyone else is untouched.
-    assert store.search_conversations("tea", user_id="alice", strategy="keyword")
+    assert store.search_conversations("alice", "tea", strategy="keyword")
 
 
 def _tables(conn: object) -> list[str]:
@@ -216,7 +214,7 @@ def test_migrations_down_and_up_keep_the_log(target: str, settings: Settings) ->
         assert migrate.current_revision(s._db) == head
     with Store.open(target, settings=settings) as s:  # rebuilds what the steps touched
         assert snapshot(s) == before
-        assert s.search_conversations("peanut", user_id="alice", strategy="keyword")
+        assert s.search_conversations("alice", "peanut", strategy="keyword")
         migrate.downgrade(s._db, "base", allow_data_loss=True, owners=OWNERS)
         assert migrate.current_revision(s._db) is None
         with s._db.read() as conn:
@@ -252,7 +250,7 @@ def test_recall_reads_persona_instructions_and_scenes_alike(store: Store) -> Non
     store.end_session("carol", "c1")
     store.run_pipeline("carol")
     store.write_memory("carol", "add", "Carol plays the cello", type="persona")
-    r = store.recall("How is Biscuit doing?", user_id="carol")
+    r = store.recall("carol", "How is Biscuit doing?")
     assert "British English" in r.stable
     assert [m.standing for m in r.memories if "British" in m.content] == [True]
     persona = store.get_persona("carol")
@@ -263,7 +261,7 @@ def test_recall_reads_persona_instructions_and_scenes_alike(store: Store) -> Non
     assert len(names) >= 2
     nav = r.stable.split("<scene-navigation>")[1]
     assert [nav.index(f"- {n} (") for n in names] == sorted(nav.index(f"- {n} (") for n in names)
-    assert store.recall("How is Biscuit doing?", user_id="nobody").stable == ""
+    assert store.recall("nobody", "How is Biscuit doing?").stable == ""
 
 
 def test_a_speaker_named_only_in_metadata_is_found_and_filtered(store: Store) -> None:
@@ -283,11 +281,11 @@ def test_a_speaker_named_only_in_metadata_is_found_and_filtered(store: Store) ->
     )
     store.reindex()
     for strategy in ("keyword", "hybrid"):
-        hits = store.search_conversations("ben", user_id="room", strategy=strategy, limit=2)
+        hits = store.search_conversations("room", "ben", strategy=strategy, limit=2)
         assert {h.ref for h in hits} == {"r2", "r3"}, strategy
-    only = store.search_conversations("cabin van", user_id="room", speaker="ANA", limit=5)
+    only = store.search_conversations("room", "cabin van", speaker="ANA", limit=5)
     assert [h.ref for h in only] == ["r1"]
     # A rebuild indexes the names again, from the log.
     store.rebuild()
-    hits = store.search_conversations("ben", user_id="room", strategy="keyword", limit=2)
+    hits = store.search_conversations("room", "ben", strategy="keyword", limit=2)
     assert {h.ref for h in hits} == {"r2", "r3"}

@@ -34,7 +34,7 @@ def test_views_on_both_backends(store: Store) -> None:
     assert mid in msgs[0]["memory_ids"]
     assert "Health" in store.scene_navigation("u")
     assert [g["generation"] for g in store.list_generations("u")] == [0]
-    p = store.recall_preview("what is the user allergic to?", user_id="u")
-    assert p.recall.text == store.recall("what is the user allergic to?", user_id="u").text
+    p = store.recall_preview("u", "what is the user allergic to?")
+    assert p.recall.text == store.recall("u", "what is the user allergic to?").text
     assert {c.ref: c.outcome for c in p.candidates}[mid] == INJECTED
     assert all("cats" not in c.text for c in p.candidates)

@@ -42,7 +42,7 @@ def test_vector_and_hybrid_search_find_the_message(store: Store) -> None:
     status: Any = store.embedding_status()
     assert status["l0"]["ready"] and status["l0"]["pending"] == 0
     assert status["l1"]["ready"] and status["l1"]["pending"] == 0
-    hits = store.search_conversations("allergic to peanuts", user_id="alice", strategy="vector")
+    hits = store.search_conversations("alice", "allergic to peanuts", strategy="vector")
     # Context vectors: the reply's vector holds the message before it, so the
     # message and its reply are the two nearest, in either order.
     assert {h.text for h in hits[:2]} == {"I am allergic to peanuts", "I will remember"}
@@ -50,16 +50,16 @@ def test_vector_and_hybrid_search_find_the_message(store: Store) -> None:
     assert all(h.keyword_rank is None for h in hits)
     assert hits[0].similarity is not None and 0.0 < hits[0].similarity <= 1.0
     assert all(h.user_id == "alice" and h.kind == "l0" for h in hits)
-    hybrid = store.search_conversations("allergic to peanuts", user_id="alice")
+    hybrid = store.search_conversations("alice", "allergic to peanuts")
     assert hybrid[0].text == "I am allergic to peanuts"
     assert hybrid[0].vector_rank is not None and hybrid[0].keyword_rank == 1
-    mem = store.search_memories("green tea", user_id="alice", strategy="vector")
+    mem = store.search_memories("alice", "green tea", strategy="vector")
     assert [m.text for m in mem] == ["Alice drinks green tea"]
     assert mem[0].kind == "l1" and mem[0].type == "persona" and mem[0].vector_rank == 1
-    assert store.search_memories("green tea", user_id="alice", type="episodic") == []
+    assert store.search_memories("alice", "green tea", type="episodic") == []
     # Another user's rows never come back, whatever the strategy.
     for strategy in ("vector", "hybrid"):
-        got = store.search_conversations("dog Rex", user_id="alice", strategy=strategy)
+        got = store.search_conversations("alice", "dog Rex", strategy=strategy)
         assert all(h.user_id == "alice" for h in got)
 
 
@@ -78,11 +78,11 @@ def test_a_filtered_knn_returns_limit_rows_when_they_exist(store: Store) -> None
     _say(store, "tiny", ["tiny says tea once", "ok"])
     store.reindex()
     for strategy in ("vector", "hybrid"):
-        hits = store.search_conversations("tea", user_id="small", strategy=strategy, limit=10)
+        hits = store.search_conversations("small", "tea", strategy=strategy, limit=10)
         assert len(hits) == 10 and all(h.user_id == "small" for h in hits)
     # Fewer than limit exist: all of them (the content-free "ok" never
     # answers a query with content).
-    hits = store.search_conversations("tea", user_id="tiny", strategy="vector", limit=10)
+    hits = store.search_conversations("tiny", "tea", strategy="vector", limit=10)
     assert [h.text for h in hits] == ["tiny says tea once"]
 
 
@@ -136,13 +136,11 @@ def test_both_backends_rank_the_same(store: Store) -> None:
             store, "alice", [f"note {t}: the {t % 7} red boxes" for t in range(s_, 40, 3)], f"s{s_}"
         )
     store.reindex()
-    hits = store.search_conversations(
-        "three red boxes", user_id="alice", strategy="vector", limit=10
-    )
+    hits = store.search_conversations("alice", "three red boxes", strategy="vector", limit=10)
     sims = [h.similarity for h in hits]
     assert len(hits) == 10 and sims == sorted(sims, reverse=True)
     one_session = store.search_conversations(
-        "red boxes", user_id="alice", strategy="vector", session_id="s1", limit=10
+        "alice", "red boxes", strategy="vector", session_id="s1", limit=10
     )
     assert len(one_session) == 10 and all(h.session_id == "s1" for h in one_session)
 
@@ -150,7 +148,7 @@ def test_both_backends_rank_the_same(store: Store) -> None:
 def test_erasure_removes_the_users_vectors_and_keeps_the_others(store: Store) -> None:
     _turns(store)
     store.reindex()
-    before = store.search_conversations("green tea", user_id="alice", strategy="vector")
+    before = store.search_conversations("alice", "green tea", strategy="vector")
     rows = _vector_rows(store)
     assert any(u == "bob" for (u,) in [(r[1],) for r in rows["l0"]])
     store.forget_user("bob")
@@ -160,31 +158,31 @@ def test_erasure_removes_the_users_vectors_and_keeps_the_others(store: Store) ->
     # The survivors moved to their rows' new ids; nothing is embedded again.
     status: Any = store.embedding_status()
     assert status["l0"]["pending"] == 0 and status["l1"]["pending"] == 0
-    after = store.search_conversations("green tea", user_id="alice", strategy="vector")
+    after = store.search_conversations("alice", "green tea", strategy="vector")
     assert [(h.text, h.similarity) for h in after] == [(h.text, h.similarity) for h in before]
-    assert store.search_conversations("dog Rex", user_id="bob", strategy="vector") == []
+    assert store.search_conversations("bob", "dog Rex", strategy="vector") == []
 
 
 def test_rebuild_keeps_vectors_searchable(store: Store) -> None:
     _turns(store)
     store.reindex()
-    before = store.search_conversations("peanuts", user_id="alice", strategy="vector")
+    before = store.search_conversations("alice", "peanuts", strategy="vector")
     rows = _vector_rows(store)
     store.rebuild()
     assert _vector_rows(store) == rows
     status: Any = store.embedding_status()
     assert status["l0"]["pending"] == 0
-    after = store.search_conversations("peanuts", user_id="alice", strategy="vector")
+    after = store.search_conversations("alice", "peanuts", strategy="vector")
     assert [(h.ref, h.similarity) for h in after] == [(h.ref, h.similarity) for h in before]
 
 
 def test_large_partitions_are_searched_in_memory_with_the_same_answer(store: Store) -> None:
     _say(store, "big", [f"entry {t} about {t % 9} blue cups" for t in range(60)])
     store.reindex()
-    exact = store.search_conversations("blue cups", user_id="big", strategy="vector", limit=10)
+    exact = store.search_conversations("big", "blue cups", strategy="vector", limit=10)
     # The first search was vec0's; the copy loads in the background meanwhile.
     store._search_engine.hot.wait()
-    hot = store.search_conversations("blue cups", user_id="big", strategy="vector", limit=10)
+    hot = store.search_conversations("big", "blue cups", strategy="vector", limit=10)
     assert store._search_engine.hot.cached_users()
     # The same exact ranking (rows at equal distance may come in either order).
     assert [h.similarity for h in hot] == pytest.approx([h.similarity for h in exact], abs=1e-5)
@@ -192,7 +190,7 @@ def test_large_partitions_are_searched_in_memory_with_the_same_answer(store: Sto
     # New messages reach the copy (read past its cursor).
     _say(store, "big", ["a brand new blue cups entry"], "s2")
     store.reindex()
-    got = store.search_conversations("brand new blue cups", user_id="big", strategy="vector")
+    got = store.search_conversations("big", "brand new blue cups", strategy="vector")
     assert got[0].text == "a brand new blue cups entry"
 
 

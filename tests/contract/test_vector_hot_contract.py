@@ -47,13 +47,13 @@ def _both(store: Store, query: str, user: str = "alice", **kw: str) -> list[tupl
     engine = store._search_engine
     hot = engine.hot
     # The first search after a change is vec0's while the copy loads.
-    first = store.search_memories(query, user_id=user, strategy="vector", limit=10, **kw)
+    first = store.search_memories(user, query, strategy="vector", limit=10, **kw)
     hot.wait()
-    in_memory = store.search_memories(query, user_id=user, strategy="vector", limit=10, **kw)
+    in_memory = store.search_memories(user, query, strategy="vector", limit=10, **kw)
     _same(_found(first), _found(in_memory))
     engine.hot = HotPartitions(kinds=())
     try:
-        stored = store.search_memories(query, user_id=user, strategy="vector", limit=10, **kw)
+        stored = store.search_memories(user, query, strategy="vector", limit=10, **kw)
     finally:
         engine.hot = hot
     _same(_found(in_memory), _found(stored))
@@ -70,7 +70,7 @@ def test_memories_are_searched_in_memory_like_vec0(store: Store) -> None:
     got = _both(store, "green tea in the morning")
     assert len(got) == len(FACTS)
     assert _l1_cached(store) == ["alice"]
-    assert [m.text for m in store.search_memories("green tea", user_id="bob", limit=1)] == [
+    assert [m.text for m in store.search_memories("bob", "green tea", limit=1)] == [
         "Bob's dog Rex loves green tennis balls"
     ]
     _both(store, "dog", user="bob")
@@ -83,14 +83,14 @@ def test_type_and_scene_filters_match_vec0(store: Store) -> None:
     home = _both(store, "cat tuna", scene="home")
     both = _both(store, "cat tuna", type="persona", scene="home")
     assert 0 < len(both) < len(persona) < len(FACTS) and len(home) < len(FACTS)
-    hits = store.search_memories("cat", user_id="alice", strategy="vector", type="persona")
+    hits = store.search_memories("alice", "cat", strategy="vector", type="persona")
     assert hits and all(h.type == "persona" for h in hits)
 
 
 def test_retired_replaced_and_new_memories_reach_the_copy(store: Store) -> None:
     _memories(store)
     first = _both(store, "peanut allergy")
-    top = store.search_memories("peanut allergy", user_id="alice", strategy="vector", limit=1)[0]
+    top = store.search_memories("alice", "peanut allergy", strategy="vector", limit=1)[0]
     assert top.text == "Alice is allergic to peanuts"
     store.forget_memory("alice", top.ref)
     after = _both(store, "peanut allergy")
@@ -104,10 +104,10 @@ def test_retired_replaced_and_new_memories_reach_the_copy(store: Store) -> None:
     )
     store.write_memory("alice", "add", "Alice's parrot Kiwi whistles the anthem", type="persona")
     store.reindex()
-    texts = [h.text for h in store.search_memories("parrot whistles", user_id="alice", limit=3)]
+    texts = [h.text for h in store.search_memories("alice", "parrot whistles", limit=3)]
     assert texts[0] == "Alice's parrot Kiwi whistles the anthem"
     got = _both(store, "matcha")
-    matcha = store.search_memories("matcha", user_id="alice", strategy="vector", limit=1)
+    matcha = store.search_memories("alice", "matcha", strategy="vector", limit=1)
     assert matcha[0].text == "Alice now drinks matcha" and len(got) == len(FACTS)
 
 
@@ -122,7 +122,7 @@ def test_rederive_and_erasure_keep_the_copies_right(store: Store) -> None:
     assert after != before  # another generation's memories
     bob = _both(store, "dog", user="bob")
     store.forget_user("alice")
-    assert store.search_memories("cat", user_id="alice", strategy="vector") == []
+    assert store.search_memories("alice", "cat", strategy="vector") == []
     assert _both(store, "dog", user="bob") == bob
     assert _l1_cached(store) == ["bob"]
 
@@ -135,7 +135,7 @@ def test_small_conversation_partitions_are_searched_in_memory(store: Store) -> N
     engine = store._search_engine
 
     def search(**kw: str) -> list[tuple[str, float]]:
-        got = store.search_conversations("cat tuna", user_id="alice", strategy="vector", **kw)
+        got = store.search_conversations("alice", "cat tuna", strategy="vector", **kw)
         return _found(got)
 
     search()
@@ -154,7 +154,7 @@ def test_small_conversation_partitions_are_searched_in_memory(store: Store) -> N
     # New messages reach the copy.
     store.capture_turn("alice", "s3", "Our parrot Kiwi whistles the national anthem", "ok")
     store.reindex()
-    hits = store.search_conversations("parrot whistles anthem", user_id="alice", strategy="vector")
+    hits = store.search_conversations("alice", "parrot whistles anthem", strategy="vector")
     assert hits[0].text.startswith("Our parrot Kiwi")
     # Read into the copy inline (the search saw it there), not reloaded later.
     (key,) = [k for k in engine.hot.cached_users() if k[0][:3] == "l0:" and k[1] == "alice"]

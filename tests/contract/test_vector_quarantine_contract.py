@@ -51,7 +51,7 @@ def test_a_bad_memory_is_skipped_while_its_text_is_unchanged(store: Store) -> No
     _indexer(store, flaky, clock).run_until_idle()
     status = store.embedding_status()
     assert status["l1"]["pending"] == 0 and status["l1"]["quarantined"] == 1
-    hits = store.search_memories("peanuts allergy", user_id="alice", strategy="vector")
+    hits = store.search_memories("alice", "peanuts allergy", strategy="vector")
     assert any("peanuts" in h.text for h in hits)
     # The L1 scan does not hand the quarantined memory back to the model.
     flaky.calls = 0
