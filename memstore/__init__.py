@@ -13,11 +13,11 @@ from memstore.records import *  # noqa: F403  (TypedDicts: cheap to import)
 from memstore.records import __all__ as _records_all
 
 if TYPE_CHECKING:
+    from memstore.derive.messages.capture import CaptureResult
     from memstore.derive.runs import RunOutcome
-    from memstore.erasure import ErasureReport
     from memstore.events.log import NewEvent, StoredEvent
-    from memstore.forget import ForgetReport
-    from memstore.l0.capture import CaptureResult
+    from memstore.forgetting.erasure import ErasureReport
+    from memstore.forgetting.forget import ForgetReport
     from memstore.pipeline.runner import Outcome
     from memstore.projections.base import ProjectionStatus
     from memstore.recall.compose import Recall, RecalledMemory, RecalledMessage
@@ -30,13 +30,13 @@ __version__ = "0.1.0"
 # `memstore --help` and light imports stay fast.
 _LAZY = {
     "Store": "memstore.store",
-    "CaptureResult": "memstore.l0.capture",
+    "CaptureResult": "memstore.derive.messages.capture",
     "Recall": "memstore.recall.compose",
     "RecalledMemory": "memstore.recall.compose",
     "RecalledMessage": "memstore.recall.compose",
     "Hit": "memstore.search",
-    "ErasureReport": "memstore.erasure",
-    "ForgetReport": "memstore.forget",
+    "ErasureReport": "memstore.forgetting.erasure",
+    "ForgetReport": "memstore.forgetting.forget",
     "RunOutcome": "memstore.derive.runs",
     "Outcome": "memstore.pipeline.runner",
     "NewEvent": "memstore.events.log",

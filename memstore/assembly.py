@@ -16,11 +16,11 @@ from memstore.config import Settings
 from memstore.db.engine import Database
 from memstore.derive import derive_projections
 from memstore.derive.context import DeriveContext
+from memstore.derive.messages.projection import L0Projection
 from memstore.embeddings import Embedder, make_embedder
 from memstore.event_types import register_all
 from memstore.events.log import StoredEvent
 from memstore.kernel import Kernel
-from memstore.l0.projection import L0Projection
 from memstore.pipeline import PipelineService, PipelineStateProjection
 from memstore.projections.base import Projection
 from memstore.projections.stats import StatsProjection

@@ -147,7 +147,7 @@ class PipelineSettings:
     persona_every: int = field(default=50, metadata=_flat("persona_every"))
     retry_delay_s: float = field(default=30.0, metadata=_flat("retry_delay_s"))
     # Erase what was said more than this many days ago, with everything derived
-    # from it (memstore/retention.py); 0 = keep everything.
+    # from it (memstore/forgetting/retention.py); 0 = keep everything.
     retention_days: float = field(default=0.0, metadata=_flat("retention_days"))
     # Per layer (0 = only retention_days applies): messages alone (the
     # memories extracted from them stay), and memories of one type alone

@@ -18,8 +18,13 @@ from memstore.derive.events import (
     RunFailed,
     ScenesUpdated,
 )
+from memstore.derive.messages.events import (
+    ContentErased,
+    MessagesCaptured,
+    SessionEnded,
+    UserErased,
+)
 from memstore.events.types import Event, Registry, registry
-from memstore.l0.events import ContentErased, MessagesCaptured, SessionEnded, UserErased
 
 EVENT_TYPES: tuple[type[Event], ...] = (
     MessagesCaptured,

@@ -23,11 +23,11 @@ from typing import Any
 from sqlalchemy import Connection, event
 
 from memstore.config import Settings
+from memstore.db.compaction import Compactor
 from memstore.db.engine import Database
-from memstore.erasure_compaction import Compactor
 from memstore.errors import StorageError
+from memstore.events.groupcommit import GroupBuild, GroupCommitter
 from memstore.events.log import EventLog, NewEvent, StoredEvent
-from memstore.groupcommit import GroupBuild, GroupCommitter
 from memstore.projections.base import Projection, Projections
 from memstore.timeutil import Clock, system_clock
 
@@ -171,7 +171,7 @@ class Kernel:
 
     def append_grouped(self, build: GroupBuild) -> list[StoredEvent]:
         """``append_if`` for a write that may share its transaction with
-        concurrent ones (captures; memstore.groupcommit): returns once the
+        concurrent ones (captures; memstore.events.groupcommit): returns once the
         transaction holding its events committed. ``build`` gets a scratch
         dict shared by the builds of one transaction (what earlier ones
         claimed) and must not return a ``Batch``; the registered hooks run."""

@@ -7,7 +7,7 @@ each (``Memory.memory_id``, ``Scene.scene_id``, ``Message.message_id``), like
 ``DeprecationWarning``, for one minor version. ``NewMessage`` is what
 ``Store.capture`` takes. The reports are TypedDicts (plain dicts at run time); ``MemoryRow`` and
 ``SceneRow`` are the dict shapes of the tables the records are read from.
-``tests/test_public_types.py`` checks that every one of these matches what
+``tests/core/test_public_types.py`` checks that every one of these matches what
 the store really returns, key for key.
 
 No imports from the rest of memstore: every part may use these. No

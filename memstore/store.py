@@ -57,10 +57,10 @@ from memstore.db import migrate, presence
 from memstore.db.connect import open_database, resolve
 from memstore.db.engine import Database
 from memstore.db.presence import Hold
-from memstore.erasure import ErasureReport, erase_user
+from memstore.derive.messages.capture import CaptureResult, capture, turn_messages
 from memstore.errors import InvalidInputError, MigrationError, StorageError
 from memstore.events.log import NewEvent, StoredEvent
-from memstore.l0.capture import CaptureResult, capture, turn_messages
+from memstore.forgetting.erasure import ErasureReport, erase_user
 from memstore.llm.backend import ChatBackend
 from memstore.pipeline import Outcome, PipelineService
 from memstore.projections.base import Projection, ProjectionStatus

@@ -3,7 +3,7 @@
 ``forget_memory`` retires a memory (its text leaves every read path, its
 history stays in the log) or, ``with_sources=True``, erases it with the
 messages it came from. The others erase: the text leaves the log and the
-file (``memstore.forget``). docs/forgetting.md says what each guarantees.
+file (``memstore.forgetting.forget``). docs/forgetting.md says what each guarantees.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from datetime import datetime
 from memstore import validate as v
 from memstore.derive import api
 from memstore.derive.context import DeriveContext
-from memstore.erasure_plan import Selection
 from memstore.errors import InvalidInputError
-from memstore.forget import ForgetReport, erase_part, preview
+from memstore.forgetting.erasure_plan import Selection
+from memstore.forgetting.forget import ForgetReport, erase_part, preview
+from memstore.forgetting.retention import Policy, run_retention
 from memstore.kernel import Kernel
-from memstore.retention import Policy, run_retention
 from memstore.timeutil import parse_when, to_iso
 
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.test_bench_cli import _sample
+from tests.bench.test_bench_cli import _sample
 
 
 def beam_chat() -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ pytest_plugins = ["tests.pipeline_support", "tests.fresh_store", "tests.backends
 
 # The developer's home as the session started (an xdist worker is handed it
 # by the controller, whose HOME is already the session's temporary one);
-# tests/test_reliability_hermetic.py checks that no test sees it.
+# tests/reliability/test_reliability_hermetic.py checks that no test sees it.
 REAL_HOME = os.environ.get("MEMSTORE_TESTS_REAL_HOME") or os.path.expanduser("~")
 # Variables that would point a test at the developer's settings, keys or servers.
 CLEARED_ENV = ("MEMSTORE_", "TDAI_", "OPENAI_")

@@ -24,9 +24,9 @@ from memstore.derive.events import (
     ScenesUpdated,
     derive_stream,
 )
+from memstore.derive.messages.events import MessagesCaptured, l0_stream
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.kernel import Hooks
-from memstore.l0.events import MessagesCaptured, l0_stream
 from memstore.pipeline import PipelineService, PipelineStateProjection
 from memstore.pipeline.state import get_session
 from memstore.projections.stats import StatsProjection

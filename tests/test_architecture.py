@@ -134,7 +134,7 @@ def test_no_engine_branch_outside_the_backend_layer() -> None:
 # those are listed.
 PUBLIC_UNDERSCORE = {"_mapping", "_asdict", "_replace", "_fields", "_make"}
 # The scheduler's executor overrides APScheduler's private executor hooks;
-# tests/test_pipeline_apscheduler.py pins exactly which, against the
+# tests/pipeline/test_pipeline_apscheduler.py pins exactly which, against the
 # installed APScheduler.
 THIRD_PARTY_HOOKS = {"memstore/pipeline/scheduler.py": {"_run_job_success", "_do_submit_job"}}
 OUR_PACKAGES = ("memstore", "provider")

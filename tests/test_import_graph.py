@@ -9,7 +9,7 @@ The graph is read from the source with ``ast``, so it sees what a runtime
 check cannot: imports under ``if TYPE_CHECKING:`` and imports inside
 functions (both hide a cycle from Python, not from a reader). Two graphs are
 checked: between modules, and between the top-level parts (``store``,
-``kernel``, ``derive``, ``pipeline``, ``search``, ``vectors``, ``erasure`` ...).
+``kernel``, ``derive``, ``pipeline``, ``search``, ``vectors``, ``forgetting`` ...).
 The package's own ``__init__`` (the lazy public facade) is left out of the
 part graph: it re-exports from every part by design.
 """
@@ -230,7 +230,7 @@ def test_no_import_cycle_between_modules() -> None:
     )
 
 
-@pytest.mark.parametrize("part", ["store", "derive", "pipeline", "erasure", "search", "vectors"])
+@pytest.mark.parametrize("part", ["store", "derive", "pipeline", "forgetting", "search", "vectors"])
 def test_core_parts_exist(part: str) -> None:
     assert part in part_graph(module_graph())
 

@@ -48,8 +48,8 @@ from sqlalchemy import Connection
 
 from memstore.bench.metrics import percentile
 from memstore.config import Settings
+from memstore.derive.messages.projection import user_fts_range
 from memstore.embeddings import Embedder
-from memstore.l0.projection import user_fts_range
 from memstore.store import Store
 from memstore.text import build_match
 from memstore.vectors.hot import partition_vectors

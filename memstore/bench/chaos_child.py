@@ -49,7 +49,7 @@ def capture(db: Path, acks: TextIO, user: str, n: int, burst: int) -> None:
 def threads_capture(db: Path, acks: TextIO, user: str, threads: int) -> None:
     """``threads`` threads capture one turn per call, each into its own
     session, until killed; each turn's id is acked once its call returned
-    (concurrent captures share write transactions: memstore.groupcommit).
+    (concurrent captures share write transactions: memstore.events.groupcommit).
     Every 20 turns a thread also writes ``batches N`` (transactions that held
     more than one capture so far), so the parent can tell they did."""
     import threading

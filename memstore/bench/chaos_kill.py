@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import text
 
 from memstore.bench.chaos_child import SECRET, child_settings
+from memstore.db.compaction import is_pending_at
 from memstore.derive.events import L1Extracted
-from memstore.erasure_compaction import is_pending_at
 from memstore.store import Store
 
 Snapshot = Callable[[Store], dict[str, list[tuple[Any, ...]]]]

@@ -23,7 +23,7 @@ machine's noise:
 - ``ref_fts5_per_user``: the reference, what a host would otherwise use: a
   standalone FTS5 table holding only the target user's messages (same
   columns and tokenizer as the store's, filled from the same derivation,
-  memstore.l0.columns), in a side file ``<store>.ref-fts5.db`` built once,
+  memstore.derive.messages.columns), in a side file ``<store>.ref-fts5.db`` built once,
   queried with the same MATCH expression and ranked by ``bm25()``, top 10;
 - ``ref_fts5_store_table``: FTS5 MATCH over the user's rowid range of the
   store's multi-user table, ranked by ``bm25()`` (whole-table statistics).
@@ -47,9 +47,9 @@ from memstore.bench.capture_search import queries, stats, text_pool
 from memstore.bench.chattext import COMMON, ChatText
 from memstore.bench.scale import capture_calls
 from memstore.config import Settings
-from memstore.l0.capture import capture_event, prepare_messages
-from memstore.l0.columns import labelled_text, message_columns
-from memstore.l0.projection import user_fts_range
+from memstore.derive.messages.capture import capture_event, prepare_messages
+from memstore.derive.messages.columns import labelled_text, message_columns
+from memstore.derive.messages.projection import user_fts_range
 from memstore.search import bm25, postings
 from memstore.store import Store
 from memstore.text import build_match, fts_tidy

@@ -66,14 +66,14 @@ from memstore.bench.scale import checkpointed_mb
 from memstore.config import Settings
 from memstore.db.migrate import head_revision
 from memstore.db.target import parse, safe_url
-from memstore.events.log import NewEvent
-from memstore.l0.capture import (
+from memstore.derive.messages.capture import (
     PreparedMessage,
     capture_event,
     known_message_ids,
     new_messages,
     prepare_messages,
 )
+from memstore.events.log import NewEvent
 from memstore.store import Store
 from memstore.vectors.hot import partition_vectors
 

@@ -2,7 +2,7 @@
 
 ``memstore --help`` and ``memstore COMMAND`` read this table instead of
 importing every command module (and with them SQLAlchemy, numpy, openai...),
-so the CLI answers fast. tests/test_cli_habits.py checks that the table
+so the CLI answers fast. tests/cli/test_cli_habits.py checks that the table
 matches the commands the modules define.
 """
 

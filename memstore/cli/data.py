@@ -19,7 +19,7 @@ from memstore.cli.app import (
     resolve_db,
 )
 from memstore.cli.table import ID_WIDTH, plural, print_table
-from memstore.erasure_compaction import is_pending_at
+from memstore.db.compaction import is_pending_at
 from memstore.errors import InvalidInputError
 
 if TYPE_CHECKING:

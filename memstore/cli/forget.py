@@ -50,7 +50,7 @@ def echo_report(reports: Any, db: Location | None, as_json: bool) -> None:
             f"({r.events_removed} event(s) deleted, {r.events_rewritten} rewritten)"
         )
     if any(not r.dry_run and not r.compacted for r in many):
-        from memstore.erasure_compaction import is_pending_at
+        from memstore.db.compaction import is_pending_at
 
         if is_pending_at(resolve_db(db)):
             detail = next(r.detail for r in many if not r.compacted)
@@ -155,7 +155,7 @@ def retention_run(
     Example:
       MEMSTORE_RETENTION_DAYS=365 memstore retention run --dry-run
     """
-    from memstore.retention import Policy
+    from memstore.forgetting.retention import Policy
 
     with open_store(db, must_exist=True) as store:
         if days is None and not Policy.of(store.settings).active:

@@ -118,7 +118,7 @@ l0_messages = Table(
 )
 
 # A small number per user, in order of the user's first message: l0_fts rows
-# are keyed ``slot << 40 | l0_messages.id`` (memstore.l0.projection.fts_key), so
+# are keyed ``slot << 40 | l0_messages.id`` (memstore.derive.messages.projection.fts_key), so
 # one user's messages are one contiguous FTS rowid range and a keyword match
 # reads only that range, whatever the other users store.
 l0_user_slots = Table(
@@ -447,7 +447,7 @@ pipeline_locks = Table(
 # Not a projection: a durable to-do written in the same transaction as an
 # erasure, saying the file still has to be vacuumed and its WAL truncated
 # before the erased bytes are gone. ``Store.open``/``close`` and the next
-# write finish the job (memstore/erasure.py). One row at most; no content.
+# write finish the job (memstore/forgetting/erasure.py). One row at most; no content.
 erasure_compaction = Table(
     "erasure_compaction",
     metadata,

@@ -64,7 +64,7 @@ def list_memories(
     with store.db.read() as conn:
         gen = resolve_generation(conn, user_id, generation)
         rows = memories(conn, user_id, gen, type=type, include_retired=include_retired)
-    return cast(list[MemoryRow], rows)  # l1_memories' columns: tests/test_public_types.py
+    return cast(list[MemoryRow], rows)  # l1_memories' columns: tests/core/test_public_types.py
 
 
 def list_scenes(
@@ -72,7 +72,7 @@ def list_scenes(
 ) -> list[SceneRow]:
     with store.db.read() as conn:
         rows = scenes(conn, user_id, resolve_generation(conn, user_id, generation))
-    return cast(list[SceneRow], rows)  # l2_scenes' columns: tests/test_public_types.py
+    return cast(list[SceneRow], rows)  # l2_scenes' columns: tests/core/test_public_types.py
 
 
 def get_scene(

@@ -22,7 +22,7 @@ from memstore.db.schema import (
     l3_persona,
 )
 from memstore.db.sqlfn import driver_rows, driver_sql
-from memstore.l0.events import ContentErased, UserErased
+from memstore.derive.messages.events import ContentErased, UserErased
 from memstore.validate import check_int
 
 DEFAULT_GENERATION = 0  # a user nobody re-derived shows generation 0 (as search assumes)

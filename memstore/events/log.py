@@ -359,7 +359,7 @@ class EventLog:
         # A rebuild decodes every event, and a frozen dataclass's __init__
         # (one object.__setattr__ per field) cost about as much as the JSON
         # decode. Filling the instance dict directly gives the same object
-        # (tests/test_eventlog.py compares it with the __init__ one).
+        # (tests/events/test_eventlog.py compares it with the __init__ one).
         # The row's columns are the first fields, in order; then the few that
         # differ from the column (and "duplicate") are set over them, in
         # place, so the dict's key order is the fields' order.

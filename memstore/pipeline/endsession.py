@@ -12,9 +12,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
+from memstore.derive.messages.events import SessionEnded, l0_stream
 from memstore.errors import MemstoreError
 from memstore.events.log import NewEvent
-from memstore.l0.events import SessionEnded, l0_stream
 from memstore.logtext import debug_detail, loggable
 from memstore.pipeline import queue
 from memstore.pipeline.runner import Outcome

@@ -89,7 +89,7 @@ def arm_sessions(svc: Arming, sessions: Collection[tuple[str, str]]) -> int:
 
 
 def retention_active(settings: Settings) -> bool:
-    from memstore.retention import Policy  # retention builds on the erasure parts
+    from memstore.forgetting.retention import Policy  # retention builds on the erasure parts
 
     return Policy.of(settings).active
 

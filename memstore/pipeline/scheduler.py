@@ -11,7 +11,7 @@ Job ids (user and session ids are percent-quoted so ``:`` cannot collide):
 - ``l1-idle:<user>:<session>`` — extract a session idle for ``l1_idle_s``
 - ``l2:<user>`` — the user's scene run (delay / min / max interval)
 - ``drain`` — run queued work (retries that wait, work queued elsewhere)
-- ``retention`` — erase what is older than ``retention_days`` (memstore/retention.py),
+- ``retention`` — erase what is older than ``retention_days`` (memstore/forgetting/retention.py),
   then arm itself again; armed by reconcile while the setting is above 0
 
 **How a stored job reaches the service, without a global.** A job is
@@ -26,7 +26,7 @@ implementing the class's abstract ``_do_submit_job`` and reporting back
 through ``_run_job_success`` — the extension contract APScheduler documents
 for custom executors ("Extending APScheduler"), and the only underscore
 names of APScheduler's used in ``memstore.pipeline``
-(``tests/test_pipeline_apscheduler.py`` checks that).
+(``tests/pipeline/test_pipeline_apscheduler.py`` checks that).
 So two stores open in one process have two schedulers, each firing into
 its own service; nothing is registered process-wide.
 
@@ -379,7 +379,7 @@ class Timers:
         # arm a timer (drain -> arm L2). APScheduler's: its shutdown(wait=True)
         # waits while holding the job-store lock, and a running job calling
         # get_job() waits for that lock forever (a close hung for good, seen
-        # in tests/test_hermes_contract.py).
+        # in tests/provider/test_hermes_contract.py).
         with self.lock:
             sched, self.sched = self.sched, None
             executor, self.executor = self.executor, None

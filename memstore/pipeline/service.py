@@ -16,7 +16,7 @@ Capture path (one transaction, then a cheap hook):
    capture of the session fires, sees the moved deadline and re-arms, so a
    session costs one job-store write per idle period, not one per capture
    (2000 captures of 20 sessions: 20 writes, against 3980 when every
-   capture re-armed its timer; ``tests/test_pipeline_apscheduler.py`` keeps
+   capture re-armed its timer; ``tests/pipeline/test_pipeline_apscheduler.py`` keeps
    it so). A crash between 1 and 2 loses nothing: ``reconcile`` re-arms
    timers from the state.
 
@@ -49,9 +49,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from memstore.derive.events import ScenesUpdated
 from memstore.derive.follow import FORGET_NOTE
+from memstore.derive.messages.events import MessagesCaptured
 from memstore.errors import MemstoreError, PipelineError
 from memstore.events.log import StoredEvent
-from memstore.l0.events import MessagesCaptured
 from memstore.logtext import loggable
 from memstore.pipeline import endsession, owners, queue, runnow, scheduler
 from memstore.pipeline.lease import LeaseKeeper
@@ -412,7 +412,7 @@ class PipelineService:
 
     def on_retention_timer(self) -> None:
         """Erase what is past the retention limits, then look again later."""
-        from memstore.retention import CHECK_EVERY_S, Policy, run_retention
+        from memstore.forgetting.retention import CHECK_EVERY_S, Policy, run_retention
 
         policy = Policy.of(self.settings)
         if not policy.active:

@@ -35,8 +35,8 @@ from sqlalchemy import Connection, delete, text
 from memstore.config import Settings
 from memstore.db import rawexec
 from memstore.db.schema import pipeline_pending, pipeline_sessions
+from memstore.derive.messages.events import MessagesCaptured, SessionEnded
 from memstore.events.log import StoredEvent
-from memstore.l0.events import MessagesCaptured, SessionEnded
 from memstore.projections.base import Projection
 
 

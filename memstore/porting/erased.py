@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memstore.l0.events import ContentErased, UserErased, erased_key
+from memstore.derive.messages.events import ContentErased, UserErased, erased_key
 
 if TYPE_CHECKING:
     from memstore.porting.report import ImportReport

@@ -17,11 +17,11 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from memstore.derive.messages.events import MessagesCaptured
 from memstore.errors import EventError, InvalidInputError
 from memstore.event_types import register_all
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.events.types import Event
-from memstore.l0.events import MessagesCaptured
 from memstore.porting.erased import FLAG, Erased
 from memstore.porting.events_io import EXPORT_FORMAT, event_to_dict
 from memstore.porting.report import ImportReport, json_lines, when

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from memstore.derive.messages.capture import ROLES
 from memstore.errors import InvalidInputError
-from memstore.l0.capture import ROLES
 from memstore.porting.erased import Erased
 from memstore.porting.report import ImportReport, json_lines, require_str, strict_id, when
 

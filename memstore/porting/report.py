@@ -178,7 +178,7 @@ def when(value: object) -> datetime:
 def strict_id(name: str, value: object) -> str:
     """An id by the API's rules, and refused (never aliased) when those rules
     would change it: "alice " must not become alice."""
-    from memstore.l0.capture import check_id
+    from memstore.derive.messages.capture import check_id
 
     cleaned = check_id(name, value)
     if cleaned != value:

@@ -15,8 +15,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from memstore.derive.messages.capture import ROLES
 from memstore.errors import InvalidIdError, InvalidInputError
-from memstore.l0.capture import ROLES
 from memstore.porting.report import when
 from memstore.validate import check_id
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memstore.derive.messages.capture import ROLES
 from memstore.derive.prompts import MEMORY_TYPES
 from memstore.errors import InvalidInputError
-from memstore.l0.capture import ROLES
 from memstore.porting.report import (
     ImportReport,
     ReadBudget,

@@ -25,10 +25,10 @@ from sqlalchemy import func, select
 from memstore.db.schema import events as events_t
 from memstore.db.schema import l1_memories
 from memstore.derive.events import L1Extracted, PersonaUpdated, ScenesUpdated
+from memstore.derive.messages.events import MessagesCaptured, l0_stream
 from memstore.derive.queries import active_generation, persona, scenes
 from memstore.derive.runs import append_checked, new_id
 from memstore.errors import InvalidInputError
-from memstore.l0.events import MessagesCaptured, l0_stream
 from memstore.porting.erased import Erased
 from memstore.porting.report import ImportReport, strict_id
 from memstore.porting.upstream import Record, UpstreamData

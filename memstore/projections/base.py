@@ -3,7 +3,7 @@
 A projection owns some tables and a checkpoint row. Its ``apply`` must be a
 pure function of the events it is given (no clock, no randomness, no LLM):
 that is what makes "incremental state == rebuilt state" hold, and the
-property test in ``tests/test_projection_invariant.py`` checks it.
+property test in ``tests/projections/test_projection_invariant.py`` checks it.
 
 Each projection declares what it reads:
 

@@ -42,10 +42,10 @@ from sqlalchemy import Connection, text
 
 from memstore.db import backend
 from memstore.db.sqlfn import driver_rows
+from memstore.derive.messages.columns import labelled_text
 from memstore.derive.queries import forgotten_sources, memories_by_id
 from memstore.embeddings import from_blob
 from memstore.errors import MemstoreError
-from memstore.l0.columns import labelled_text
 from memstore.recall import expand
 from memstore.recall.nulls import (
     LEXICAL_EMBEDDERS,

@@ -7,7 +7,7 @@ ranking. Here the same formula (FTS5's: k1 = 1.2, b = 0.75, idf floored at
 1e-6, every column weight 1) runs over the user's own messages only:
 
 - which of the user's messages hold each term: one FTS5 MATCH per term,
-  limited to the user's rowid range (memstore.l0.projection.fts_key), so
+  limited to the user's rowid range (memstore.derive.messages.projection.fts_key), so
   FTS5 seeks to the user's postings and reads only those;
 - how often a term occurs in a message and the message's length: stored with
   the message (memstore.text.terms), or counted from its text for the few
@@ -34,7 +34,7 @@ import numpy as np
 from sqlalchemy import Connection
 
 from memstore.db.sqlfn import driver_rows
-from memstore.l0.projection import SLOT_SHIFT
+from memstore.derive.messages.projection import SLOT_SHIFT
 from memstore.search.filters import row_filters
 from memstore.search.postings import Copy, HotPostings
 from memstore.text.fts import build_match, document_columns, query_terms, quote_term

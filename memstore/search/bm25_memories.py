@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from memstore.db.sqlfn import driver_rows
-from memstore.l0.projection import SLOT_SHIFT
+from memstore.derive.messages.projection import SLOT_SHIFT
 from memstore.search import bm25
 from memstore.search.filters import row_filters
 from memstore.text.fts import build_match

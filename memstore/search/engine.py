@@ -21,9 +21,9 @@ from memstore.config import Settings
 from memstore.db import backend
 from memstore.db.engine import Database
 from memstore.db.sqlfn import driver_rows, driver_sql
+from memstore.derive.messages.capture import check_id
 from memstore.embeddings import Embedder, from_blob
 from memstore.errors import InvalidInputError, MemstoreError
-from memstore.l0.capture import check_id
 from memstore.search import keyword, rescore
 from memstore.search.filters import RowFilter
 from memstore.search.hits import L1_COLS, Hit, Rows, materialise, read_rows

@@ -209,7 +209,7 @@ def _tokenise(rows: list[Any], vocab: _Vocabulary, first_doc: int) -> tuple[_Seg
     lengths = np.zeros(len(rows))
     id_of = vocab.id_of
     for d, row in enumerate(rows):
-        # The functions the FTS5 columns' one-pass derivation (memstore.l0.columns)
+        # The functions the FTS5 columns' one-pass derivation (memstore.derive.messages.columns)
         # is tested against; a third faster here than that pass, which also
         # derives what the postings do not need.
         latin, cjk = document_columns(row[3])

@@ -30,9 +30,9 @@ from memstore.db import backend
 from memstore.db.backend import upsert
 from memstore.db.engine import Database
 from memstore.db.schema import embedding_cache, vector_index, vector_spaces
+from memstore.derive.messages.columns import labelled_sql
 from memstore.embeddings import Embedder, check_vectors, content_hash, to_blob
 from memstore.errors import EmbeddingError, MemstoreError
-from memstore.l0.columns import labelled_sql
 from memstore.logtext import debug_detail, loggable
 from memstore.text import fts_tidy
 from memstore.timeutil import Clock, system_clock, to_iso
@@ -61,7 +61,7 @@ class _Row:
 # The previous message with content of the same session (same user), found
 # through the (user_id, session_id, position) index: an acknowledgement
 # ("Noted.") in between would otherwise replace the context that matters.
-# Both texts carry their speaker's name (memstore.l0.columns.labelled_text).
+# Both texts carry their speaker's name (memstore.derive.messages.columns.labelled_text).
 _PREV_TEXT = (
     f"(SELECT {labelled_sql('p')} FROM l0_messages p WHERE p.user_id = m.user_id "
     "AND p.session_id = m.session_id AND p.position <= m.position AND p.id < m.id "

@@ -9,9 +9,9 @@ from typing import Any
 from sqlalchemy import text
 
 from memstore.db.connect import open_database
+from memstore.derive.messages.events import SessionEnded
 from memstore.event_types import register_all
 from memstore.events.log import EventLog, NewEvent
-from memstore.l0.events import SessionEnded
 
 APPENDS = 30
 

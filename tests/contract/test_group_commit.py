@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, text
 
+from memstore.derive.messages.events import MessagesCaptured
 from memstore.errors import InvalidInputError
 from memstore.events.log import NewEvent
-from memstore.l0.events import MessagesCaptured
 from memstore.store import Store
 from tests.snapshot import snapshot
 

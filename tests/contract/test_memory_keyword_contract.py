@@ -9,7 +9,7 @@ from sqlalchemy import text
 
 from memstore import Settings
 from memstore.db import migrate
-from memstore.l0.projection import SLOT_SHIFT
+from memstore.derive.messages.projection import SLOT_SHIFT
 from memstore.store import Store, default_projections
 
 OWNERS = migrate.projection_tables(default_projections())

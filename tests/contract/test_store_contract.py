@@ -11,8 +11,8 @@ from sqlalchemy import exc, text
 from memstore import Settings
 from memstore.bench.snapshot import snapshot
 from memstore.db import migrate
+from memstore.derive.messages.events import MessagesCaptured, SessionEnded
 from memstore.events.log import NewEvent
-from memstore.l0.events import MessagesCaptured, SessionEnded
 from memstore.store import Store, default_projections
 
 # Which projection fills which table: what Store.open tells the migrations.
@@ -53,7 +53,7 @@ def test_capture_is_idempotent(store: Store) -> None:
 
 def test_a_message_id_the_log_holds_twice_is_projected_once(store: Store) -> None:
     # Capture and rebuild carry on past it. The L0 projection's savepoint
-    # (memstore.l0.projection): the unique index refuses the second copy,
+    # (memstore.derive.messages.projection): the unique index refuses the second copy,
     # the batch is redone without it, and the transaction carries on
     # (PostgreSQL aborts a transaction on an error unless it is rolled back
     # to the savepoint).

@@ -3,7 +3,7 @@ on the second backend too): a row the model cannot embed is set aside with
 its error, the rest is indexed, a failed retry counts one more attempt (the
 upsert), a healed model clears it, and erasure removes the user's rows.
 
-The misbehaving embedder is the one of ``tests/test_reliability_indexer``:
+The misbehaving embedder is the one of ``tests/reliability/test_reliability_indexer``:
 NaN for a text whose last line starts with ``POISON``, an error for
 ``REJECT``."""
 
@@ -15,7 +15,12 @@ from memstore.errors import EmbeddingError
 from memstore.store import Store
 from memstore.vectors import quarantine
 from tests.pipeline_support import FakeClock
-from tests.test_reliability_indexer import Flaky, _indexer, _vector_ids, index_one_bad_row
+from tests.reliability.test_reliability_indexer import (
+    Flaky,
+    _indexer,
+    _vector_ids,
+    index_one_bad_row,
+)
 
 
 @pytest.mark.parametrize("marker", ["POISON", "REJECT"])

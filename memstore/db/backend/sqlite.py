@@ -200,7 +200,7 @@ class SqliteBackend(Backend):
     ) -> None:
         # One point delete per row: vec0 plans ``rowid IN (...)`` as a scan of
         # the whole table (20 ms at 100k rows, under the write lock), while
-        # ``rowid = ?`` is a lookup (tests/test_reliability_query_plans.py).
+        # ``rowid = ?`` is a lookup (tests/reliability/test_reliability_query_plans.py).
         # (vec0 has no upsert: INSERT OR REPLACE fails.)
         conn.execute(
             text(f'DELETE FROM "{table}" WHERE rowid = :id'), [{"id": p["id"]} for p in rows]

@@ -2,7 +2,7 @@
 
 Memories are searched like messages (memstore.search.bm25_memories): a
 keyword match is limited to one user's rowid range, and BM25 runs with that
-user's own statistics. So, as for L0 (memstore.l0.projection):
+user's own statistics. So, as for L0 (memstore.derive.messages.projection):
 
 - ``l1_fts`` rowids are ``slot << SLOT_SHIFT | l1_memories.id``, one slot per
   user in ``l1_user_slots``, handed out in order of the user's first memory
@@ -15,15 +15,15 @@ user's own statistics. So, as for L0 (memstore.l0.projection):
 - ``l1_term_repeats`` holds the terms a row has more than once.
 
 Lengths and repeats come from the same one-pass function as L0's
-(memstore.l0.columns), so both layers count alike.
+(memstore.derive.messages.columns), so both layers count alike.
 """
 
 from __future__ import annotations
 
 from sqlalchemy import Connection, text
 
-from memstore.l0.columns import message_columns
-from memstore.l0.projection import fts_key
+from memstore.derive.messages.columns import message_columns
+from memstore.derive.messages.projection import fts_key
 
 _SLOT_OF = text("SELECT slot FROM l1_user_slots WHERE user_id = :u")
 _TOP = text("SELECT coalesce(max(slot), 0) FROM l1_user_slots")

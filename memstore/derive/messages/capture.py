@@ -1,0 +1,261 @@
+"""Turning host messages into one ``l0.captured`` event.
+
+Sanitising happens here, before anything is stored: injected memory blocks
+are stripped (so recalled memories are never re-captured as new facts),
+invalid text is cleaned, oversized messages are truncated with a marker, and
+empty messages are dropped. Message ids make capture idempotent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+from memstore.db import rawexec
+from memstore.derive.messages.events import MessagesCaptured, l0_stream
+from memstore.errors import InvalidInputError
+from memstore.events.log import NewEvent
+from memstore.kernel import Kernel
+from memstore.records import NewMessage
+from memstore.text import clean_text, sanitize_message
+from memstore.timeutil import from_iso, parse_when, to_iso
+from memstore.validate import check_id as check_id  # re-exported: older callers import it here
+
+ROLES = frozenset({"user", "assistant", "system", "tool", "developer"})
+
+
+@dataclass(frozen=True)
+class PreparedMessage:
+    id: str
+    role: str
+    text: str
+    occurred_at: str
+    truncated: bool
+    original_bytes: int
+    name: str | None = None
+
+    def as_payload(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "role": self.role,
+            "text": self.text,
+            "occurred_at": self.occurred_at,
+            "truncated": self.truncated,
+            "original_bytes": self.original_bytes,
+        }
+        if self.name:
+            out["name"] = self.name
+        return out
+
+
+def message_key(index: int, given: object) -> str:
+    """A host's own message id, as text: ints (JavaScript hosts) become their
+    digits; anything else must already be a valid id."""
+    if isinstance(given, int) and not isinstance(given, bool):
+        given = str(given)
+    return check_id(f"message {index} id", given)
+
+
+def message_id(session_id: str, call_digest: str, index: int) -> str:
+    """Id for a message the host gave none: a hash of the session, the whole
+    call's content (roles, texts, timestamps) and the position in the call.
+
+    A retried call therefore gets the same ids (idempotent), while the same
+    short text ("yes") in a later turn with a different reply gets new ones."""
+    h = hashlib.sha256(f"{session_id}\x1f{call_digest}\x1f{index}".encode()).hexdigest()
+    return f"h:{h[:32]}"
+
+
+def prepare_messages(
+    session_id: str,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    now: datetime,
+    max_bytes: int,
+) -> list[PreparedMessage]:
+    if isinstance(messages, Mapping | str | bytes | bytearray) or not isinstance(
+        messages, Sequence
+    ):
+        raise InvalidInputError(
+            "messages must be a list of {'role', 'content'} objects, "
+            f"got {type(messages).__name__}"
+        )
+    staged: list[tuple[str, str, str, str | None, bool, int, object, str | None]] = []
+    now_iso = to_iso(now)
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            raise InvalidInputError(f"message {i} is {type(m).__name__}, expected a mapping")
+        role = str(m.get("role", "")).strip().lower()
+        if role not in ROLES:
+            raise InvalidInputError(
+                f"message {i}: role {m.get('role')!r} is not one of {sorted(ROLES)}"
+            )
+        raw = m.get("content", m.get("text", ""))
+        original = raw if isinstance(raw, bytes) else str(raw if raw is not None else "")
+        text, truncated = sanitize_message(raw, max_bytes)
+        if not text:
+            continue
+        ts = m.get("timestamp", m.get("occurred_at"))
+        stamp = to_iso(parse_when(ts)) if ts not in (None, "") else None
+        given = m.get("id")
+        size = (
+            len(original)
+            if isinstance(original, bytes)
+            else len(original.encode("utf-8", "surrogatepass"))
+        )
+        # OpenAI messages may name their participant; kept as the speaker.
+        raw_name = m.get("name")
+        name = clean_text(str(raw_name)).strip()[:128] if raw_name not in (None, "") else None
+        staged.append((role, text, stamp or now_iso, stamp, truncated, size, given, name or None))
+    digest = hashlib.sha256(
+        "\x1e".join(f"{r}\x1f{st or ''}\x1f{t}" for r, t, _, st, *_ in staged).encode()
+    ).hexdigest()
+    out: list[PreparedMessage] = []
+    first: dict[str, int] = {}
+    for i, (role, text, occurred, _stamp, truncated, size, given, name) in enumerate(staged):
+        mid = (
+            message_key(i, given) if given not in (None, "") else message_id(session_id, digest, i)
+        )
+        msg = PreparedMessage(mid, role, text, occurred, truncated, size, name)
+        # One id, two different messages: storing either would lose the
+        # other without a word. The same message twice is a plain duplicate.
+        j = first.setdefault(mid, len(out))
+        if j != len(out) and _content(out[j]) != _content(msg):
+            raise InvalidInputError(
+                f"message {i} has id {mid!r}, like an earlier message of this call, "
+                "with different content: give each message its own id"
+            )
+        out.append(msg)
+    return out
+
+
+def _content(m: PreparedMessage) -> tuple[object, ...]:
+    return (m.role, m.text, m.occurred_at, m.name)
+
+
+@dataclass(frozen=True)
+class CaptureResult:
+    """What a capture stored: the new message ids, and those it had already."""
+
+    event_position: int | None
+    stored: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+    truncated: list[str] = field(default_factory=list)
+    dropped_empty: int = 0
+
+
+def known_message_ids(
+    conn: Connection, user_id: str, session_id: str, ids: Sequence[str]
+) -> set[str]:
+    """The ids among ``ids`` this user's session already has (read in the
+    capture's write transaction, so two concurrent captures cannot both store
+    a message)."""
+    known: set[str] = set()
+    for i in range(0, len(ids), 500):
+        chunk = list(ids[i : i + 500])
+        marks = ",".join("?" for _ in chunk)
+        sql = (
+            "SELECT message_id FROM l0_messages WHERE user_id = ? AND session_id = ? "
+            f"AND message_id IN ({marks})"
+        )
+        known |= {r[0] for r in rawexec.rows(conn, sql, (user_id, session_id, *chunk))}
+    return known
+
+
+def new_messages(prepared: Sequence[PreparedMessage], known: set[str]) -> list[PreparedMessage]:
+    fresh: list[PreparedMessage] = []
+    seen: set[str] = set()
+    for m in prepared:
+        if m.id not in known and m.id not in seen:
+            seen.add(m.id)
+            fresh.append(m)
+    return fresh
+
+
+def capture(
+    kernel: Kernel,
+    user_id: str,
+    session_id: str,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    agent_id: str | None,
+    max_bytes: int,
+) -> CaptureResult:
+    """``Store.capture`` past its argument checks: one ``l0.captured`` event of
+    the messages this session does not have yet, through the kernel's append."""
+    prepared = prepare_messages(session_id, messages, now=kernel.clock(), max_bytes=max_bytes)
+    dropped = len(messages) - len(prepared)
+    ids = [m.id for m in prepared]
+    # What the last run of the build saw (it runs again, alone, when the
+    # transaction it shared with other captures failed).
+    seen: dict[str, Any] = {"known": set(), "fresh": []}
+
+    def only_new(conn: Connection, claimed: dict[Any, Any]) -> list[NewEvent]:
+        # Inside the append's transaction: two captures of the same
+        # messages cannot both see them as new. A capture committed in the
+        # same transaction before this one is not in l0_messages yet: the
+        # ids it took are in ``claimed``.
+        taken: set[str] = claimed.setdefault(("l0", user_id, session_id), set())
+        known = known_message_ids(conn, user_id, session_id, ids) | taken.intersection(ids)
+        fresh = new_messages(prepared, known)
+        taken.update(m.id for m in fresh)
+        seen["known"], seen["fresh"] = known, fresh
+        return [capture_event(user_id, session_id, agent_id, fresh)] if fresh else []
+
+    stored = kernel.append_grouped(only_new)
+    known: set[str] = seen["known"]
+    fresh: list[PreparedMessage] = seen["fresh"]
+    if not stored:
+        return CaptureResult(None, [], ids, [], dropped)
+    # A repeat within the call is a duplicate too, reported like one stored before.
+    repeats = [i for i, n in Counter(ids).items() if n > 1 and i not in known for _ in range(n - 1)]
+    return CaptureResult(
+        stored[0].position,
+        [m.id for m in fresh],
+        [i for i in ids if i in known] + repeats,
+        [m.id for m in fresh if m.truncated],
+        dropped,
+    )
+
+
+def turn_messages(
+    user_text: str,
+    assistant_text: str | None,
+    *,
+    timestamp: str | datetime | float | None,
+    turn_id: str | None,
+) -> list[NewMessage]:
+    """One user/assistant exchange as messages (ids ``<turn_id>:0`` and ``:1``)."""
+    msgs: list[NewMessage] = [{"role": "user", "content": user_text}]
+    if assistant_text is not None:
+        msgs.append({"role": "assistant", "content": assistant_text})
+    for i, m in enumerate(msgs):
+        if timestamp is not None:
+            m["timestamp"] = timestamp
+        if turn_id:
+            m["id"] = f"{turn_id}:{i}"
+    return msgs
+
+
+def capture_event(
+    user_id: str, session_id: str, agent_id: str | None, fresh: Sequence[PreparedMessage]
+) -> NewEvent:
+    # No idempotency key: ``capture`` appends only the messages this session
+    # does not have, read in the append's own write transaction, so a retried
+    # call writes nothing. The key (67 bytes and an index entry per call, ~80
+    # B per message of a one-turn capture) never decided anything.
+    return NewEvent(
+        l0_stream(user_id, session_id),
+        MessagesCaptured(
+            session_id=session_id, messages=[m.as_payload() for m in fresh], agent_id=agent_id
+        ),
+        user_id=user_id,
+        # Fixed-width UTC text (timeutil) sorts as time does: one parse, not one per message.
+        occurred_at=from_iso(max(m.occurred_at for m in fresh)),
+    )
