@@ -82,8 +82,18 @@ def module_graph() -> dict[str, set[str]]:
     return {m: imports_of(m, p, known) for m, p in mods.items()}
 
 
+# Packages that are parts of their own although they sit inside another part's
+# folder. L0 (``derive/messages``) sits beside L1-L3 so that the four layers are
+# read side by side, but it is below search and vectors, which L1-L3 use: it
+# must import none of them, nor the rest of ``derive``.
+OWN_PARTS = ("derive.messages",)
+
+
 def part_of(module: str) -> str | None:
     bits = module.split(".")
+    for own in OWN_PARTS:
+        if bits[1 : 1 + own.count(".") + 1] == own.split("."):
+            return own
     return bits[1] if len(bits) > 1 else None
 
 
@@ -233,6 +243,18 @@ def test_no_import_cycle_between_modules() -> None:
 @pytest.mark.parametrize("part", ["store", "derive", "pipeline", "forgetting", "search", "vectors"])
 def test_core_parts_exist(part: str) -> None:
     assert part in part_graph(module_graph())
+
+
+@pytest.mark.parametrize("part", OWN_PARTS)
+def test_own_parts_exist(part: str) -> None:
+    assert part in part_graph(module_graph()), f"memstore.{part} is gone: update OWN_PARTS"
+
+
+def test_l0_imports_no_other_layer() -> None:
+    """L0 stands below everything that reads it (search, vectors, L1-L3)."""
+    graph = part_graph(module_graph())
+    above = {"derive", "search", "vectors", "recall", "pipeline", "forgetting"}
+    assert not graph["derive.messages"] & above, sorted(graph["derive.messages"] & above)
 
 
 def test_no_import_cycle_between_parts() -> None:
