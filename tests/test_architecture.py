@@ -476,3 +476,52 @@ def test_the_backend_rule_on_examples() -> None:
     assert _opens_a_store("def test_x(store: Store) -> None: ...")
     assert _opens_a_store("with Store.open(path) as s: ...")
     assert not _opens_a_store("def test_parse() -> None: assert parse('x')")
+# The layout shows the architecture: the four layers side by side under
+# memstore/derive, and each test in the folder of the package it tests.
+LAYERS = ("messages", "memories", "scenes", "persona")  # L0, L1, L2, L3
+# Tests of the whole repository (architecture, imports, docs, packaging, the
+# frozen migration helpers) stay at the top of tests/.
+TESTS_AT_TOP = {
+    "test_architecture.py",
+    "test_import_graph.py",
+    "test_docs.py",
+    "test_packaging.py",
+    "test_migrations_frozen.py",
+}
+# Test folders that are not named after a package under memstore/.
+TEST_FOLDERS_OF_THEIR_OWN = {
+    "core": "memstore's top-level modules (store, config, kernel, records ...)",
+    "provider": "the Hermes provider (provider/)",
+    "reliability": "the chaos suite, across every part",
+    "contract": "behaviours run on each backend",
+}
+
+
+def memstore_packages() -> set[str]:
+    return {p.parent.name for p in (ROOT / "memstore").glob("*/__init__.py")}
+
+
+def test_the_four_layers_sit_side_by_side() -> None:
+    derive = ROOT / "memstore" / "derive"
+    assert all((derive / layer / "__init__.py").is_file() for layer in LAYERS)
+    assert not (ROOT / "memstore" / "l0").exists()
+
+
+def test_only_repository_wide_tests_sit_at_the_top_of_tests() -> None:
+    loose = sorted(p.name for p in (ROOT / "tests").glob("test_*.py"))
+    assert set(loose) <= TESTS_AT_TOP, (
+        f"move these into tests/<package>/ (or add them to TESTS_AT_TOP): "
+        f"{sorted(set(loose) - TESTS_AT_TOP)}"
+    )
+
+
+def test_test_folders_mirror_the_packages() -> None:
+    allowed = memstore_packages() | set(TEST_FOLDERS_OF_THEIR_OWN)
+    folders = {p.parent for p in (ROOT / "tests").rglob("test_*.py")} - {ROOT / "tests"}
+    assert len(folders) > 10  # the walk found the folders
+    wrong = sorted(f.relative_to(ROOT).as_posix() for f in folders
+                   if f.parent != ROOT / "tests" or f.name not in allowed)  # fmt: skip
+    assert not wrong, f"test folders that name no package: {wrong}"
+    # Without an __init__.py two test files of one name in two folders clash.
+    bare = sorted(f.name for f in folders if not (f / "__init__.py").is_file())
+    assert not bare, f"test folders without __init__.py: {bare}"
