@@ -38,6 +38,11 @@ PROBES: dict[str, tuple[str, str, str]] = {
         "STORE [QUERIES] [RESULTS.json]",
         "Keyword search in steady state, on a copy of a `bench keyword` store.",
     ),
+    "cli-startup": (
+        "probe_cli_startup",
+        "[RUNS]",
+        "CPU time of short memstore commands next to importing SQLAlchemy alone.",
+    ),
     "openmp-policy": (
         "probe_openmp_policy",
         "[--queries N] [--only POLICIES]",
@@ -57,6 +62,7 @@ EXAMPLES = {
     "durability": "postgresql+psycopg://me@localhost/postgres 400 200",
     "embed-rate": "--messages 200 --rounds 2 --capture 40",
     "keyword-steady": "/tmp/copy-of-keyword-store.db 400",
+    "cli-startup": "7",
     "openmp-policy": "--queries 30",
     "pgvector-knn": "postgresql://me@localhost/scratch 100 --drop",
 }

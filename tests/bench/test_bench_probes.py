@@ -42,3 +42,17 @@ def test_embed_rate_embeds_every_captured_message_with_and_without_context() -> 
     assert "context vectors on : " in out.output and "context vectors off: " in out.output
     assert out.output.count("6 messages embedded") == 2
     assert "10k messages take" in out.output
+def test_cli_startup_times_each_command_against_the_reference() -> None:
+    out = CliRunner().invoke(cli, ["bench", "cli-startup", "1"])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert lines[0].startswith("median CPU seconds over 1 runs")
+    assert len(lines) == 6  # the header, the reference and four memstore commands
+    assert "1.0x  python -c \"import sqlalchemy\" (reference)" in lines[1]
+    assert lines[-1].endswith("memstore search conversations tea --user alice")
+
+
+def test_cli_startup_refuses_a_run_count_that_is_not_a_number() -> None:
+    out = CliRunner().invoke(cli, ["bench", "cli-startup", "many"])
+    assert out.exit_code != 0
+    assert "usage: memstore bench cli-startup [RUNS]" in out.output

@@ -34,7 +34,7 @@ def test_import_of_plain_jsonl_still_reads_messages(cli_env: Path, tmp_path: Pat
 
 def test_users_list_loads_no_engine_and_no_llm_client(cli_env: Path) -> None:
     # What a short command imports decides its start-up time (measured by
-    # scripts/cli_startup.py); importing is checked here, not timed.
+    # `memstore bench cli-startup`); importing is checked here, not timed.
     import subprocess
     import sys
 

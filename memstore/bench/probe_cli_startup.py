@@ -1,6 +1,6 @@
 """CPU time of short ``memstore`` commands next to ``python -c "import sqlalchemy"``.
 
-Usage: .venv/bin/python scripts/cli_startup.py [RUNS]
+Usage: memstore bench cli-startup [RUNS]
 
 Builds a small store in a temporary directory (one user, one captured turn,
 hashing embedder), then runs each command RUNS times (default 7) as a child
@@ -27,15 +27,23 @@ def cpu_of(argv: list[str], env: dict[str, str]) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def main() -> None:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 7
+def memstore_command() -> list[str]:
+    """The installed ``memstore`` script next to this Python, else ``python -m memstore``."""
     exe = Path(sys.executable).with_name("memstore")
+    return [str(exe)] if exe.is_file() else [sys.executable, "-m", "memstore"]
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1 or (argv and not argv[0].isdigit()) or (argv and int(argv[0]) < 1):
+        raise SystemExit("usage: memstore bench cli-startup [RUNS]  (RUNS: a whole number >= 1)")
+    runs = int(argv[0]) if argv else 7
+    memstore = memstore_command()
     with tempfile.TemporaryDirectory() as tmp:
         db = str(Path(tmp) / "cli.db")
         env = {**os.environ, "MEMSTORE_EMBEDDER": "hashing", "MEMSTORE_DB": db}
         env.pop("MEMSTORE_LLM_BASE_URL", None)
         subprocess.run(
-            [str(exe), "capture", "--user", "alice", "--session", "s1",
+            [*memstore, "capture", "--user", "alice", "--session", "s1",
              "--user-text", "I like green tea", "--assistant-text", "Noted"],
             env=env, check=True, capture_output=True,
         )  # fmt: skip
@@ -43,13 +51,13 @@ def main() -> None:
             'python -c "import sqlalchemy" (reference)': [
                 sys.executable, "-c", "import sqlalchemy"
             ],
-            "memstore --help": [str(exe), "--help"],
-            "memstore users list": [str(exe), "users", "list"],
+            "memstore --help": [*memstore, "--help"],
+            "memstore users list": [*memstore, "users", "list"],
             "memstore memories list --user alice": [
-                str(exe), "memories", "list", "--user", "alice"
+                *memstore, "memories", "list", "--user", "alice"
             ],
             "memstore search conversations tea --user alice": [
-                str(exe), "search", "conversations", "tea", "--user", "alice"
+                *memstore, "search", "conversations", "tea", "--user", "alice"
             ],
         }  # fmt: skip
         medians = {
@@ -63,4 +71,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
