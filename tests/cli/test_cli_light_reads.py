@@ -1,6 +1,6 @@
 """``memstore memories list`` reads the bare database: it loads no Store, no
 embedder, no migration code and no LLM client (its start-up time is measured
-by scripts/cli_startup.py; here the imports are checked, not timed), and it
+by `memstore bench cli-startup`; here the imports are checked, not timed), and it
 lists what ``Store.list_memories`` lists."""
 
 from __future__ import annotations
