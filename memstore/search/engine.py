@@ -31,7 +31,7 @@ from memstore.search.postings import HotPostings
 from memstore.search.query_vectors import QueryVectors
 from memstore.text import is_low_information
 from memstore.vectors import spaces
-from memstore.vectors.hot import HotPartitions
+from memstore.vectors.hot import HotPartitions, exact_distances
 
 STRATEGIES = ("keyword", "vector", "hybrid")
 MAX_LIMIT = 20
@@ -332,7 +332,8 @@ class SearchEngine:
         filters = (
             {"session_id": q.session_id} if q.kind == "l0" else {"mtype": q.type_, "scene": q.scene}
         )
-        found = backend.of(conn).vector_knn(
+        engine = backend.of(conn)
+        found = engine.vector_knn(
             conn,
             sp.table_name,
             q.kind,
@@ -340,6 +341,13 @@ class SearchEngine:
             blob,
             want,
             {c: v for c, v in filters.items() if v},
+        )
+        # Scored as the in-memory copy scores (hot.exact_distances): the
+        # engine's own distances differ from it in the last digits.
+        stored = engine.vectors_by_id(conn, sp.table_name, [i for i, _ in found])
+        found = exact_distances(
+            from_blob(blob, sp.dims),
+            [(i, from_blob(stored[i], sp.dims)) for i, _ in found if i in stored],
         )
         return self._live_memories(conn, q.user_id, found, q.k, rows) if q.kind == "l1" else found
 

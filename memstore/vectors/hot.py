@@ -127,6 +127,15 @@ class _Part:
             out[i] = np.array(self.blocks[b][r - (int(ends[b - 1]) if b else 0)])
         return out
 
+    def rows(self, at: Array) -> list[Array]:
+        """The stored vectors at positions ``at`` of ``ids`` (a shortlist)."""
+        ends = np.cumsum([len(b) for b in self.blocks])
+        out = []
+        for r in at.tolist():
+            b = int(np.searchsorted(ends, r, side="right"))
+            out.append(self.blocks[b][r - (int(ends[b - 1]) if b else 0)])
+        return out
+
     def similarities(self, q: Array) -> Array:
         """Cosine similarity of every row to the unit vector ``q`` (-inf: no row)."""
         if len(self.blocks) == 1:
@@ -137,6 +146,23 @@ class _Part:
         if self.dead is not None:
             sims[self.dead] = -np.inf
         return sims
+
+
+def exact_distances(query: Array, vectors: list[tuple[int, Array]]) -> list[tuple[int, float]]:
+    """``(id, cosine distance)`` of each vector to ``query``, nearest first,
+    equal distances by id. Computed on the rows sorted by id, so the same rows
+    give the same distances bit for bit, whichever search found them."""
+    if not vectors:
+        return []
+    vectors = sorted(vectors, key=lambda r: r[0])
+    ids = np.array([i for i, _ in vectors], dtype=np.int64)
+    mat = np.stack([np.asarray(v, dtype=np.float32).reshape(-1) for _, v in vectors])
+    q = np.asarray(query, dtype=np.float32).reshape(-1)
+    norm = float(np.linalg.norm(q))
+    sims = (mat @ (q / norm if norm else q)) * _inverse_norms(mat)
+    dist = (1.0 - sims).astype(np.float64)
+    order = np.lexsort((ids, dist))
+    return list(zip(ids[order].tolist(), dist[order].tolist(), strict=True))
 
 
 def _inverse_norms(mat: Array) -> Array:
@@ -316,10 +342,12 @@ class HotPartitions:
         n = min(k, len(sims))
         top = np.argpartition(-sims, n - 1)[:n] if n < len(sims) else np.arange(len(sims))
         top = top[np.isfinite(sims[top])]
-        dist = (1.0 - sims[top]).astype(np.float64)
         ids = part.ids[top]
-        order = np.lexsort((ids, dist))  # by distance, ties by id
-        return list(zip(ids[order].tolist(), dist[order].tolist(), strict=True))
+        # The shortlist is scored again by the one function the database's
+        # KNN results go through too: a product over the whole copy and
+        # vec0's own arithmetic differ in the last digits, and equal messages
+        # must score the same whichever path answered.
+        return exact_distances(q, list(zip(ids.tolist(), part.rows(top), strict=True)))
 
     def stored(self, sp: Space, user_id: str, ids: list[int]) -> dict[int, Array]:
         """Stored vectors of ``ids`` from the user's copy, when the copy is

@@ -54,6 +54,22 @@ def test_memory_search_ranks_like_vec0(two_users: Store) -> None:
     assert [u for _, u in s._search_engine.hot.cached_users()] == ["big"]
 
 
+def test_both_paths_give_equal_scores_bit_for_bit(two_users: Store) -> None:
+    """The same rows score the same whether the engine's KNN or the copy
+    answered: equal messages must not swap places between two calls."""
+    s = two_users
+
+    def ranked() -> list[tuple[int, float, float | None]]:
+        hits = s.search_conversations("big", "cat kitten", strategy="vector", limit=10)
+        return [(h.id, h.score, h.similarity) for h in hits]
+
+    on_engine = ranked()
+    s._search_engine.hot = HotPartitions(min_rows=8)
+    in_memory = ranked()
+    assert s._search_engine.hot.cached_users() != []
+    assert in_memory == on_engine
+
+
 def test_memory_search_keeps_users_and_sessions_apart(two_users: Store) -> None:
     s = two_users
     s._search_engine.hot = HotPartitions(min_rows=2)
