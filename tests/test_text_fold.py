@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sqlean
 
+from memstore.recall.rank import matched_words
+from memstore.recall.text import match_positions
 from memstore.text import document_columns, stem_text, word_root
 from memstore.text.fold import fold_diacritics
 from memstore.text.fts import query_terms
@@ -50,3 +52,10 @@ def test_every_folded_letter_is_folded_alike_by_fts5() -> None:
             differ.append(c)
     conn.close()
     assert differ == []
+
+
+def test_recall_matches_words_without_diacritics() -> None:
+    # Recall's coverage and highlighting compare words as keyword search found them.
+    assert matched_words(["creme", "brulee"], "Caroline's crème brûlée") == 2
+    assert matched_words(["crème"], "plain creme") == 1
+    assert match_positions("Caroline's crème brûlée", "creme") == [11]
