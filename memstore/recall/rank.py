@@ -55,7 +55,7 @@ from memstore.recall.nulls import (
 )
 from memstore.recall.query import about_someone, dated, personal, query_dates
 from memstore.recall.text import WORD_RE, term_matches
-from memstore.text import query_terms
+from memstore.text import fold_diacritics, query_terms
 from memstore.text.cjk import has_cjk
 from memstore.vectors import spaces
 
@@ -119,10 +119,11 @@ class Candidate:
 
 
 def matched_words(query_words: list[str], text_: str) -> int:
-    """How many of ``query_words`` (case-folded) occur in ``text_``."""
+    """How many of ``query_words`` (case-folded) occur in ``text_``, both
+    without Latin diacritics as keyword search compares them."""
     if not query_words:
         return 0
-    words = {w.casefold() for w in WORD_RE.findall(text_)}
+    words = {w.casefold() for w in WORD_RE.findall(fold_diacritics(text_))}
     # term_matches needs the same first four letters unless the words are
     # equal: only those words are compared (recall scores ~30 texts a query).
     heads: dict[str, list[str]] = {}
@@ -131,7 +132,7 @@ def matched_words(query_words: list[str], text_: str) -> int:
             heads.setdefault(w[:4], []).append(w)
     return sum(
         1
-        for t in query_words
+        for t in map(fold_diacritics, query_words)
         if t in words or any(term_matches(t, w) for w in heads.get(t[:4], ()))
     )
 

@@ -11,7 +11,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
-from memstore.text import escape_injection, query_terms
+from memstore.text import escape_injection, fold_diacritics, query_terms
 
 ELLIPSIS = "…"
 # Cluster glue: a cut before one of these would split a visible character.
@@ -92,11 +92,12 @@ def term_matches(term: str, word: str) -> bool:
 def match_positions(text: str, query: str) -> list[int]:
     """Start offsets in ``text`` of the words (and CJK bigrams) the query names."""
     latin, cjk = query_terms(query)
-    terms = [t.casefold() for t in latin]
+    # Without diacritics, as keyword search matched them ("creme", "crème").
+    terms = [fold_diacritics(t).casefold() for t in latin]
     out = [
         m.start()
         for m in WORD_RE.finditer(text)
-        if any(term_matches(t, m.group(0).casefold()) for t in terms)
+        if any(term_matches(t, fold_diacritics(m.group(0)).casefold()) for t in terms)
     ]
     for gram in cjk:
         g = gram.rstrip("*")

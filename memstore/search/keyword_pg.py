@@ -5,7 +5,10 @@ the migrations): ``text`` (words, CJK runs blanked), ``cjk`` (overlapping CJK bi
 ``stem`` (English word roots), and on PostgreSQL a generated ``tsv`` with
 weights A/B/C over them and a GIN index. The terms come from the same
 :func:`memstore.text.fts.query_terms` and :func:`memstore.text.stem.word_roots`
-as on SQLite, so CJK bigrams and roots are treated alike.
+as on SQLite, so CJK bigrams and roots are treated alike. The ``text`` column
+and the terms are written without Latin diacritics
+(:func:`memstore.text.fold.fold_diacritics`), since the ``simple``
+configuration keeps them: "creme" finds "crème" as FTS5 finds it.
 
 User text is never query syntax: every term is a bind parameter turned into a
 tsquery by ``plainto_tsquery`` (which knows no operators), and the terms are
@@ -26,6 +29,7 @@ from sqlalchemy import Connection, text
 from memstore.derive.messages.projection import SLOT_SHIFT
 from memstore.search.filters import row_filters
 from memstore.text.cjk import CJK_CHAR_CLASS
+from memstore.text.fold import fold_diacritics
 from memstore.text.fts import query_terms
 from memstore.text.stem import word_roots
 
@@ -35,7 +39,8 @@ _CJK_ONLY = re.compile(f"[{CJK_CHAR_CLASS}]+")
 def tsquery_sql(query: str, params: dict[str, Any]) -> str | None:
     """A SQL expression of type tsquery for ``query`` (terms added to ``params``),
     or None when nothing in it is searchable."""
-    latin, cjk = query_terms(query)
+    latin_terms, cjk = query_terms(query)
+    latin = [fold_diacritics(t) for t in latin_terms]
     parts: list[str] = []
     terms = [*latin, *word_roots(latin)] if latin else []
     for i, term in enumerate(terms):

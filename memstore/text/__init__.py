@@ -2,6 +2,7 @@
 FTS5 queries, content-free messages."""
 
 from memstore.text.cjk import cjk_bigrams, has_cjk
+from memstore.text.fold import fold_diacritics
 from memstore.text.fts import build_match, document_columns, query_terms, quote_term
 from memstore.text.info import is_low_information
 from memstore.text.sanitize import (
@@ -22,6 +23,7 @@ __all__ = [
     "clean_text",
     "document_columns",
     "escape_injection",
+    "fold_diacritics",
     "has_cjk",
     "is_low_information",
     "query_terms",

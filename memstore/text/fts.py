@@ -19,6 +19,7 @@ import re
 
 from memstore.errors import InvalidInputError
 from memstore.text.cjk import CJK_CHAR_CLASS, cjk_bigrams, cjk_runs, run_bigrams
+from memstore.text.fold import fold_diacritics
 from memstore.text.stem import word_roots
 
 __all__ = [
@@ -141,9 +142,12 @@ def document_columns(text: str) -> tuple[str, str]:
     CJK runs are replaced by a space in the ``text`` column: unicode61 would
     otherwise index "学Python编程" as one token, and a query for "python"
     would miss it. The runs stay searchable through the bigram column.
+    Latin letters lose their diacritics (:func:`~memstore.text.fold.fold_diacritics`):
+    FTS5 would fold them itself, PostgreSQL would not, and the query terms
+    are folded the same way.
     Use this when the FTS table is not also the place the verbatim text is
-    displayed from; inserting ``text`` verbatim works too, minus that case.
+    displayed from.
     """
-    if text.isascii():  # no CJK: both scans would find nothing (isascii is O(1))
+    if text.isascii():  # no CJK, no diacritics (isascii is O(1))
         return text, ""
-    return _CJK_RUN_RE.sub(" ", text), cjk_bigrams(text)
+    return _CJK_RUN_RE.sub(" ", fold_diacritics(text)), cjk_bigrams(text)

@@ -24,6 +24,7 @@ from functools import lru_cache
 import Stemmer
 
 from memstore.text.cjk import CJK_CHAR_CLASS
+from memstore.text.fold import fold_diacritics
 
 __all__ = ["stem_text", "word_root", "word_roots"]
 
@@ -57,8 +58,9 @@ def _root(folded: str) -> str:
 
 
 def word_root(word: str) -> str:
-    """The root of one word (case-folded): ``word_root("Allergies") == "allerg"``."""
-    return _root(word.casefold())
+    """The root of one word (case- and diacritic-folded):
+    ``word_root("Allergies") == "allerg"``, ``word_root("crème") == word_root("creme")``."""
+    return _root(fold_diacritics(word).casefold())
 
 
 def word_roots(words: list[str]) -> list[str]:
@@ -95,8 +97,9 @@ def stem_text(text: str) -> str:
 
     Every occurrence is kept (not deduplicated) so BM25's term frequency
     and length normalisation see the same document as the text column.
+    Roots are of the words without diacritics, as :func:`word_root` gives them.
     """
-    words = _LONG_WORD_RE.findall(text)
+    words = _LONG_WORD_RE.findall(fold_diacritics(text))
     try:
         return " ".join(map(_ROOTS.__getitem__, words))
     except KeyError:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from memstore.text import document_columns, is_low_information, stem_text
 from memstore.text.cjk import CJK_CHAR_CLASS, cjk_bigrams, cjk_runs
+from memstore.text.fold import fold_diacritics
 from memstore.text.info import _PHATIC_CJK, FILLER_WORDS, LABEL_RE, MAX_WORDS
 from memstore.text.stem import word_root
 
@@ -26,11 +27,12 @@ _INFO_WORD = re.compile(f"[^\\W_{CJK_CHAR_CLASS}]+")
 
 
 def plain_document_columns(text: str) -> tuple[str, str]:
-    return _CJK_RUN.sub(" ", text), cjk_bigrams(text)
+    return _CJK_RUN.sub(" ", fold_diacritics(text)), cjk_bigrams(text)
 
 
 def plain_stem_text(text: str) -> str:
-    return " ".join(word_root(w) for w in _STEM_WORD.findall(text) if len(w) >= 3)
+    words = _STEM_WORD.findall(fold_diacritics(text))
+    return " ".join(word_root(w) for w in words if len(w) >= 3)
 
 
 def plain_is_low_information(text: str) -> bool:

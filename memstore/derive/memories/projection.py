@@ -73,6 +73,7 @@ _RETIRE = (
 
 class L1Projection(Projection):
     name: ClassVar[str] = "l1_memories"
+    version: ClassVar[int] = 2  # 2: l1_fts without Latin diacritics
     handles: ClassVar[frozenset[str] | None] = frozenset(
         {
             L1Extracted.TYPE,

@@ -204,7 +204,7 @@ def _first(row: tuple[Any, ...]) -> Any:
 
 class L0Projection(Projection):
     name: ClassVar[str] = "l0_messages"
-    version: ClassVar[int] = 2  # 2: speaker column
+    version: ClassVar[int] = 3  # 2: speaker column; 3: l0_fts without Latin diacritics
     handles: ClassVar[frozenset[str] | None] = frozenset({MessagesCaptured.TYPE})
     tables = (l0_messages, l0_user_slots, l0_term_repeats)
     # Read by search and the indexer, never by ``apply``.
