@@ -9,7 +9,7 @@ diacritics becomes that letter ("é" -> "e", "Ấ" -> "A"), and a combining
 diacritic written on its own disappears. Other scripts keep
 their accents (Greek "ά" stays), as in FTS5, and case is kept. Since FTS5
 folds the same letters the same way, folding first changes nothing it
-indexes or matches (``tests/test_text_fold.py`` checks every letter
+indexes or matches (``tests/text/test_text_fold.py`` checks every letter
 against FTS5).
 """
 

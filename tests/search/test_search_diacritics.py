@@ -12,7 +12,7 @@ import pytest
 
 from memstore import Settings
 from memstore.derive.memories.projection import L1Projection
-from memstore.l0.projection import L0Projection
+from memstore.derive.messages.projection import L0Projection
 from memstore.store import Store
 
 pytestmark = pytest.mark.both_backends
