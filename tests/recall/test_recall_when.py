@@ -9,15 +9,16 @@ from the clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-from memstore import Settings, Store
+from memstore import Store
 from memstore.recall import expand, when
 from memstore.recall.when import Anchored, Window
+
+# The recall tests use tests/backends.py's store: one per engine.
+pytestmark = pytest.mark.both_backends
 
 NOW = datetime(2024, 3, 13, 12, 0, tzinfo=UTC)  # a Wednesday
 
@@ -124,13 +125,6 @@ def test_asked_about_matches_full_and_first_names() -> None:
 
 def _at(days_ago: int) -> str:
     return (datetime.now(UTC) - timedelta(days=days_ago)).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-@pytest.fixture()
-def store(tmp_path: Path) -> Iterator[Store]:
-    settings = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
-    with Store.open(tmp_path / "w.db", settings=settings) as s:
-        yield s
 
 
 def _capture(store: Store, user: str, turns: list[tuple[str, str, int]]) -> None:
