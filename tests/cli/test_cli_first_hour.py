@@ -60,7 +60,7 @@ def test_opening_a_store_does_not_import_openai(cli_env: Path) -> None:
         "import sys\n"
         "from memstore import Store\n"
         f"with Store.open({str(cli_env)!r}) as s:\n"
-        "    s.search_conversations('tea', user_id='alice')\n"
+        "    s.search_conversations('alice', 'tea')\n"
         "print('OPENAI', 'openai' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

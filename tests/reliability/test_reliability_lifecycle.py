@@ -258,7 +258,7 @@ with Store.open(sys.argv[1], settings=settings) as store:
         for i in range(40):
             store.capture_turn(f"user{k}", f"s{i % 3}", f"I like sailing and tea, turn {i}", "ok")
             if i % 10 == 0:
-                store.search_conversations("sailing", user_id=f"user{k}")
+                store.search_conversations(f"user{k}", "sailing")
     threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
     for t in threads:
         t.start()
