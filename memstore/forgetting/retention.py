@@ -60,8 +60,14 @@ class Policy:
         return cls(p.retention_days, p.retention_messages_days, by_type)
 
 
-def cutoff(days: float, now: datetime) -> str:
-    return to_iso(now - timedelta(days=days))
+def cutoff(days: float, now: datetime) -> str | None:
+    """The time before which something is more than ``days`` days old; None
+    when that time would come before the calendar's first day (a limit of a
+    billion days, or infinity): then nothing is old enough to go."""
+    try:
+        return to_iso(now - timedelta(days=days))
+    except OverflowError:  # timedelta's bound, or before 0001-01-01
+        return None
 
 
 def users_with_data_before(kernel: Kernel, cut: str) -> list[str]:
@@ -94,16 +100,19 @@ def _passes(kernel: Kernel, policy: Policy) -> list[list[tuple[str, Selection]]]
     """One list of (user, selection) per limit that is set."""
     now = kernel.clock()
     out: list[list[tuple[str, Selection]]] = []
-    if policy.days > 0:
-        sel = Selection("between", end=cutoff(policy.days, now))
-        out.append([(u, sel) for u in users_with_data_before(kernel, str(sel.end))])
-    if policy.messages_days > 0:
-        sel = Selection("between", end=cutoff(policy.messages_days, now), messages_only=True)
-        out.append([(u, sel) for u in users_with_data_before(kernel, str(sel.end))])
+    cut = cutoff(policy.days, now) if policy.days > 0 else None
+    if cut is not None:
+        sel = Selection("between", end=cut)
+        out.append([(u, sel) for u in users_with_data_before(kernel, cut)])
+    cut = cutoff(policy.messages_days, now) if policy.messages_days > 0 else None
+    if cut is not None:
+        sel = Selection("between", end=cut, messages_only=True)
+        out.append([(u, sel) for u in users_with_data_before(kernel, cut)])
     for type_ in MEMORY_TYPES:
         days = policy.memory_days.get(type_, 0.0)
-        if days > 0:
-            old = _old_memories(kernel, type_, cutoff(days, now))
+        cut = cutoff(days, now) if days > 0 else None
+        if cut is not None:
+            old = _old_memories(kernel, type_, cut)
             out.append(
                 [(u, Selection("memory", memory_ids=ids, with_sources=False))
                  for u, ids in old.items()]

@@ -6,6 +6,7 @@ changes nothing."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -16,7 +17,7 @@ from sqlalchemy import text
 from memstore import Settings
 from memstore.cli import cli
 from memstore.derive.messages.events import ContentErased
-from memstore.forgetting.retention import CHECK_EVERY_S, Policy, run_retention
+from memstore.forgetting.retention import CHECK_EVERY_S, Policy, cutoff, run_retention
 from memstore.pipeline.scheduler import RETENTION_JOB_ID
 from memstore.store import Store
 from memstore.timeutil import to_iso
@@ -179,3 +180,30 @@ def test_memories_of_one_type_past_their_limit_go_with_their_derived_text(
     assert [w for w in KEPT if w not in left] == []
     # Another type's limit leaves persona memories alone.
     assert run_retention(rstore._kernel, Policy(memory_days={"episodic": 1}), llm=False) == []
+
+
+@pytest.mark.parametrize("days", [1e9, 9e8, math.inf])
+def test_a_limit_longer_than_the_calendar_erases_nothing(
+    new_target: Targets, settings: Settings, monkeypatch: pytest.MonkeyPatch, days: float
+) -> None:
+    # 1e9 days is past timedelta's bound, 9e8 days before now is before year 1:
+    # no time is that long ago, so nothing is old enough to go.
+    assert cutoff(days, T0) is None and cutoff(DAYS, T0) == to_iso(T0 - timedelta(days=DAYS))
+    path = new_target("h.db")
+    with Store.open(path, settings=settings.replace(retention_days=days)) as store:
+        store.capture("alice", "s1", [{"role": "user", "content": "I live in Porto.",
+                                       "timestamp": "1000-01-02T00:00:00Z"}])  # fmt: skip
+        assert store.apply_retention() == [] and store.apply_retention(days=days) == []
+        assert store._pipeline.reconcile()["timers_armed"] >= 1
+        due = store._pipeline.timers.get(RETENTION_JOB_ID)
+        assert due is not None and RETENTION_JOB_ID in store._pipeline.timers.run_due(due)
+        assert store.read_events(types=[ContentErased.TYPE]) == []
+    monkeypatch.setenv("MEMSTORE_EMBEDDER", "hashing")
+    runner = CliRunner()
+    out = runner.invoke(cli, ["retention", "run", "--db", path, "--days", str(days)])
+    assert out.exit_code == 0 and "nothing is past the retention limits" in out.output, out.output
+    monkeypatch.setenv("MEMSTORE_RETENTION_DAYS", str(days))
+    out = runner.invoke(cli, ["retention", "run", "--db", path])
+    assert out.exit_code == 0 and "nothing is past the retention limits" in out.output, out.output
+    with Store.open(path, settings=settings) as store:
+        assert store.search_conversations("alice", "Porto", strategy="keyword")
