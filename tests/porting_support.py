@@ -180,6 +180,16 @@ def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return db
 
 
+@pytest.fixture
+def cli_target(target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """As ``cli_env``, with the store on the test's engine (tests/backends.py):
+    ``MEMSTORE_DB`` is a file path or a PostgreSQL URL."""
+    monkeypatch.setenv("MEMSTORE_DB", target)
+    monkeypatch.setenv("MEMSTORE_EMBEDDER", "hashing")
+    monkeypatch.setenv("MEMSTORE_CONFIG", str(tmp_path / "none.toml"))
+    return target
+
+
 def run_cli(*args: str, input: str | bytes | None = None) -> Result:
     """The CLI in-process, with the same error handling as ``memstore``."""
     from memstore.cli import main
@@ -204,6 +214,7 @@ __all__ = [
     "build_upstream_dir",
     "cli",
     "cli_env",
+    "cli_target",
     "run_cli",
     "vectors_db",
     "with_gone_records",

@@ -17,9 +17,11 @@ from memstore.porting.report import MAX_LINE_BYTES, ImportReport, ReadBudget, re
 from memstore.porting.upstream import read_upstream
 from memstore.porting.upstream_apply import import_upstream
 from memstore.store import Store
-from tests.porting_support import build_upstream_dir, cli_env, msg, run_cli
+from tests.porting_support import build_upstream_dir, cli_target, msg, run_cli
 
-__all__ = ["cli_env"]
+pytestmark = pytest.mark.both_backends
+
+__all__ = ["cli_target"]
 
 
 class _Endless(io.RawIOBase):
@@ -67,7 +69,9 @@ def test_an_upstream_directory_shares_one_budget(tmp_path: Path) -> None:
     assert data.messages  # the files read before the budget ran out are kept
 
 
-def test_jsonl_import_reports_a_reused_id_with_other_content(tmp_path: Path, cli_env: Path) -> None:
+def test_jsonl_import_reports_a_reused_id_with_other_content(
+    tmp_path: Path, cli_target: str
+) -> None:
     f = tmp_path / "in.jsonl"
     lines = [
         {"user": "u", "session": "s", "role": "user", "content": "one", "id": "m1"},
@@ -90,7 +94,7 @@ def test_jsonl_import_reports_a_reused_id_with_other_content(tmp_path: Path, cli
         ["import", "/dev/zero"],
     ],
 )
-def test_cli_errors_are_one_line_and_an_exit_code(cli_env: Path, args: list[str]) -> None:
+def test_cli_errors_are_one_line_and_an_exit_code(cli_target: str, args: list[str]) -> None:
     assert run_cli("capture", "--user", "u", "--session", "s", "--user-text", "hi").exit_code == 0
     res = run_cli(*args)
     assert res.exit_code != 0
@@ -105,14 +109,16 @@ def test_store_open_raises_only_memstore_errors(where: object) -> None:
         Store.open(where)  # type: ignore[arg-type]
 
 
-def test_upstream_messages_sharing_an_id_are_reported_not_dropped(tmp_path: Path) -> None:
+def test_upstream_messages_sharing_an_id_are_reported_not_dropped(
+    tmp_path: Path, target: str
+) -> None:
     root = build_upstream_dir(tmp_path / "up")
     clash = msg("agent:main:chat-3", "sid-3", 0, "user", "one text")
     other = {**clash, "content": "another text", "timestamp": clash["timestamp"] + 1}
     with (root / "conversations" / "2024-04-27.jsonl").open("w") as f:
         f.write(json.dumps(clash) + "\n" + json.dumps(other) + "\n")
     report = ImportReport()
-    with Store.open(tmp_path / "m.db") as s:
+    with Store.open(target) as s:
         import_upstream(s, read_upstream(root, report), "alice", report)
     assert [p.where for p in report.problems] == ["conversations/ (session agent:main:chat-3)"]
     assert "like an earlier message" in report.problems[0].message
@@ -120,7 +126,7 @@ def test_upstream_messages_sharing_an_id_are_reported_not_dropped(tmp_path: Path
 
 
 def test_an_over_long_line_is_skipped_and_named_and_the_rest_kept(
-    tmp_path: Path, cli_env: Path
+    tmp_path: Path, cli_target: str
 ) -> None:
     good = {"user": "u", "session": "s", "role": "user", "content": "kept"}
     big = json.dumps({**good, "content": "x" * (MAX_LINE_BYTES + 10)})

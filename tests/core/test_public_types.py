@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +18,9 @@ import memstore
 from memstore import records
 from memstore.config import Settings
 from memstore.store import Store
+from tests.backends import Targets
+
+pytestmark = pytest.mark.both_backends
 
 
 def _check(value: Mapping[str, Any], td: Any) -> None:
@@ -30,9 +32,9 @@ def _check(value: Mapping[str, Any], td: Any) -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
+def store(new_target: Targets) -> Iterator[Store]:
     s = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
-    with Store.open(tmp_path / "m.db", settings=s) as st:
+    with Store.open(new_target("m.db"), settings=s) as st:
         st.capture_turn("u", "s", "My name is Alice. I love hiking in the Alps.", "Nice!")
         st.capture_turn("u", "s", "I live in Berlin. Please keep answers short.", "OK")
         st.run_pipeline("u")
@@ -76,12 +78,12 @@ def test_pipeline_reports(store: Store) -> None:
         _check(run, records.StageRun)
 
 
-def test_embedding_status_and_info(store: Store, tmp_path: Path) -> None:
+def test_embedding_status_and_info(store: Store, new_target: Targets) -> None:
     status = store.embedding_status()
     _check(status, records.EmbeddingStatus)
     _check(status["l0"], records.VectorSpaceStatus)
     _check(store.info(), records.StoreInfo)
-    with Store.open(tmp_path / "none.db", settings=Settings().replace(embedder="none")) as bare:
+    with Store.open(new_target("none.db"), settings=Settings().replace(embedder="none")) as bare:
         _check(bare.embedding_status(), records.EmbeddingStatus)
 
 

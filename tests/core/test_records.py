@@ -6,17 +6,18 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from memstore import Memory, Message, Scene, Settings, Store
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
+def store(target: str) -> Iterator[Store]:
     s = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
-    with Store.open(tmp_path / "m.db", settings=s) as st:
+    with Store.open(target, settings=s) as st:
         st.capture_turn("u", "s", "My name is Alice. I live in Berlin.", "Nice!")
         st.run_pipeline("u")
         yield st

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,12 +13,15 @@ from memstore import Settings
 from memstore import recall as recall_api
 from memstore.recall import compose as recall
 from memstore.store import Store
+from tests.backends import Targets
 from tests.derive_support import open_store, say
+
+pytestmark = pytest.mark.both_backends
 
 
 @pytest.fixture
-def rstore(tmp_path: Path, settings: Settings) -> Iterator[Store]:
-    store = open_store(tmp_path / "r.db", settings)
+def rstore(new_target: Targets, settings: Settings) -> Iterator[Store]:
+    store = open_store(new_target("r.db"), settings)
     try:
         say(store, "u", "s", "My name is Alice.", "I love hiking in the Alps.")
         store.run_pipeline("u")

@@ -10,9 +10,13 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import memstore
 from memstore.event_types import EVENT_TYPES
 from memstore.events.types import Event
+
+pytestmark = pytest.mark.both_backends
 
 
 def _subclasses(cls: type) -> set[type]:
@@ -36,7 +40,7 @@ def test_the_table_lists_every_event_type_memstore_defines() -> None:
 
 
 def test_importing_an_event_module_registers_nothing_and_a_store_registers_all(
-    tmp_path: object,
+    target: str,
 ) -> None:
     code = textwrap.dedent(
         """
@@ -53,7 +57,5 @@ def test_importing_an_event_module_registers_nothing_and_a_store_registers_all(
         assert "l1.extracted" in registry.known()
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path) + "/m.db"], capture_output=True, text=True
-    )
+    done = subprocess.run([sys.executable, "-c", code, target], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -8,7 +8,6 @@ import inspect
 import math
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +20,9 @@ from memstore.derive.messages.events import SessionEnded
 from memstore.errors import InvalidIdError, InvalidInputError, MemstoreError, NotFoundError
 from memstore.events.log import NewEvent
 from memstore.store import Store
+from tests.backends import Targets
+
+pytestmark = pytest.mark.both_backends
 
 # --- the cases that were found ---------------------------------------------------
 
@@ -88,10 +90,10 @@ def test_unknown_user_is_not_erased(store: Store) -> None:
 
 
 def test_cli_out_of_range_timestamp_is_an_error_not_a_traceback(
-    db_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    target: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MEMSTORE_EMBEDDER", "hashing")
-    args = ["capture", "--db", str(db_path), "--user", "u", "--session", "s"]
+    args = ["capture", "--db", target, "--user", "u", "--session", "s"]
     args += ["--user-text", "hi", "--timestamp", "9999-12-31T23:00:00-05:00"]
     with pytest.raises(SystemExit) as exit_info:
         main(args)
@@ -202,8 +204,8 @@ VALID: dict[str, st.SearchStrategy[Any]] = {
 
 
 @pytest.fixture(scope="module")
-def fuzz_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    path = tmp_path_factory.mktemp("fuzz") / "fuzz.db"
+def fuzz_store(module_target: Targets) -> Iterator[Store]:
+    path = module_target("fuzz.db")
     cfg = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
     store = Store.open(path, settings=cfg)
     for user in ("alice", "bob"):

@@ -3,30 +3,29 @@ rows, capture) still fail with memstore errors, never the driver's own."""
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
-
 import pytest
+from sqlalchemy import text
 
 from memstore import Settings, Store
 from memstore.errors import StorageError
 
+pytestmark = pytest.mark.both_backends
+
+SETTINGS = Settings().replace(embedder="none", scheduler=False, background_indexer=False)
+
 
 @pytest.fixture
-def damaged(tmp_path: Path) -> Path:
-    path = tmp_path / "d.db"
-    settings = Settings().replace(embedder="none", scheduler=False, background_indexer=False)
-    with Store.open(path, settings=settings) as store:
+def damaged(target: str) -> str:
+    with Store.open(target, settings=SETTINGS) as store:
         store.capture_turn("u", "s1", "I am allergic to peanuts", "noted")
         store.write_memory("u", "add", "The user is allergic to peanuts")
-    return path
+    return target
 
 
-def _drop(path: Path, table: str) -> None:
-    con = sqlite3.connect(path)
-    con.execute(f"DROP TABLE {table}")
-    con.commit()
-    con.close()
+def _drop(target: str, table: str) -> None:
+    # Another client than the store's own: the store finds the table gone.
+    with Store.open(target, settings=SETTINGS) as other, other._db.write() as conn:
+        conn.execute(text(f"DROP TABLE {table}"))
 
 
 @pytest.mark.parametrize(
@@ -34,10 +33,10 @@ def _drop(path: Path, table: str) -> None:
     [("l0_user_slots", "search_conversations"), ("l1_user_slots", "search_memories")],
 )
 def test_a_failing_keyword_statement_is_a_storage_error(
-    damaged: Path, table: str, search: str
+    damaged: str, table: str, search: str
 ) -> None:
-    settings = Settings().replace(embedder="none", scheduler=False, background_indexer=False)
-    with Store.open(damaged, settings=settings) as store:
+    with Store.open(damaged, settings=SETTINGS) as store:
         _drop(damaged, table)
-        with pytest.raises(StorageError, match="no such table"):
+        # SQLite's and PostgreSQL's own words for a missing table.
+        with pytest.raises(StorageError, match=r"no such table|does not exist"):
             getattr(store, search)("peanuts", user_id="u", strategy="keyword")

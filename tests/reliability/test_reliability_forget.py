@@ -4,7 +4,6 @@ instead of reporting success while the fact stays."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -16,10 +15,12 @@ from memstore.errors import NotFoundError
 from memstore.store import Store
 from tests.derive_support import open_store, say
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture
-def fstore(tmp_path: Path, settings: Settings) -> Iterator[Store]:
-    store = open_store(tmp_path / "f.db", settings)
+def fstore(target: str, settings: Settings) -> Iterator[Store]:
+    store = open_store(target, settings)
     try:
         say(store, "u", "s", "My name is Dana and I love hiking. I am allergic to peanuts.")
         store.run_pipeline("u")
@@ -67,12 +68,15 @@ def test_forgetting_twice_is_refused(fstore: Store) -> None:
 
 
 def test_cli_exits_non_zero_for_an_old_id(
-    fstore: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    fstore: Store,
+    target: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("MEMSTORE_EMBEDDER", "hashing")
     old = _peanut_id(fstore)
     api.rederive(fstore._derivation, "u", from_layer="l1")
-    db = str(fstore.path)
+    db = target  # where fstore lives
     with pytest.raises(SystemExit) as exit_info:
         main(["memories", "forget", "--db", db, "--user", "u", old])
     assert exit_info.value.code != 0

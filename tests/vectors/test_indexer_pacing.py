@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from memstore.store import Store
 from memstore.vectors.indexer import BackgroundIndexer
+
+pytestmark = pytest.mark.both_backends
 
 
 class Recording(BackgroundIndexer):

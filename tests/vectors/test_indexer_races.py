@@ -3,20 +3,27 @@ an erasure or a rebuild in the middle of an embedding batch."""
 
 from __future__ import annotations
 
+import pytest
+
 from memstore import Store
 
+pytestmark = pytest.mark.both_backends
 
-def _vector_owners_match(store: Store) -> tuple[int, int]:
+
+def _vector_owners_match(store: Store, backend: str) -> tuple[int, int]:
     """(vector rows, rows whose partition user differs from the message's user)."""
     assert store._indexer is not None
     sp = store._indexer.space("l0")
+    key = "rowid" if backend == "sqlite" else "id"  # vec0's row key; pgvector's column
     with store._db.read() as conn:
-        rows = conn.exec_driver_sql(f'SELECT rowid, user_id FROM "{sp.table_name}"').all()
+        rows = conn.exec_driver_sql(f'SELECT {key}, user_id FROM "{sp.table_name}"').all()
         owners = dict(conn.exec_driver_sql("SELECT id, user_id FROM l0_messages").all())
     return len(rows), sum(1 for rid, user in rows if owners.get(rid) != user)
 
 
-def test_erasure_during_an_embedding_batch_cannot_misfile_vectors(store: Store) -> None:
+def test_erasure_during_an_embedding_batch_cannot_misfile_vectors(
+    store: Store, backend: str
+) -> None:
     for user in ("alice", "bob", "carol"):
         store.capture_turn(user, "s", f"good morning from {user}", "how are you")
     assert store._embedder is not None
@@ -32,7 +39,7 @@ def test_erasure_during_an_embedding_batch_cannot_misfile_vectors(store: Store) 
 
     store._embedder.embed_documents = embed_and_erase  # type: ignore[method-assign]
     store.reindex()
-    n, wrong = _vector_owners_match(store)
+    n, wrong = _vector_owners_match(store, backend)
     assert fired and wrong == 0
     with store._db.read() as conn:
         messages = conn.exec_driver_sql("SELECT count(*) FROM l0_messages").scalar_one()
@@ -40,7 +47,9 @@ def test_erasure_during_an_embedding_batch_cannot_misfile_vectors(store: Store) 
     assert store.embedding_status()["l0"]["pending"] == 0
 
 
-def test_rebuild_during_an_embedding_batch_leaves_nothing_unindexed(store: Store) -> None:
+def test_rebuild_during_an_embedding_batch_leaves_nothing_unindexed(
+    store: Store, backend: str
+) -> None:
     for i in range(30):
         store.capture_turn("u", f"s{i % 3}", f"message number {i}", "ok")
     assert store._embedder is not None
@@ -55,6 +64,6 @@ def test_rebuild_during_an_embedding_batch_leaves_nothing_unindexed(store: Store
 
     store._embedder.embed_documents = embed_and_rebuild  # type: ignore[method-assign]
     store.reindex()
-    n, wrong = _vector_owners_match(store)
+    n, wrong = _vector_owners_match(store, backend)
     assert n == 60 and wrong == 0
     assert store._search_engine.vector_ready("l0")
