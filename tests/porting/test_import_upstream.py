@@ -10,12 +10,14 @@ from memstore import Settings, Store
 from memstore.porting.report import ImportReport
 from memstore.porting.upstream import parse_scene, read_upstream, strip_navigation
 from memstore.porting.upstream_apply import MODEL, import_upstream
-from tests.porting_support import PERSONA, build_upstream_dir, cli_env, run_cli
+from tests.porting_support import PERSONA, build_upstream_dir, cli_target, run_cli
 
-__all__ = ["cli_env"]  # the fixture, imported for pytest
+pytestmark = pytest.mark.both_backends
+
+__all__ = ["cli_target"]  # the fixture, imported for pytest
 
 
-def _open(db: Path) -> Store:
+def _open(db: str) -> Store:
     return Store.open(db, settings=Settings().replace(embedder="hashing", scheduler=False))
 
 
@@ -37,9 +39,9 @@ def _state(s: Store, user: str) -> tuple[object, ...]:
     return mems, scenes, s.get_persona(user), l0
 
 
-def test_upstream_dir_imports_into_all_four_layers(tmp_path: Path) -> None:
+def test_upstream_dir_imports_into_all_four_layers(tmp_path: Path, target: str) -> None:
     root = build_upstream_dir(tmp_path / "memory-tdai")
-    with _open(tmp_path / "m.db") as s:
+    with _open(target) as s:
         report = ImportReport()
         import_upstream(s, read_upstream(root, report), "alice", report)
         assert report.ok, report.problems
@@ -94,9 +96,9 @@ def test_upstream_dir_imports_into_all_four_layers(tmp_path: Path) -> None:
         assert _state(s, "alice") == before
 
 
-def test_reimport_is_idempotent_and_picks_up_changes(tmp_path: Path) -> None:
+def test_reimport_is_idempotent_and_picks_up_changes(tmp_path: Path, target: str) -> None:
     root = build_upstream_dir(tmp_path / "d")
-    with _open(tmp_path / "m.db") as s:
+    with _open(target) as s:
         r1 = ImportReport()
         import_upstream(s, read_upstream(root, r1), "alice", r1)
         head = s.event_count()
@@ -134,9 +136,11 @@ def test_reimport_is_idempotent_and_picks_up_changes(tmp_path: Path) -> None:
         assert _state(s, "alice") == again
 
 
-def test_other_users_are_untouched_and_rederive_redoes_the_import(tmp_path: Path) -> None:
+def test_other_users_are_untouched_and_rederive_redoes_the_import(
+    tmp_path: Path, target: str
+) -> None:
     root = build_upstream_dir(tmp_path / "d")
-    with _open(tmp_path / "m.db") as s:
+    with _open(target) as s:
         s.capture_turn("bob", "b1", "I love chess", "ok")
         rep = ImportReport()
         import_upstream(s, read_upstream(root, rep), "alice", rep)
@@ -152,10 +156,10 @@ def test_other_users_are_untouched_and_rederive_redoes_the_import(tmp_path: Path
         assert "The user is vegetarian." in old
 
 
-def test_bad_lines_are_reported_and_the_rest_imported(tmp_path: Path) -> None:
+def test_bad_lines_are_reported_and_the_rest_imported(tmp_path: Path, target: str) -> None:
     root = build_upstream_dir(tmp_path / "d", bad_lines=True)
     (root / "scene_blocks" / "Broken.md").write_bytes(b"\x00\x01binary\xff")
-    with _open(tmp_path / "m.db") as s:
+    with _open(target) as s:
         rep = ImportReport()
         import_upstream(s, read_upstream(root, rep), "alice", rep)
     where = sorted(p.where for p in rep.problems)
@@ -181,7 +185,7 @@ def test_scene_and_persona_parsing() -> None:
     assert strip_navigation("# P\nonly") == "# P\nonly"
 
 
-def test_cli_import_upstream_with_progress_and_summary(cli_env: Path, tmp_path: Path) -> None:
+def test_cli_import_upstream_with_progress_and_summary(cli_target: str, tmp_path: Path) -> None:
     root = build_upstream_dir(tmp_path / "d", bad_lines=True)
     r = run_cli("import", str(root), "--format", "upstream", "--user", "alice")
     assert r.exit_code == 1, r.output

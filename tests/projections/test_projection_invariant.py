@@ -22,8 +22,7 @@ another's — the case the registry's dependency ordering exists for.
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
+import uuid
 from typing import Any
 
 import pytest
@@ -49,7 +48,10 @@ from memstore.errors import MemstoreError
 from memstore.events.log import NewEvent
 from memstore.events.types import Event
 from memstore.store import Store
+from tests.backends import Targets
 from tests.helpers_events import Noted
+
+pytestmark = pytest.mark.both_backends
 
 USERS = ["alice", "李"]  # few users: their events interleave and interact
 SESSIONS = ["s1", "s2"]
@@ -228,20 +230,10 @@ def _run(store: Store, plan: list[tuple[Any, ...]]) -> None:
 SETTINGS = Settings().replace(embedder="hashing", scheduler=False, background_indexer=False)
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An empty store at the head revision: copying it saves each example the migrations."""
-    path = tmp_path_factory.mktemp("template") / "m.db"
-    Store.open(path, settings=SETTINGS).close()
-    return path
-
-
-def _incremental_equals_rebuild(
-    tmp_path_factory: pytest.TempPathFactory, template: Path, plan: list[tuple[Any, ...]]
-) -> None:
-    path = tmp_path_factory.mktemp("inv") / "m.db"
-    shutil.copyfile(template, path)
-    with Store.open(path, settings=SETTINGS) as store:
+def _incremental_equals_rebuild(module_target: Targets, plan: list[tuple[Any, ...]]) -> None:
+    # A new store per example (a file, or a database cloned from the migrated
+    # template: tests/backends.py), under a name of its own.
+    with Store.open(module_target(f"inv-{uuid.uuid4().hex}.db"), settings=SETTINGS) as store:
         _run(store, plan)
         incremental = snapshot(store)
         store.rebuild()
@@ -260,22 +252,20 @@ _FIXTURES_OK = [HealthCheck.function_scoped_fixture]
 
 @hsettings(max_examples=10, deadline=None, suppress_health_check=_FIXTURES_OK)
 @given(plan=ops)
-def test_incremental_equals_rebuild(
-    tmp_path_factory: pytest.TempPathFactory, template: Path, plan: list[tuple[Any, ...]]
-) -> None:
-    _incremental_equals_rebuild(tmp_path_factory, template, plan)
+def test_incremental_equals_rebuild(module_target: Targets, plan: list[tuple[Any, ...]]) -> None:
+    _incremental_equals_rebuild(module_target, plan)
 
 
 @pytest.mark.slow
 @hsettings(max_examples=30, deadline=None, suppress_health_check=_FIXTURES_OK)
 @given(plan=ops)
 def test_incremental_equals_rebuild_more_plans(
-    tmp_path_factory: pytest.TempPathFactory, template: Path, plan: list[tuple[Any, ...]]
+    module_target: Targets, plan: list[tuple[Any, ...]]
 ) -> None:
-    _incremental_equals_rebuild(tmp_path_factory, template, plan)
+    _incremental_equals_rebuild(module_target, plan)
 
 
-def test_the_generator_reaches_every_event_type(tmp_path: Path) -> None:
+def test_the_generator_reaches_every_event_type(target: str) -> None:
     """A fixed plan through the same driver appends every type the
     projections handle: the branches the property above relies on exist."""
     plan: list[tuple[Any, ...]] = [
@@ -292,7 +282,7 @@ def test_the_generator_reaches_every_event_type(tmp_path: Path) -> None:
         ("forget_user", "bob", "s1", None),
         ("note", "alice", "s2", 3),
     ]
-    with Store.open(tmp_path / "m.db", settings=SETTINGS) as store:
+    with Store.open(target, settings=SETTINGS) as store:
         _run(store, plan)
         types = {e.type for e in store.read_events()}
         handled = {UserErased.TYPE}.union(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -15,6 +14,8 @@ from memstore.events.log import EventLog, NewEvent, StoredEvent
 from memstore.projections.base import Projection, Projections
 from memstore.store import Store
 from tests.helpers_events import Noted, Renamed
+
+pytestmark = pytest.mark.both_backends
 
 SEEN: list[tuple[str, str, int]] = []  # (projection, event type, what its dependency showed)
 COUNTS: dict[str, int] = {}  # the state of "counter", as its dependents read it
@@ -88,13 +89,13 @@ def test_dependencies_apply_first_whatever_the_registration_order() -> None:
     assert reg.dependencies("reader") == {"counter"}
 
 
-def test_a_dependent_sees_its_dependency_as_of_each_event(tmp_path: Path) -> None:
+def test_a_dependent_sees_its_dependency_as_of_each_event(target: str) -> None:
     """Batched application must equal event-at-a-time application: the reader
     sees the counter's state as of each event, never a later one."""
     SEEN.clear()
     COUNTS.clear()
     settings = Settings().replace(embedder="none", scheduler=False, background_indexer=False)
-    with Store.open(tmp_path / "m.db", settings=settings, projections=[Reader(), Counter()]) as s:
+    with Store.open(target, settings=settings, projections=[Reader(), Counter()]) as s:
         s.append(
             [
                 NewEvent("t", Renamed("a", "b")),
