@@ -22,6 +22,8 @@ from memstore.db import compaction as ec
 from memstore.errors import NotFoundError
 from memstore.store import Store
 
+pytestmark = pytest.mark.both_backends
+
 SECRET = "Qv83kz-wombat-lighthouse"
 
 CHILD = textwrap.dedent(
@@ -88,6 +90,8 @@ def _kill_child_at(stage: str, db_path: Path, tmp_path: Path) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
+# SQLite only (a file at db_path): the child stops at SQLite's WAL truncation
+# and the test reads the file's bytes.
 @pytest.mark.reliability
 @pytest.mark.slow  # a child process killed mid-erasure, then a reopen
 @pytest.mark.parametrize("stage", ["committed", "vacuumed"])
@@ -122,6 +126,9 @@ def _reader(store: Store) -> object:
     return conn
 
 
+# SQLite's file bytes, WAL and read snapshots: PostgreSQL's side of erasure
+# (VACUUM, --vacuum-full) is tested in tests/contract/test_erasure_files.py.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_reader_holding_a_snapshot_is_reported_then_finished_by_the_next_write(
     store: Store, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -145,6 +152,8 @@ def test_reader_holding_a_snapshot_is_reported_then_finished_by_the_next_write(
     assert SECRET.encode() not in file_bytes(db_path)
 
 
+# As above: SQLite's file bytes.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_reader_that_ends_within_the_bound_is_waited_for(store: Store, db_path: Path) -> None:
     _victim(store)
     reader = _reader(store)
@@ -165,6 +174,8 @@ def test_reader_that_ends_within_the_bound_is_waited_for(store: Store, db_path: 
     assert SECRET.encode() not in file_bytes(db_path)
 
 
+# As above: SQLite's file bytes.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_close_finishes_a_pending_compaction(store: Store, db_path: Path) -> None:
     _victim(store)
     reader = _reader(store)
@@ -176,6 +187,8 @@ def test_close_finishes_a_pending_compaction(store: Store, db_path: Path) -> Non
     assert not ec.is_pending_at(db_path)
 
 
+# As above: SQLite's file bytes.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_cli_forget_exits_non_zero_while_the_bytes_remain(
     store: Store, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

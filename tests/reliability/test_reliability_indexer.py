@@ -7,7 +7,6 @@ for ``REJECT`` (a model refusing one input)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +21,8 @@ from memstore.timeutil import timedelta
 from memstore.vectors import quarantine
 from memstore.vectors.indexer import Indexer
 from tests.pipeline_support import FakeClock
+
+pytestmark = pytest.mark.both_backends
 
 
 class Flaky(Embedder):
@@ -77,7 +78,7 @@ def index_one_bad_row(store: Store, marker: str, clock: FakeClock) -> Flaky:
 
 @pytest.mark.parametrize("marker", ["POISON", "REJECT"])
 def test_one_bad_message_is_quarantined_and_the_rest_indexed(
-    store: Store, db_path: Path, marker: str, monkeypatch: pytest.MonkeyPatch
+    store: Store, target: str, marker: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MEMSTORE_EMBEDDER", "hashing")
     clock = FakeClock()
@@ -85,9 +86,9 @@ def test_one_bad_message_is_quarantined_and_the_rest_indexed(
     with store._db.read() as conn:
         held = quarantine.items(conn)
     assert [(q.user_id, q.attempts) for q in held] == [("alice", 1)]
-    report, _ = doctor_report(db_path)
+    report, _ = doctor_report(target)
     assert str(report["vector_quarantine"]).startswith("1 row(s) not embedded")
-    status = CliRunner().invoke(cli, ["projections", "status", "--db", str(db_path)])
+    status = CliRunner().invoke(cli, ["projections", "status", "--db", target])
     assert status.exit_code == 0, status.output
     assert "vector quarantine: 1 row(s) not embedded" in status.output
 

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from memstore import Settings
-from memstore.db.engine import SqliteDatabase
+from memstore.db.connect import open_database
 from memstore.derive.events import RunFailed
 from memstore.derive.runs import RunOutcome
 from memstore.pipeline import PipelineService, queue, scheduler
@@ -27,6 +28,8 @@ from memstore.pipeline.scheduler import DRAIN_JOB_ID
 from memstore.store import Store
 from memstore.timeutil import timedelta
 from tests.pipeline_support import FakeDeriver, capture, open_store
+
+pytestmark = pytest.mark.both_backends
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,6 +42,7 @@ def readme_first_snippet() -> str:
     return m.group(1)
 
 
+# SQLite only: the README's snippet opens a file of its own.
 @pytest.mark.slow
 def test_the_readme_snippet_prints_nothing_on_stderr(tmp_path: Path) -> None:
     code = readme_first_snippet()
@@ -82,10 +86,10 @@ class _SlowDeriver(FakeDeriver):
 
 
 def test_close_during_a_run_records_no_failure(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    target: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="memstore")
-    path = tmp_path / "m.db"
+    path = target
     store = open_store(path, warmup=(5,), pipeline_close_timeout_s=0.3)
     deriver = _SlowDeriver(hold_s=1.5)
     svc = PipelineService(store._derivation, deriver=deriver)
@@ -115,7 +119,7 @@ def test_close_during_a_run_records_no_failure(
     assert loud == [], [r.getMessage() for r in loud]
 
 
-def _scheduler_store(path: Path, lease_ttl_s: float = 0.6, **settings: Any) -> Store:
+def _scheduler_store(path: str | Path, lease_ttl_s: float = 0.6, **settings: Any) -> Store:
     s = Settings().replace(
         embedder="hashing",
         scheduler=True,
@@ -136,20 +140,26 @@ def _wait(cond: Any, timeout: float = 30.0) -> bool:
 
 
 def test_a_fired_job_whose_delete_fails_does_not_stop_the_timers(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    target: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """APScheduler deletes a fired job's row from its loop; "database is
-    locked" there would end the loop's thread, and no timer fire again."""
+    locked" there (PostgreSQL: the lock timeout) would end the loop's thread,
+    and no timer fire again."""
     caplog.set_level(logging.DEBUG, logger="memstore.pipeline")
     # A long lease: its renewal must not fall into the locked second below.
-    with _scheduler_store(tmp_path / "m.db", lease_ttl_s=60, busy_timeout_ms=100) as store:
+    with _scheduler_store(target, lease_ttl_s=60, busy_timeout_ms=100) as store:
         svc = store._pipeline
         assert svc is not None
         assert _wait(lambda: svc.timers.running)
         svc.arm_drain(store._clock() + timedelta(seconds=0.5))
-        other = SqliteDatabase(store.path, busy_timeout_ms=100)  # like another process
+        other = open_database(target, busy_timeout_ms=100)  # like another process
         try:
-            with other.write():  # holds the write lock while the timer fires
+            # Holds the timer's row (SQLite: the whole file) while the timer fires.
+            with other.write() as conn:
+                conn.execute(
+                    text(f"UPDATE {scheduler.JOB_TABLE} SET id = id WHERE id = :id"),
+                    {"id": DRAIN_JOB_ID},
+                )
                 time.sleep(1.5)  # it fires; its delete (and the drain) time out
         finally:
             other.close()
@@ -161,10 +171,10 @@ def test_a_fired_job_whose_delete_fails_does_not_stop_the_timers(
 
 
 def test_a_job_removed_under_the_scheduler_does_not_kill_it(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    target: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    with _scheduler_store(tmp_path / "m.db") as store:
+    with _scheduler_store(target) as store:
         svc = store._pipeline
         assert svc is not None
         assert _wait(lambda: svc.timers.running)
@@ -179,8 +189,9 @@ def test_a_job_removed_under_the_scheduler_does_not_kill_it(
                 raced.set()
                 # Another process (or thread) removes the due job right now.
                 with store._db.write() as conn:
-                    scheduler_rows = conn.exec_driver_sql(
-                        f"DELETE FROM {scheduler.JOB_TABLE} WHERE id = ?", (DRAIN_JOB_ID,)
+                    scheduler_rows = conn.execute(
+                        text(f"DELETE FROM {scheduler.JOB_TABLE} WHERE id = :id"),
+                        {"id": DRAIN_JOB_ID},
                     )
                     assert scheduler_rows.rowcount == 1
             return jobs
@@ -217,11 +228,11 @@ def _job_reading_timers_during_close(*, target: Any = None) -> None:
     _JOB["done"].set()
 
 
-def test_close_while_a_job_reads_timers_does_not_deadlock(tmp_path: Path) -> None:
+def test_close_while_a_job_reads_timers_does_not_deadlock(target: str) -> None:
     """APScheduler's shutdown(wait=True) waits for running jobs while holding
     its job-store lock; a job calling get_job() then waited forever (a test
     run hung for 38 minutes on this)."""
-    store = _scheduler_store(tmp_path / "m.db")
+    store = _scheduler_store(target)
     svc = store._pipeline
     assert svc is not None
     svc.close_timeout_s = 60.0  # a bounded wait alone would not pass this test
@@ -270,11 +281,11 @@ print("done")
 
 
 @pytest.mark.slow
-def test_heavy_capture_with_timers_and_indexer_is_quiet(tmp_path: Path) -> None:
+def test_heavy_capture_with_timers_and_indexer_is_quiet(target: str) -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT)
     res = subprocess.run(
-        [sys.executable, "-c", HEAVY, str(tmp_path / "m.db")],
+        [sys.executable, "-c", HEAVY, target],
         env=env,
         capture_output=True,
         text=True,
