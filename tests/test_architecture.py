@@ -412,33 +412,8 @@ SQLITE_ONLY_TESTS: dict[str, str] = {
         "what they drive is tested on both backends (tests/contract/test_cli_contract.py, "
         "tests/contract/test_serve_workers.py and the behaviour modules)",
     ),
-    **dict.fromkeys(
-        (
-            "test_architecture.py",
-            "test_bounded_input.py",
-            "test_derive_recall_worker.py",
-            "test_event_types.py",
-            "test_import_upstream.py",
-            "test_indexer_pacing.py",
-            "test_indexer_races.py",
-            "test_projection_invariant.py",
-            "test_projection_registry.py",
-            "test_public_types.py",
-            "test_records.py",
-            "test_reliability_api.py",
-            "test_reliability_chaos_cli.py",
-            "test_reliability_chaos_kill.py",
-            "test_reliability_chaos_load.py",
-            "test_reliability_driver_errors.py",
-            "test_reliability_erasure.py",
-            "test_reliability_forget.py",
-            "test_reliability_forget_grains.py",
-            "test_reliability_ids.py",
-            "test_reliability_indexer.py",
-            "test_reliability_lifecycle.py",
-        ),
-        "not converted yet: a candidate for pytest.mark.both_backends",
-    ),
+    "test_architecture.py": "reads the repository's source and opens no store: the store "
+    "calls it names are examples for the rules it checks",
     "test_user_first.py": "the call shape of the public API (argument order, deprecation "
     "warnings); the calls' results are the behaviour modules' subject",
 }
@@ -476,6 +451,8 @@ def test_the_backend_rule_on_examples() -> None:
     assert _opens_a_store("def test_x(store: Store) -> None: ...")
     assert _opens_a_store("with Store.open(path) as s: ...")
     assert not _opens_a_store("def test_parse() -> None: assert parse('x')")
+
+
 # The layout shows the architecture: the four layers side by side under
 # memstore/derive, and each test in the folder of the package it tests.
 LAYERS = ("messages", "memories", "scenes", "persona")  # L0, L1, L2, L3

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from memstore import Settings
 from memstore.cli import main
 from memstore.store import Store
+from tests.backends import Targets
 
-pytestmark = [pytest.mark.reliability, pytest.mark.slow]
+pytestmark = [pytest.mark.reliability, pytest.mark.slow, pytest.mark.both_backends]
 
 TEXT = st.one_of(
     st.text(max_size=40),
@@ -89,8 +90,8 @@ LINE = st.one_of(
 
 
 @pytest.fixture(scope="module")
-def cli_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    path = tmp_path_factory.mktemp("clifuzz") / "cli.db"
+def cli_db(module_target: Targets) -> Iterator[str]:
+    path = module_target("cli.db")
     with Store.open(
         path, settings=Settings().replace(embedder="hashing", scheduler=False)
     ) as store:
@@ -126,7 +127,7 @@ def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
 )
 @given(data=st.data())
 def test_fuzz_cli_commands(
-    cli_db: Path,
+    cli_db: str,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     data: st.DataObject,
@@ -134,7 +135,7 @@ def test_fuzz_cli_commands(
     monkeypatch.setenv("MEMSTORE_EMBEDDER", "hashing")
     monkeypatch.setenv("MEMSTORE_SCHEDULER", "false")
     name = data.draw(st.sampled_from(sorted(COMMANDS)), label="command")
-    args = [*name.split(), "--db", str(cli_db)]
+    args = [*name.split(), "--db", cli_db]
     if name == "users forget":
         args.append("--yes")  # before any positional: after "--" it would be one
     for option, values in COMMANDS[name]:
@@ -151,7 +152,7 @@ def test_fuzz_cli_commands(
 )
 @given(lines=st.lists(LINE, max_size=8), raw=st.binary(max_size=64))
 def test_fuzz_cli_import(
-    cli_db: Path,
+    cli_db: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -162,7 +163,7 @@ def test_fuzz_cli_import(
     monkeypatch.setenv("MEMSTORE_SCHEDULER", "false")
     src = tmp_path / "in.jsonl"
     src.write_bytes("\n".join(lines).encode("utf-8", "surrogatepass") + raw)
-    _run(["import", str(src), "--db", str(cli_db)], capsys)
+    _run(["import", str(src), "--db", cli_db], capsys)
 
 
 @pytest.mark.parametrize(
@@ -177,11 +178,11 @@ def test_fuzz_cli_import(
     ],
 )
 def test_a_non_utf8_user_argument_is_an_error_not_a_traceback(
-    cli_db: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+    cli_db: str, capsys: pytest.CaptureFixture[str], command: list[str]
 ) -> None:
     # The fuzzer found it: a non-UTF-8 argv byte arrives as a lone surrogate.
     with pytest.raises(SystemExit) as exit_info:
-        main([*command, "--db", str(cli_db), "--user", "\udcff"])
+        main([*command, "--db", cli_db, "--user", "\udcff"])
     assert exit_info.value.code == 1
     err = capsys.readouterr().err
     assert "lone surrogate" in err and "Traceback" not in err

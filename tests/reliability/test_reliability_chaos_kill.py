@@ -12,7 +12,11 @@ import pytest
 from memstore.bench import chaos_kill
 from memstore.bench.snapshot import snapshot
 
-pytestmark = [pytest.mark.reliability, pytest.mark.slow]
+# The experiments are the benchmark's own (memstore/bench/chaos_kill.py): each
+# makes SQLite files in its work folder and kills a child writing to them, so
+# they run on SQLite (their tests take no backend). The checks that open a
+# store of their own run on both engines.
+pytestmark = [pytest.mark.reliability, pytest.mark.slow, pytest.mark.both_backends]
 
 
 def test_sigkill_during_capture_loses_no_acknowledged_capture(tmp_path: Path) -> None:
@@ -56,13 +60,13 @@ def test_the_file_check_finds_the_secret_when_it_is_there(tmp_path: Path) -> Non
     assert chaos_kill.file_has(db, chaos_kill.SECRET)
 
 
-def test_the_cursor_check_sees_a_cursor_past_unextracted_messages(tmp_path: Path) -> None:
+def test_the_cursor_check_sees_a_cursor_past_unextracted_messages(target: str) -> None:
     from sqlalchemy import text
 
     from memstore.bench.chaos_child import child_settings
     from memstore.store import Store
 
-    with Store.open(tmp_path / "c.db", settings=child_settings()) as store:
+    with Store.open(target, settings=child_settings()) as store:
         store.capture("u", "s1", [{"role": "user", "content": "I like tea", "id": "a"}])
         with store._db.write() as conn:  # a cursor moved without an extraction event
             conn.execute(text("INSERT INTO l1_cursors VALUES ('u', 's1', 0, 99, 1, 'r', 99)"))

@@ -11,7 +11,11 @@ from memstore.bench import chaos_llm, chaos_load
 from memstore.bench.chaos import ChaosPlan, format_chaos, run_chaos
 from memstore.cli import main
 
-pytestmark = [pytest.mark.reliability, pytest.mark.slow]
+# The experiments are the benchmark's own (memstore/bench/chaos_load.py and
+# chaos_llm.py): each makes SQLite files in its work folder, so they run on
+# SQLite (their tests take no backend). The write timer, on a store of its
+# own, runs on both engines.
+pytestmark = [pytest.mark.reliability, pytest.mark.slow, pytest.mark.both_backends]
 
 
 def test_concurrent_writers_lose_and_duplicate_nothing(tmp_path: Path) -> None:
@@ -47,11 +51,11 @@ def test_mixed_load_loses_nothing(tmp_path: Path) -> None:
     assert res["write_longest_at"]  # the longest write transaction is located
 
 
-def test_the_write_timer_names_the_caller(tmp_path: Path) -> None:
+def test_the_write_timer_names_the_caller(target: str) -> None:
     from memstore.bench.chaos_child import child_settings
     from memstore.store import Store
 
-    with Store.open(tmp_path / "w.db", settings=child_settings()) as store:
+    with Store.open(target, settings=child_settings()) as store:
         timer = chaos_load.WriteTimer(store)
         store.capture("u", "s", [{"role": "user", "content": "hi"}])
         assert timer.holds and "capture" in timer.longest_at
