@@ -17,8 +17,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-
-from memstore.hosts import shared_stores
+from memstore.hermes_provider.stores import shared_stores
 
 ROOT = Path(__file__).resolve().parent.parent
 
