@@ -252,7 +252,13 @@ class Settings:
                     data = tomllib.load(fh)
             except (OSError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(f"cannot read config file {path}: {exc}") from exc
-            paths.update(setting_paths(data.get("memstore", data), str(path)))
+            try:
+                paths.update(setting_paths(data.get("memstore", data), str(path)))
+            except ConfigError as exc:
+                # An application's own keys beside memstore's are the likely mix-up.
+                raise ConfigError(
+                    f"{exc}. Settings of an application that embeds memstore go under its own table"
+                ) from None
         paths.update(_env_values())
         for key, value in setting_paths(fallbacks or {}, "fallbacks").items():
             paths.setdefault(key, value)

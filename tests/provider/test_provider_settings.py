@@ -64,6 +64,9 @@ def test_errors_name_the_key_and_where_it_is(
     monkeypatch.setenv("MEMSTORE_CONFIG", str(toml))
     with pytest.raises(ConfigError, match=r"\[hermes\] of the config file.*choose one of auto"):
         provider_config.resolve(home)
+    toml.write_text('user_scope = "user"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"unknown setting 'user_scope'.*under its own table"):
+        provider_config.resolve(home)
     toml.write_text('[hermes]\nuser_scpoe = "user"\n', encoding="utf-8")
     with pytest.raises(ConfigError, match=r"\[hermes\] of the config file.*'user_scope'"):
         hermes_settings(Settings.load())
