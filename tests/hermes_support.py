@@ -17,7 +17,6 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from memstore.hermes_provider.stores import shared_stores
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,7 +69,10 @@ def hermes_home_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     try:
         yield home
     finally:
-        shared_stores().close_all()
+        # Through provider_module: from a bare source tree the package exists
+        # only once it has loaded it.
+        stores = importlib.import_module(provider_module().__name__ + ".stores")
+        stores.shared_stores().close_all()
 
 
 def memory_texts(result_json: str) -> list[str]:
