@@ -14,10 +14,15 @@ written, so existing config files keep working:
 
 The config file is ``$MEMSTORE_CONFIG`` or ``<user config dir>/memstore/config.toml``
 (its keys may also sit under a ``[memstore]`` table). The variable for a setting
-is ``MEMSTORE_`` + its flat name upper-cased (``MEMSTORE_LLM_MODEL``); the Hermes
-section is set only in files. Secrets belong in the environment. An unknown key
-is an error that names the closest valid one: a typo must not silently fall back
-to a default. docs/CONFIG.md documents every setting (a test checks it).
+is ``MEMSTORE_`` + its flat name upper-cased (``MEMSTORE_LLM_MODEL``). Secrets
+belong in the environment. An unknown key is an error that names the closest
+valid one: a typo must not silently fall back to a default. docs/CONFIG.md
+documents every setting (a test checks it).
+
+A table that names no section of memstore's is a host's (an application that
+embeds memstore keeps its own settings in the same file): it is kept as
+written, in ``Settings.host_sections``, for that host to read and check;
+memstore itself never interprets it.
 """
 
 from __future__ import annotations
@@ -30,16 +35,17 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from memstore.errors import ConfigError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 log = logging.getLogger("memstore.config")
 
 Durability = Literal["normal", "full"]
 EmbedderName = Literal["auto", "e5", "hashing", "openai", "none"]
-# Whose memory a Hermes conversation uses (provider/identity.py explains each).
-UserScope = Literal["auto", "user", "session_key", "shared"]
 # "rules" forces the offline rule-based deriver even when an LLM is configured or a
 # host offers its model (a model that cannot produce JSON).
 DeriverChoice = Literal["auto", "rules"]
@@ -194,33 +200,10 @@ class RecallSettings:
     speaker_boost: float = field(default=0.3, metadata=_flat("speaker_boost"))
 
 
-@dataclass(frozen=True)
-class HermesSettings:
-    """The Hermes provider's own settings (``memory.memstore`` in config.yaml)."""
-
-    # Empty: $MEMSTORE_DB, else memstore.db in the Hermes home.
-    db_path: str = field(default="", metadata=_flat("db_path"))
-    # Empty: provider/identity.py decides from what the host passes.
-    user_id: str = field(default="", metadata=_flat("user_id"))
-    user_scope: UserScope = field(default="auto", metadata=_flat("user_scope"))
-    # Bound for on_session_end / on_session_switch / shutdown: Hermes runs them on
-    # the user's thread (CLI exit, /new), so pending extraction must not hold it long.
-    session_end_timeout_s: float = field(default=15.0, metadata=_flat("session_end_timeout_s"))
-    # How long an idle shared store stays open after its last provider closes
-    # (empty: provider/__init__.py's default).
-    store_linger_s: float | None = field(default=None, metadata=_flat("store_linger_s"))
-
-
-Section = (
-    StorageSettings
-    | EmbeddingSettings
-    | LLMSettings
-    | PipelineSettings
-    | RecallSettings
-    | HermesSettings
-)
-# Sections whose settings have no MEMSTORE_* variable (files only).
-_FILE_ONLY = frozenset({"hermes"})
+Section = StorageSettings | EmbeddingSettings | LLMSettings | PipelineSettings | RecallSettings
+# A table of a host (see the module docstring): name -> its keys as written.
+HostSections = Mapping[str, Mapping[str, Any]]
+_S = TypeVar("_S", bound="DataclassInstance")
 
 
 @dataclass(frozen=True)
@@ -230,7 +213,12 @@ class Settings:
     llm: LLMSettings = field(default_factory=LLMSettings)
     pipeline: PipelineSettings = field(default_factory=PipelineSettings)
     recall: RecallSettings = field(default_factory=RecallSettings)
-    hermes: HermesSettings = field(default_factory=HermesSettings)
+    # Not a section: hosts' tables, uninterpreted (hash=False: a dict).
+    host_sections: HostSections = field(default_factory=dict, hash=False)
+
+    def host_section(self, name: str) -> dict[str, Any]:
+        """The keys given for the host table ``name``, as written."""
+        return dict(self.host_sections.get(name, {}))
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes`` by flat name (``llm_model="m"``) or by section
@@ -245,11 +233,17 @@ class Settings:
 
     @classmethod
     def load(
-        cls, config_file: str | Path | None = None, *, where: str = "overrides", **overrides: Any
+        cls,
+        config_file: str | Path | None = None,
+        *,
+        where: str = "overrides",
+        fallbacks: Mapping[str, Any] | None = None,
+        **overrides: Any,
     ) -> Settings:
-        """Defaults, the config file, ``MEMSTORE_*``, the upstream's ``TDAI_*``
-        names for unset LLM settings, then ``overrides`` (named in errors as
-        ``where``) that are not None."""
+        """Defaults, the config file, ``MEMSTORE_*``, then ``fallbacks`` for the
+        settings none of those set (a host's own names for them: the gateway
+        honours the upstream's variables this way), then ``overrides`` (named in
+        errors as ``where``) that are not None."""
         paths: dict[tuple[str, str], Any] = {}
         path = Path(config_file) if config_file else _config_path()
         if path is not None and path.is_file():
@@ -258,18 +252,29 @@ class Settings:
                     data = tomllib.load(fh)
             except (OSError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(f"cannot read config file {path}: {exc}") from exc
-            paths.update(setting_paths(data.get("memstore", data), str(path)))
+            try:
+                paths.update(setting_paths(data.get("memstore", data), str(path)))
+            except ConfigError as exc:
+                # An application's own keys beside memstore's are the likely mix-up.
+                raise ConfigError(
+                    f"{exc}. Settings of an application that embeds memstore go under its own table"
+                ) from None
         paths.update(_env_values())
-        _upstream_fallbacks(paths)
+        for key, value in setting_paths(fallbacks or {}, "fallbacks").items():
+            paths.setdefault(key, value)
         given = {k: v for k, v in overrides.items() if v is not None}
         paths.update(setting_paths(given, where))
         return cls()._merge(paths)
 
     def _merge(self, paths: Mapping[tuple[str, str], Any]) -> Settings:
         by_section: dict[str, dict[str, Any]] = {}
+        hosts = {name: dict(keys) for name, keys in self.host_sections.items()}
         for (sec, name), raw in paths.items():
-            by_section.setdefault(sec, {})[name] = raw
-        sections: dict[str, Any] = {}
+            if sec in SECTIONS:
+                by_section.setdefault(sec, {})[name] = raw
+            else:
+                hosts.setdefault(sec, {})[name] = raw
+        sections: dict[str, Any] = {"host_sections": hosts}
         for sec, changes in by_section.items():
             current: Section = getattr(self, sec)
             hints = _HINTS[sec]
@@ -278,7 +283,9 @@ class Settings:
         return dataclasses.replace(self, **sections)
 
 
-SECTIONS: dict[str, type] = {f.name: get_type_hints(Settings)[f.name] for f in fields(Settings)}
+SECTIONS: dict[str, type] = {
+    f.name: get_type_hints(Settings)[f.name] for f in fields(Settings) if f.name != "host_sections"
+}
 # Each section's field types (``from __future__ import annotations`` leaves strings).
 _HINTS: dict[str, dict[str, Any]] = {sec: get_type_hints(cls) for sec, cls in SECTIONS.items()}
 # (section, field) -> flat name, and back; the flat names are unique.
@@ -289,12 +296,13 @@ FLAT_NAMES: dict[str, tuple[str, str]] = {flat: path for path, flat in SETTINGS.
 assert len(FLAT_NAMES) == len(SETTINGS), "two settings share a flat name"
 
 
-def env_var(path: tuple[str, str]) -> str | None:
-    """The ``MEMSTORE_*`` variable of a setting (None: set in files only)."""
-    return None if path[0] in _FILE_ONLY else "MEMSTORE_" + SETTINGS[path].upper()
+def env_var(path: tuple[str, str]) -> str:
+    """The ``MEMSTORE_*`` variable of a setting."""
+    return "MEMSTORE_" + SETTINGS[path].upper()
 
 
-def _unknown(key: str, valid: list[str], where: str) -> ConfigError:
+def unknown_setting(key: str, valid: list[str], where: str) -> ConfigError:
+    """The error for a key that names no setting, with the closest valid name."""
     close = difflib.get_close_matches(key, valid, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return ConfigError(
@@ -302,8 +310,14 @@ def _unknown(key: str, valid: list[str], where: str) -> ConfigError:
     )
 
 
+def _host_table(name: str) -> bool:
+    """True for a table name that is a host's, not a misspelt section's."""
+    return name not in SECTIONS and not difflib.get_close_matches(name, SECTIONS, cutoff=0.75)
+
+
 def setting_paths(values: Mapping[str, Any], where: str) -> dict[tuple[str, str], Any]:
-    """Flat names, ``section.field`` and section tables to (section, field)."""
+    """Flat names, ``section.field`` and section tables to (section, field); a
+    host's table (or ``host.key``) to (host, key), unchecked."""
     out: dict[tuple[str, str], Any] = {}
     for key, raw in values.items():
         if key in SECTIONS and isinstance(raw, SECTIONS[key]):
@@ -312,16 +326,33 @@ def setting_paths(values: Mapping[str, Any], where: str) -> dict[tuple[str, str]
             names = [f.name for f in fields(SECTIONS[key])]
             for name, value in raw.items():
                 if name not in names:
-                    raise _unknown(str(name), names, f"{where} [{key}]")
+                    raise unknown_setting(str(name), names, f"{where} [{key}]")
                 out[key, name] = value
         elif key in FLAT_NAMES:
             out[FLAT_NAMES[key]] = raw
         elif "." in key and tuple(key.split(".", 1)) in SETTINGS:
             sec, name = key.split(".", 1)
             out[sec, name] = raw
+        elif isinstance(raw, Mapping) and _host_table(key):
+            out.update({(key, str(name)): value for name, value in raw.items()})
+        elif "." in key and _host_table(key.split(".", 1)[0]):
+            host, name = key.split(".", 1)
+            out[host, name] = raw
         else:
-            raise _unknown(key, [*FLAT_NAMES, *SECTIONS], where)
+            raise unknown_setting(key, [*FLAT_NAMES, *SECTIONS], where)
     return out
+
+
+def parse_section(cls: type[_S], values: Mapping[str, Any], where: str) -> _S:
+    """A host's table as its own frozen dataclass ``cls`` (field names are the
+    keys), checked like memstore's sections: an unknown key or a value that
+    does not fit its field's type is a ConfigError naming ``where``."""
+    hints = get_type_hints(cls)
+    names = [f.name for f in fields(cls)]
+    for key in values:
+        if key not in names:
+            raise unknown_setting(str(key), names, where)
+    return cls(**{k: _coerce(f"{where}.{k}", hints[k], v) for k, v in values.items()})
 
 
 def _env_values() -> dict[tuple[str, str], Any]:
@@ -346,29 +377,6 @@ def _env_values() -> dict[tuple[str, str], Any]:
             hint = f" (did you mean {close[0]}?)" if close else ""
             log.warning("ignoring unknown environment variable %s%s", name, hint)
     return out
-
-
-# TencentDB Agent Memory's names, honoured when memstore's own are unset so a
-# migrating user's environment keeps working.
-_UPSTREAM_ENV = {
-    ("llm", "base_url"): "TDAI_LLM_BASE_URL",
-    ("llm", "api_key"): "TDAI_LLM_API_KEY",
-    ("llm", "model"): "TDAI_LLM_MODEL",
-    ("llm", "max_tokens"): "TDAI_LLM_MAX_TOKENS",
-}
-
-
-def _upstream_fallbacks(paths: dict[tuple[str, str], Any]) -> None:
-    for path, env_name in _UPSTREAM_ENV.items():
-        env = os.environ.get(env_name)
-        if path not in paths and env:
-            paths[path] = env
-    timeout_ms = os.environ.get("TDAI_LLM_TIMEOUT_MS")
-    if ("llm", "timeout_s") not in paths and timeout_ms:
-        try:
-            paths["llm", "timeout_s"] = float(timeout_ms) / 1000.0
-        except ValueError:
-            raise ConfigError(f"TDAI_LLM_TIMEOUT_MS: not a number: {timeout_ms!r}") from None
 
 
 def _config_path() -> Path | None:
@@ -421,16 +429,16 @@ __all__ = [
     "Durability",
     "EmbedderName",
     "EmbeddingSettings",
-    "HermesSettings",
     "LLMSettings",
     "PipelineSettings",
     "RecallSettings",
     "Settings",
     "StorageSettings",
-    "UserScope",
     "default_db_path",
     "env_var",
+    "parse_section",
     "setting_paths",
+    "unknown_setting",
     "user_config_dir",
     "user_data_dir",
 ]

@@ -1,10 +1,11 @@
 """Where the provider's settings come from, and what ``hermes memory setup`` asks for.
 
 Order (later wins): memstore's own ``Settings.load()`` (defaults, its TOML
-file, ``MEMSTORE_*`` variables), then ``memory.memstore`` in
-``$HERMES_HOME/config.yaml``, then the ``config`` given to the provider's
-constructor. The database is ``$MEMSTORE_DB``, else ``db_path`` from that
-config, else ``$HERMES_HOME/memstore.db``. Secrets (API keys) live only in the
+file with the provider's ``[hermes]`` table, ``MEMSTORE_*`` variables), then
+``memory.memstore`` in ``$HERMES_HOME/config.yaml``, then the ``config`` given
+to the provider's constructor; ``settings.py`` holds the provider's own keys.
+The database is ``$MEMSTORE_DB``, else ``db_path`` from that config, else
+``$HERMES_HOME/memstore.db``. Secrets (API keys) live only in the
 environment, where Hermes puts what its setup wrote to ``$HERMES_HOME/.env``.
 """
 
@@ -16,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memstore.config import SETTINGS, Settings, UserScope, setting_paths
+from memstore.config import SETTINGS, Settings, setting_paths
 from memstore.errors import ConfigError
-from memstore.hermes_home import edit_config, provider_section, read_config, section
 
+from .home import edit_config, provider_section, read_config, section
 from .identity import USER_SCOPES
+from .settings import HermesSettings, UserScope, hermes_settings, split
 
 DB_FILENAME = "memstore.db"
 # Bound for on_session_end / on_session_switch / shutdown: Hermes runs them on
@@ -93,34 +95,34 @@ CONFIG_SCHEMA: tuple[dict[str, Any], ...] = (
 
 @dataclass(frozen=True)
 class ProviderConfig:
-    """The resolved database file and the settings (``settings.hermes`` holds
-    the provider's own)."""
+    """The resolved database file, memstore's settings and the provider's own."""
 
     db_path: Path
     settings: Settings
+    hermes: HermesSettings
 
     @property
     def user_id(self) -> str | None:
         # None when memory.memstore.user_id is not set: identity.resolve_identity
         # then decides from what the host passes (see provider/identity.py).
         # Unset is ""; anything else is an id, checked as given (" ada" is refused).
-        return self.settings.hermes.user_id or None
+        return self.hermes.user_id or None
 
     @property
     def user_scope(self) -> UserScope:
-        return self.settings.hermes.user_scope
+        return self.hermes.user_scope
 
     @property
     def session_end_timeout_s(self) -> float:
-        return self.settings.hermes.session_end_timeout_s or DEFAULT_SESSION_END_TIMEOUT_S
+        return self.hermes.session_end_timeout_s or DEFAULT_SESSION_END_TIMEOUT_S
 
     @property
     def store_linger_s(self) -> float | None:
-        return self.settings.hermes.store_linger_s
+        return self.hermes.store_linger_s
 
 
 def _check_secrets(values: Mapping[str, Any]) -> None:
-    paths = setting_paths(values, WHERE)  # also rejects unknown keys
+    paths = setting_paths(split(values, WHERE)[0], WHERE)  # also rejects unknown keys
     leaked = sorted(SETTINGS[p] for p in paths if p in _SECRETS and paths[p])
     if leaked:
         # A key in config.yaml is readable by anyone who can read the config:
@@ -137,22 +139,26 @@ def resolve(hermes_home: str | Path, overrides: Mapping[str, Any] | None = None)
     values: dict[str, Any] = provider_section(read_config(home))
     _check_secrets(values)
     values.update(overrides or {})
-    settings = Settings.load(where=WHERE, **values)
+    core, own = split(values, WHERE)
+    settings = Settings.load(where=WHERE, **core)
+    hermes = hermes_settings(settings, {k: v for k, v in own.items() if v is not None}, WHERE)
     if settings.recall.timeout_s > MAX_RECALL_TIMEOUT_S:
         settings = settings.replace(recall_timeout_s=MAX_RECALL_TIMEOUT_S)
     env_db = os.environ.get("MEMSTORE_DB", "").strip()
-    configured = settings.hermes.db_path.strip()
+    configured = hermes.db_path.strip()
     db = Path(env_db or configured or home / DB_FILENAME).expanduser()
     if not db.is_absolute():
         db = home / db
-    return ProviderConfig(db_path=db, settings=settings)
+    return ProviderConfig(db_path=db, settings=settings, hermes=hermes)
 
 
 def save(values: Mapping[str, Any], hermes_home: str | Path) -> Path:
     """Merge non-secret ``values`` (flat names) into ``memory.memstore`` of config.yaml."""
     clean = {k: v for k, v in values.items() if v not in (None, "")}
-    paths = setting_paths(clean, WHERE)  # rejects unknown keys
+    core, own = split(clean, WHERE)  # rejects unknown keys
+    paths = setting_paths(core, WHERE)
     kept = {SETTINGS[p]: v for p, v in paths.items() if p not in _SECRETS}
+    kept.update(own)
 
     def mutate(data: Any) -> None:
         target = section(section(data, "memory"), "memstore")

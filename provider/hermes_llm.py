@@ -32,11 +32,12 @@ from memstore.db.engine import SqliteDatabase
 from memstore.derive.fallback import describe_failures, output_failures
 from memstore.derive.runs import describe_derivation, last_derivation
 from memstore.errors import LLMError, MemstoreError
-from memstore.hermes_home import read_config
 from memstore.llm import ChatAnswer
 from memstore.llm.backend import text_of, usage_of
 from memstore.llm.openai_backend import one_line
 from memstore.redact import strip_credentials
+
+from .home import read_config
 
 if TYPE_CHECKING:
     from memstore.store import Store

@@ -34,9 +34,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from memstore.config import UserScope
 from memstore.errors import InvalidIdError
 from memstore.validate import check_id
+
+from .settings import UserScope
 
 log = logging.getLogger("memstore.hermes")
 

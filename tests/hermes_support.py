@@ -18,8 +18,6 @@ from typing import Any
 
 import pytest
 
-from memstore.hosts import shared_stores
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -71,7 +69,10 @@ def hermes_home_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     try:
         yield home
     finally:
-        shared_stores().close_all()
+        # Through provider_module: from a bare source tree the package exists
+        # only once it has loaded it.
+        stores = importlib.import_module(provider_module().__name__ + ".stores")
+        stores.shared_stores().close_all()
 
 
 def memory_texts(result_json: str) -> list[str]:

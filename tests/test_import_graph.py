@@ -12,6 +12,9 @@ checked: between modules, and between the top-level parts (``store``,
 ``kernel``, ``derive``, ``pipeline``, ``search``, ``vectors``, ``forgetting`` ...).
 The package's own ``__init__`` (the lazy public facade) is left out of the
 part graph: it re-exports from every part by design.
+
+The last rule keeps the hosts at the edge: no module of the core imports the
+Hermes provider or hermes-agent, or names the upstream's ``TDAI_*`` variables.
 """
 
 from __future__ import annotations
@@ -263,3 +266,110 @@ def test_no_import_cycle_between_parts() -> None:
     assert not cycles, "import cycles between memstore's parts:\n" + "\n".join(
         " -> ".join(c) for c in cycles
     )
+
+
+# -- hosts at the edge -----------------------------------------------------------------
+#
+# Everything that knows Hermes is in provider/ (installed as
+# memstore.hermes_provider); the upstream's TDAI_* names are read by the code
+# that speaks the upstream's language. In memstore/ this scan fails on:
+#
+# - an import of the provider, of hermes-agent (``agent``, ``hermes_*``,
+#   ``plugins``, ``tools``, ``run_agent``, Hermes' top-level ``gateway``) by ``import``,
+#   ``from`` or ``importlib.import_module("...")``, or a module name of the
+#   provider in a string (a lazy reference);
+# - the text ``TDAI_`` outside the gateway and porting code;
+# - ``HermesSettings`` anywhere (the provider's section is provider/settings.py).
+#
+# The edge may refer to the hosts: the CLI's lazy command table names the
+# provider's command module, and the benchmarks drive Hermes itself.
+HOST_EDGE = {"memstore/cli/commands.py"}
+HOST_EDGE_FOLDERS = ("memstore/bench/",)
+UPSTREAM_FOLDERS = ("memstore/gateway/", "memstore/porting/")
+# The gateway's command: its help names the upstream's TDAI_GATEWAY_API_KEY.
+UPSTREAM_MODULES = {"memstore/cli/serve.py"}
+# hermes-agent's top-level packages and modules ("hermes_": hermes_cli,
+# hermes_constants, ...), and the provider.
+HERMES_MODULES = (
+    "agent",
+    "gateway",
+    "hermes_",
+    "plugins",
+    "run_agent",
+    "tools",
+    "memstore.hermes_provider",
+)
+
+
+def _hermes_module(name: str) -> bool:
+    return any(
+        name == m or name.startswith(m if m.endswith("_") else m + ".") for m in HERMES_MODULES
+    )
+
+
+def host_references(source: str, filename: str) -> list[str]:
+    """Each place in a core module that knows a host, "file:line: what"."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source, filename=filename)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value.startswith("memstore.hermes_provider"):
+                names = [node.value]
+        elif (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func).endswith("import_module")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            names = [str(node.args[0].value)]
+        found += [(getattr(node, "lineno", 0), f"imports {n}") for n in names if _hermes_module(n)]
+    for number, line in enumerate(source.splitlines(), 1):
+        if "TDAI_" in line:
+            found.append((number, "names TDAI_"))
+        if "HermesSettings" in line:
+            found.append((number, "names HermesSettings"))
+    return [f"{filename}:{line}: {what}" for line, what in sorted(set(found))]
+
+
+def test_the_host_rule_on_examples() -> None:
+    src = (
+        "import agent.memory_provider\n"
+        "from hermes_constants import x\n"
+        "from memstore.hermes_provider.home import edit_config\n"
+        "mod = importlib.import_module('memstore.hermes_provider')\n"
+        "LAZY = ('memstore.hermes_provider.cli',)\n"
+        "v = os.environ.get('TDAI_LLM_MODEL')\n"
+        "from memstore.config import Settings\n"
+        "import agentic\nfrom memstore.gateway import app\n"
+        "hermes = Settings().host_section('hermes')\n"
+    )
+    got = [g.split(": ", 1)[1] for g in host_references(src, "m.py")]
+    assert got == [
+        "imports agent.memory_provider",
+        "imports hermes_constants",
+        "imports memstore.hermes_provider.home",
+        "imports memstore.hermes_provider",
+        "imports memstore.hermes_provider.cli",
+        "names TDAI_",
+    ], got
+
+
+def test_the_core_knows_no_host() -> None:
+    found = []
+    for p in sorted(ROOT.rglob("*.py")):
+        name = p.relative_to(REPO).as_posix()
+        if name in HOST_EDGE or name.startswith(HOST_EDGE_FOLDERS):
+            continue
+        upstream = name in UPSTREAM_MODULES or name.startswith(UPSTREAM_FOLDERS)
+        found += [
+            hit
+            for hit in host_references(p.read_text(encoding="utf-8"), name)
+            if not (upstream and hit.endswith("names TDAI_"))
+        ]
+    assert not found, "host knowledge below the hosts:\n" + "\n".join(found)
+    assert "HermesSettings" not in (ROOT / "config.py").read_text(encoding="utf-8")
+    assert not (ROOT / "hosts").exists()

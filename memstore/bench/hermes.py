@@ -25,7 +25,7 @@ from typing import Any
 from memstore.bench.capture_search import queries, text_pool
 from memstore.bench.metrics import percentile
 from memstore.errors import ConfigError
-from memstore.hosts import shared_stores
+from memstore.hermes_provider.stores import shared_stores
 from memstore.store import Store
 
 TARGETS = {"init_warm_ms": 100.0, "sync_turn_p99_ms": 10.0, "prefetch_p95_ms": 100.0}

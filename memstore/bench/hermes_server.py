@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from memstore.errors import ConfigError
-from memstore.hermes_home import edit_config, section
+from memstore.hermes_provider.home import edit_config, section
 
 READY_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
@@ -63,7 +63,7 @@ def prepare_home(
 
     The api_server answers 429 beyond ``max_concurrent_runs`` runs in flight
     (Hermes' default is 10)."""
-    from memstore.hermes_install import install
+    from memstore.hermes_provider.install import install
 
     home.mkdir(parents=True, exist_ok=True)
     if memstore:

@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 from typing import Any
 
 import click
 
 from memstore.cli.app import cli as _group
+from memstore.cli.app import load_commands
 from memstore.errors import MemstoreError
 from memstore.redact import redact
 
@@ -22,7 +22,7 @@ def load_all() -> click.Group:
     from memstore.cli.commands import MODULES
 
     for module in MODULES:
-        importlib.import_module(module)
+        load_commands(_group, module)
     return _group
 
 

@@ -7,7 +7,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -94,6 +94,15 @@ def shown(location: Location) -> str:
     return safe_url(location) if isinstance(location, str) else str(location)
 
 
+def load_commands(group: click.Group, module: str) -> None:
+    """Import a command module. memstore's own modules add their commands to
+    ``cli`` as they are defined; a host's module (the Hermes provider's, which
+    must not depend on memstore's CLI) hands its command over as ``COMMAND``."""
+    command = getattr(importlib.import_module(module), "COMMAND", None)
+    if isinstance(command, click.Command) and command.name not in group.commands:
+        group.add_command(command)
+
+
 class LazyGroup(click.Group):
     """Imports a command's module only when that command runs."""
 
@@ -108,10 +117,10 @@ class LazyGroup(click.Group):
         if cmd_name not in self.commands:
             modules = COMMANDS[cmd_name][0] if cmd_name in COMMANDS else MODULES
             for module in modules:
-                importlib.import_module(module)
+                load_commands(self, module)
         elif cmd_name in COMMANDS:  # a group whose subcommands live in several modules
             for module in COMMANDS[cmd_name][0]:
-                importlib.import_module(module)
+                load_commands(self, module)
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -244,16 +253,23 @@ def existing_db(db: Location | None) -> Location:
 
 
 def open_store(
-    db: Location | None, *, background: bool = False, must_exist: bool = False, **kwargs: Any
+    db: Location | None,
+    *,
+    background: bool = False,
+    must_exist: bool = False,
+    fallbacks: Mapping[str, Any] | None = None,
+    **kwargs: Any,
 ) -> Store:
     """Open the store for one command; background threads only when asked.
 
     Commands that only read pass ``must_exist``: a mistyped path is an error
-    naming it, not a new empty database (and folders) created in passing."""
+    naming it, not a new empty database (and folders) created in passing.
+    ``fallbacks`` go to ``Settings.load`` (the upstream's names, on the paths
+    that speak its language)."""
     path = existing_db(db) if must_exist else resolve_db(db)
     from memstore.store import Store
 
-    settings = Settings.load()
+    settings = Settings.load(fallbacks=fallbacks)
     if not background:
         settings = settings.replace(background_indexer=False, scheduler=False)
     return Store.open(path, settings=settings, **kwargs)

@@ -124,7 +124,11 @@ def import_(
         if fmt is None:
             fmt = "memstore" if is_export(text) else "jsonl"
     assert fmt is not None
-    with open_store(db) as store:
+    from memstore.porting.upstream_env import settings_fallbacks
+
+    # The upstream's data comes with the upstream's environment (its LLM variables).
+    upstream = fmt in ("upstream", "seed")
+    with open_store(db, fallbacks=settings_fallbacks() if upstream else None) as store:
         from memstore.porting.erased import Erased
 
         erased = Erased(store, allow=allow_erased)

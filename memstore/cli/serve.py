@@ -85,6 +85,7 @@ def serve(
         from memstore.gateway.config import GatewayConfig
         from memstore.gateway.server import serve as run
         from memstore.gateway.workers import check_workers, serve_workers
+        from memstore.porting.upstream_env import load_settings
     except ImportError as exc:  # fastapi / uvicorn missing
         raise ConfigError(
             f'the gateway needs the "server" extra ({exc.name} is missing): '
@@ -101,6 +102,8 @@ def serve(
         default_user=default_user,
         read_only=read_only or None,
     )
+    # The upstream's clients come with the upstream's environment (its LLM variables).
+    settings = load_settings()
     # --db after or before the command, else $MEMSTORE_DB (a path or URL), else the default.
     target = resolve(resolve_db(db))
     where = safe_url(target.url) if target.url else str(target.path)
@@ -112,7 +115,7 @@ def serve(
         click.echo(f"memstore gateway on {url} ({auth}); database {where}{procs}", err=True)
 
     if workers > 1:
-        serve_workers(target, config, workers=workers, on_ready=ready)
+        serve_workers(target, config, settings, workers=workers, on_ready=ready)
     else:
-        run(target.url or target.path, config, on_ready=ready)
+        run(target.url or target.path, config, settings, on_ready=ready)
     click.echo("memstore gateway stopped", err=True)

@@ -8,9 +8,10 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from memstore.hermes_provider.settings import KEYS as HERMES_KEYS
+from memstore.hermes_provider.settings import SECTION as HERMES
 
 from memstore.config import (
-    SECTIONS,
     SETTINGS,
     LLMSettings,
     Settings,
@@ -43,7 +44,18 @@ def test_every_setting_has_a_row_with_its_flat_name_and_variable() -> None:
 
 def test_every_documented_setting_exists() -> None:
     documented = {r[0].strip("`") for r in _rows() if "." in r[0] and r[0].count("`") == 2}
-    assert documented - {f"{s}.{n}" for s, n in SETTINGS} == set()
+    hosts = {f"{HERMES}.{key}" for key in HERMES_KEYS}
+    assert documented - {f"{s}.{n}" for s, n in SETTINGS} - hosts == set()
+
+
+def test_the_hermes_tables_keys_are_documented() -> None:
+    """The provider's own section (provider/settings.py): its keys have no
+    MEMSTORE_* variable, and the key is its flat name under memory.memstore."""
+    rows = {r[0]: r for r in _rows()}
+    for key in HERMES_KEYS:
+        row = rows.get(f"`{HERMES}.{key}`")
+        assert row is not None, f"{HERMES}.{key} is not documented in docs/CONFIG.md"
+        assert (row[1], row[2]) == (f"`{key}`", "—") and row[-1], row
 
 
 def test_every_gateway_setting_is_documented() -> None:
@@ -93,9 +105,8 @@ def test_closed_sets_and_types_are_checked() -> None:
         Settings().replace(durability="paranoid")
     with pytest.raises(ConfigError, match="busy_timeout_ms"):
         Settings().replace(busy_timeout_ms="soon")
-    s = Settings().replace(embedder=" Hashing ", user_scope="session-key", store_linger_s="")
-    assert s.embedding.backend == "hashing" and s.hermes.user_scope == "session_key"
-    assert s.hermes.store_linger_s is None
+    s = Settings().replace(embedder=" Hashing ", deriver="RULES")
+    assert s.embedding.backend == "hashing" and s.llm.deriver == "rules"
 
 
 def test_replace_by_flat_name_by_dotted_name_and_by_section() -> None:
@@ -116,10 +127,34 @@ def test_a_misspelt_variable_is_logged(
     assert "MEMSTORE_LLM_MODLE" in caplog.text and "MEMSTORE_LLM_MODEL" in caplog.text
 
 
-def test_hermes_settings_have_no_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MEMSTORE_USER_ID", "someone")
-    assert Settings.load().hermes.user_id == ""
-    assert all(env_var(("hermes", f.name)) is None for f in fields(SECTIONS["hermes"]))
+def test_a_hosts_table_is_kept_as_written_and_never_read(tmp_path: Path) -> None:
+    """A table naming no section belongs to a host (the Hermes provider reads
+    ``[hermes]``, tests/provider/test_provider_settings.py): kept, unchecked."""
+    path = tmp_path / "config.toml"
+    path.write_text('llm_model = "m"\n[myhost]\nanything = 1\n', encoding="utf-8")
+    s = Settings.load(path, **{"myhost.colour": "blue"})
+    assert s.llm.model == "m"
+    assert s.host_section("myhost") == {"anything": 1, "colour": "blue"}
+    assert s.host_section("other") == {}
+    s = s.replace(myhost={"anything": 2}, recall_limit=3)
+    assert s.host_section("myhost") == {"anything": 2, "colour": "blue"}
+    assert s.recall.limit == 3 and hash(s) == hash(s.replace())
+    # A misspelt section is not taken for a host's table.
+    with pytest.raises(ConfigError, match="did you mean 'recall'"):
+        Settings().replace(recal={"limit": 2})
+    # Flat names stay memstore's: an unknown one is an error, as before.
+    with pytest.raises(ConfigError, match="unknown setting 'colour'"):
+        Settings().replace(colour="blue")
+
+
+def test_the_core_settings_read_no_upstream_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The upstream's TDAI_* names belong to the paths that speak its language
+    (memstore/porting/upstream_env.py, tests/porting/test_import_upstream.py)."""
+    monkeypatch.setenv("TDAI_LLM_MODEL", "upstream")
+    assert Settings.load().llm.model == ""
+    assert Settings.load(fallbacks={"llm_model": "given"}).llm.model == "given"
+    monkeypatch.setenv("MEMSTORE_LLM_MODEL", "ours")
+    assert Settings.load(fallbacks={"llm_model": "given"}).llm.model == "ours"
 
 
 def test_flat_names_are_unique_and_readme_names_are_settings() -> None:

@@ -21,13 +21,14 @@ import pytest
 
 pytest.importorskip("run_agent")
 
+from memstore.hermes_provider.home import edit_config, section
+from memstore.hermes_provider.install import install
+from memstore.hermes_provider.stores import shared_stores
+
 from memstore import Settings
 from memstore.bench.fakeopenai import FakeOpenAI
 from memstore.derive.events import L1Extracted
 from memstore.derive.memories.extract import EXTRACT_PROMPT_VERSION
-from memstore.hermes_home import edit_config, section
-from memstore.hermes_install import install
-from memstore.hosts import shared_stores
 from memstore.store import Store
 from tests.derive_support import KINDS, ScriptedLLM
 from tests.hermes_support import hermes_home_fixture, provider_module  # noqa: F401

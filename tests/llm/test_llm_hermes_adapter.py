@@ -15,12 +15,13 @@ import pytest
 
 pytest.importorskip("agent.auxiliary_client")
 
+from memstore.hermes_provider.home import edit_config, section
+from memstore.hermes_provider.stores import shared_stores
+
 from memstore import Settings
 from memstore.bench.fakeopenai import FakeOpenAI
 from memstore.derive.events import L1Extracted
 from memstore.errors import LLMError
-from memstore.hermes_home import edit_config, section
-from memstore.hosts import shared_stores
 from tests.derive_support import KINDS, ScriptedLLM
 from tests.hermes_support import config, hermes_home_fixture, provider_module  # noqa: F401
 from tests.provider.test_hermes_e2e import no_outbound  # noqa: F401

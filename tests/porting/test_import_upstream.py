@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 
 from memstore import Settings, Store
+from memstore.errors import ConfigError
 from memstore.porting.report import ImportReport
 from memstore.porting.upstream import parse_scene, read_upstream, strip_navigation
 from memstore.porting.upstream_apply import MODEL, import_upstream
+from memstore.porting.upstream_env import load_settings
 from tests.porting_support import PERSONA, build_upstream_dir, cli_target, run_cli
 
 pytestmark = pytest.mark.both_backends
@@ -208,7 +210,9 @@ def test_upstream_llm_environment_is_honoured_when_memstore_s_is_unset(
     monkeypatch.setenv("TDAI_LLM_API_KEY", "tdai-key")
     monkeypatch.setenv("TDAI_LLM_MODEL", "qwen-upstream")
     monkeypatch.setenv("TDAI_LLM_TIMEOUT_MS", "45000")
-    s = Settings.load()
+    # Only the upstream-compatible paths (serve, import of upstream data) read them.
+    assert Settings.load().llm.model == ""
+    s = load_settings()
     assert (s.llm.base_url, s.llm.api_key, s.llm.model) == (
         "http://127.0.0.1:9/v1", "tdai-key", "qwen-upstream",
     )  # fmt: skip
@@ -216,5 +220,38 @@ def test_upstream_llm_environment_is_honoured_when_memstore_s_is_unset(
     monkeypatch.setenv("MEMSTORE_LLM_MODEL", "ours")
     (tmp_path / "c.toml").write_text('llm_base_url = "http://file/v1"\n')
     monkeypatch.setenv("MEMSTORE_CONFIG", str(tmp_path / "c.toml"))
-    s = Settings.load()
+    s = load_settings()
     assert (s.llm.model, s.llm.base_url, s.llm.api_key) == ("ours", "http://file/v1", "tdai-key")
+
+
+def test_serve_and_imports_of_upstream_data_read_the_upstream_names(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cli_target: str
+) -> None:
+    """The two upstream-compatible paths hand TDAI_LLM_* to their settings; the
+    other commands do not (test_the_core_settings_read_no_upstream_variable)."""
+    import memstore.cli.porting
+    import memstore.gateway.server
+
+    monkeypatch.setenv("TDAI_LLM_MODEL", "qwen-upstream")
+    served: list[Settings] = []
+    monkeypatch.setattr(
+        memstore.gateway.server, "serve", lambda db, cfg, settings, **kw: served.append(settings)
+    )
+    assert run_cli("serve", "--port", "0").exit_code == 0
+    assert [s.llm.model for s in served] == ["qwen-upstream"]
+
+    given: list[object] = []
+
+    def no_store(db: object, **kw: object) -> None:
+        given.append(kw.get("fallbacks"))
+        raise SystemExit(3)
+
+    monkeypatch.setattr(memstore.cli.porting, "open_store", no_store)
+    root = build_upstream_dir(tmp_path / "up")
+    run_cli("import", str(root), "--format", "upstream", "--user", "a")
+    (tmp_path / "c.jsonl").write_text('{"user_id": "a"}\n', encoding="utf-8")
+    run_cli("import", str(tmp_path / "c.jsonl"), "--format", "jsonl")
+    assert given == [{"llm.model": "qwen-upstream"}, None]
+    monkeypatch.setenv("TDAI_LLM_TIMEOUT_MS", "soon")
+    with pytest.raises(ConfigError, match="TDAI_LLM_TIMEOUT_MS: not a number"):
+        load_settings()

@@ -16,8 +16,8 @@ import pytest
 pytest.importorskip("agent.memory_provider")
 
 from agent.memory_manager import MemoryManager
+from memstore.hermes_provider.stores import shared_stores
 
-from memstore.hosts import shared_stores
 from tests.hermes_support import config, hermes_home_fixture, provider_module  # noqa: F401
 
 pytestmark = pytest.mark.hermes

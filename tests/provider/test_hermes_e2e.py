@@ -18,9 +18,10 @@ import pytest
 
 pytest.importorskip("run_agent")
 
+from memstore.hermes_provider.home import edit_config, section
+from memstore.hermes_provider.install import install
+
 from memstore.bench.fakeopenai import FakeOpenAI
-from memstore.hermes_home import edit_config, section
-from memstore.hermes_install import install
 from tests.hermes_support import hermes_home_fixture, provider_module  # noqa: F401
 
 pytestmark = [pytest.mark.hermes, pytest.mark.slow]

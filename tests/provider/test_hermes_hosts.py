@@ -1,4 +1,4 @@
-"""memstore.hosts: the shared-store registry and the per-session registry.
+"""The provider's shared-store registry (stores.py) and per-session registry (sessions.py).
 
 The registry parts are host-agnostic; the last tests park real Hermes
 MemoryManagers in it, as newer Hermes' api_server does."""
@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from memstore.hermes_provider.sessions import SessionRegistry
+from memstore.hermes_provider.stores import SharedStores
 
 from memstore.config import Settings
-from memstore.hosts import SessionRegistry, SharedStores
 from tests.hermes_support import config, hermes_home_fixture, provider_module  # noqa: F401
 
 pytestmark = pytest.mark.hermes
@@ -213,8 +214,7 @@ def test_failing_shutdown_does_not_stop_other_evictions(caplog: pytest.LogCaptur
 def test_registry_parks_real_hermes_managers(hermes_home: Path) -> None:
     pytest.importorskip("agent.memory_provider")
     from agent.memory_manager import MemoryManager
-
-    from memstore.hosts import shared_stores
+    from memstore.hermes_provider.stores import shared_stores
 
     Provider = provider_module().MemstoreProvider
 

@@ -35,6 +35,7 @@ from memstore.hermes_provider.identity import (  # noqa: E402
     MAX_USER_ID,
     resolve_identity,
 )
+from memstore.hermes_provider.settings import hermes_settings  # noqa: E402
 
 
 def manager(home: Path, session: str, **kwargs: Any) -> tuple[MemoryManager, Any]:
@@ -51,7 +52,7 @@ def who(scope: str = "auto", configured: str | None = None, **kwargs: Any) -> tu
     ident = resolve_identity(
         kwargs,
         kwargs.pop("session", "sess-1"),
-        scope=Settings().replace(user_scope=scope).hermes.user_scope,
+        scope=hermes_settings(Settings(), {"user_scope": scope}).user_scope,
         configured=configured,
     )
     return ident.user_id, ident.source
@@ -121,8 +122,8 @@ def test_long_session_keys_stay_distinct_and_bounded() -> None:
 
 
 def test_unknown_scope_is_a_config_error(hermes_home: Path) -> None:
-    with pytest.raises(ConfigError, match="user_scope"):
-        Settings().replace(user_scope="per-planet")
+    with pytest.raises(ConfigError, match=r"user_scope.*choose one of auto"):
+        hermes_settings(Settings(), {"user_scope": "per-planet"})
     with pytest.raises(ConfigError, match="user_scope"):
         provider_config.resolve(hermes_home, {"user_scope": "everyone"})
     assert provider_config.resolve(hermes_home, {"user_scope": "session-key"}).user_scope == (

@@ -134,9 +134,9 @@ def test_the_gateway_hook_preloads_the_provider(
     import importlib.util
     import threading
 
+    from memstore.hermes_provider.install import hook_dir
     from plugins import memory as hermes_memory
 
-    from memstore.hermes_install import hook_dir
     from tests.hermes_support import provider_module
 
     provider_module()  # importable as the shim imports it, installed or not

@@ -7,8 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from memstore.hermes_provider.home import hermes_home
+
 from memstore.config import default_db_path
-from memstore.hermes_home import hermes_home
 from tests.conftest import CLEARED_ENV, REAL_HOME
 
 # HOME while this module is imported (collection): already not the developer's,

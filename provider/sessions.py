@@ -70,7 +70,7 @@ class SessionRegistry(Generic[T]):
         self.drain_timeout_s = drain_timeout_s
         self._session_of = session_of
         self._evict = evict
-        self._clock = clock
+        self._monotonic = clock
         self._parked: OrderedDict[Hashable, tuple[T, float]] = OrderedDict()
         self._lock = threading.Lock()
         self._doomed: queue.SimpleQueue[T] = queue.SimpleQueue()
@@ -84,7 +84,7 @@ class SessionRegistry(Generic[T]):
             return None
         with self._lock:
             entry = self._parked.pop(session, None)
-            doomed = self._expire_locked(self._clock())
+            doomed = self._expire_locked(self._monotonic())
         self._schedule(doomed)
         return entry[0] if entry is not None else None
 
@@ -94,7 +94,7 @@ class SessionRegistry(Generic[T]):
             # Nothing to key it by: it cannot be reused, so retire it.
             self._schedule([obj])
             return
-        now = self._clock()
+        now = self._monotonic()
         with self._lock:
             displaced = self._parked.pop(key, None)
             doomed = [displaced[0]] if displaced is not None and displaced[0] is not obj else []
@@ -108,7 +108,7 @@ class SessionRegistry(Generic[T]):
     def sweep(self) -> int:
         """Evict idle entries now; returns how many."""
         with self._lock:
-            doomed = self._expire_locked(self._clock())
+            doomed = self._expire_locked(self._monotonic())
         self._schedule(doomed)
         return len(doomed)
 

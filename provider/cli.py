@@ -15,9 +15,11 @@ from typing import Any
 
 import click
 
-from memstore.cli.app import DB, Location, cli
-from memstore.hermes_home import PROVIDER_NAME, hermes_home
-from memstore.hermes_install import (
+from memstore.db.target import parse
+from memstore.errors import MemstoreError
+
+from .home import PROVIDER_NAME, hermes_home
+from .install import (
     hook_dir,
     install,
     plugin_dir,
@@ -38,7 +40,34 @@ def _home_option(f: Any) -> Any:
     )(f)
 
 
-@cli.group("hermes")
+def _db_file(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    """``--db``: a database file. A server is named by the environment Hermes
+    runs in, so a URL is not written to a config file."""
+    if value is None:
+        return None
+    if not value:
+        raise click.BadParameter("an empty --db names no database", ctx, param)
+    try:
+        target = parse(value)
+    except MemstoreError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from exc
+    if target.url is not None:
+        raise click.BadParameter(
+            "hermes install --db takes a file path; for PostgreSQL set MEMSTORE_DB to the URL "
+            "in the environment Hermes runs in",
+            ctx,
+            param,
+        )
+    assert target.path is not None
+    if target.path.is_dir():
+        raise click.BadParameter(f"{target.path} is a directory, not a database file", ctx, param)
+    return target.path
+
+
+# memstore's CLI adds this group when `memstore hermes` is asked for
+# (memstore/cli/commands.py names this module); the provider does not depend
+# on memstore's CLI.
+@click.group("hermes")
 def hermes_group() -> None:
     """Use memstore as the long-term memory of a Hermes agent (hermes-agent).
 
@@ -54,12 +83,13 @@ def hermes_group() -> None:
 @_home_option
 @click.option(
     "--db",
-    type=DB,
+    metavar="PATH",
     default=None,
+    callback=_db_file,
     help="Database file (default: memstore.db in the Hermes home; $MEMSTORE_DB wins).",
 )
 @click.option("--force", is_flag=True, help="Replace a plugins/memstore folder not made by us.")
-def install_cmd(home: Path | None, db: Location | None, force: bool) -> None:
+def install_cmd(home: Path | None, db: Path | None, force: bool) -> None:
     """Install the provider into a Hermes home and make it the active memory provider.
 
     Writes $HERMES_HOME/plugins/memstore/ (__init__.py and plugin.yaml), a gateway
@@ -73,14 +103,6 @@ def install_cmd(home: Path | None, db: Location | None, force: bool) -> None:
       memstore hermes install
       memstore hermes install --hermes-home ~/.hermes-work --db ~/memory/work.db
     """
-    if isinstance(db, str):
-        # The provider's db_path setting is a file; a server is named by the
-        # environment Hermes runs in, so the URL is not written to a config file.
-        raise click.BadParameter(
-            "hermes install --db takes a file path; for PostgreSQL set MEMSTORE_DB to the URL "
-            "in the environment Hermes runs in",
-            param_hint="--db",
-        )
     target = hermes_home(home)
     done = install(target, db=db, force=force)
     click.echo(f"plugin:   {done['plugin']}")
@@ -117,3 +139,6 @@ def uninstall_cmd(home: Path | None) -> None:
 
 
 __all__ = ["hermes_group", "hook_dir", "install", "plugin_dir", "uninstall"]
+
+
+COMMAND = hermes_group
