@@ -31,7 +31,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import ClassVar
 
@@ -80,29 +80,35 @@ def _hash64(feature: str) -> int:
     return int.from_bytes(digest, "little")
 
 
-def _features(text: str) -> Iterator[tuple[str, float]]:
+@lru_cache(maxsize=1 << 16)
+def _word_features(word: str) -> tuple[tuple[str, float], ...]:
+    """A word's own features (itself and its character n-grams): the same
+    words come back in text after text, and building the n-gram strings was
+    most of the cost of a document."""
+    if word in _STOPWORDS:
+        return (("w:" + word, _W_STOPWORD),)
+    padded = f"<{word}>"
+    grams = [
+        ("c:" + padded[i : i + n], _W_CHARGRAM) for n in (3, 4) for i in range(len(padded) - n + 1)
+    ]
+    return (("w:" + word, _W_WORD), *grams)
+
+
+def _features(text: str) -> list[tuple[str, float]]:
     text = unicodedata.normalize("NFKC", text).casefold()
     words: list[str] = []
+    out: list[tuple[str, float]] = []
     for m in _TOKEN_RE.finditer(text):
         run = m.group("cjk")
         if run is not None:
-            for ch in run:
-                yield "u:" + ch, _W_CJK_UNI
-            for i in range(len(run) - 1):
-                yield "v:" + run[i : i + 2], _W_CJK_BI
+            out.extend(("u:" + ch, _W_CJK_UNI) for ch in run)
+            out.extend(("v:" + run[i : i + 2], _W_CJK_BI) for i in range(len(run) - 1))
             continue
         word = m.group("word")
         words.append(word)
-        if word in _STOPWORDS:
-            yield "w:" + word, _W_STOPWORD
-            continue
-        yield "w:" + word, _W_WORD
-        padded = f"<{word}>"
-        for n in (3, 4):
-            for i in range(len(padded) - n + 1):
-                yield "c:" + padded[i : i + n], _W_CHARGRAM
-    for a, b in itertools.pairwise(words):
-        yield f"b:{a} {b}", _W_BIGRAM
+        out.extend(_word_features(word))
+    out.extend((f"b:{a} {b}", _W_BIGRAM) for a, b in itertools.pairwise(words))
+    return out
 
 
 class HashingEmbedder(Embedder):
@@ -119,20 +125,29 @@ class HashingEmbedder(Embedder):
         self._buckets = dimensions - 1  # the last one is reserved for featureless text
 
     def _vector(self, text: str, out: FloatArray) -> None:
-        counts: Counter[str] = Counter()
-        weights: dict[str, float] = {}
-        for feature, weight in _features(text):
-            counts[feature] += 1
-            weights[feature] = weight
-        if not counts:
+        features = _features(text)
+        if not features:
             out[self._buckets] = 1.0
             return
-        for feature, tf in counts.items():
-            h = _hash64(feature)
-            value = weights[feature] * (1.0 + math.log(tf))
-            # Bit 63 chooses the sign; the low bits choose the bucket. They are
-            # independent enough for this purpose and save a second hash.
-            out[h % self._buckets] += -value if h >> 63 else value
+        # Per distinct feature, in order of first appearance: its count and
+        # its weight (a feature's weight never varies; its prefix says which).
+        counts = Counter(f for f, _ in features)
+        weights = dict(features)
+        n = len(counts)
+        hashes = np.fromiter(map(_hash64, counts), dtype=np.uint64, count=n)
+        value = np.fromiter(map(weights.__getitem__, counts), dtype=np.float64, count=n)
+        tf = np.fromiter(counts.values(), dtype=np.int64, count=n)
+        repeated = np.flatnonzero(tf > 1)
+        if len(repeated):  # damped: 1 + log(tf), with the math module's log
+            value[repeated] *= [1.0 + math.log(t) for t in tf[repeated].tolist()]
+        # Bit 63 chooses the sign; the low bits choose the bucket. They are
+        # independent enough for this purpose and save a second hash.
+        value[(hashes >> np.uint64(63)).astype(bool)] *= -1.0
+        # add.at adds in order, in float32, one value at a time: the same sums
+        # as adding each feature to its bucket in a loop, bit for bit.
+        np.add.at(
+            out, (hashes % np.uint64(self._buckets)).astype(np.intp), value.astype(np.float32)
+        )
         norm = float(np.linalg.norm(out))
         if norm < 1e-6:
             # Signed collisions cancelled everything out (rare, tiny texts):

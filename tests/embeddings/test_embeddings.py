@@ -508,3 +508,27 @@ class TestFactory:
             "dimensions": 384,
             "kind": "hashing",
         }
+
+
+def test_hashing_vectors_are_bit_for_bit_those_of_the_v1_recipe() -> None:
+    """Stored vectors are reused under the model id ``hashing-v1-*``: a faster
+    implementation must give the same bytes, or old and new vectors would mix
+    in one space. The digests were computed with the first implementation."""
+    texts = [
+        "I moved to Lisbon last May and I'm vegetarian",
+        "the the the the cat cat",
+        "我喜欢喝绿茶，你呢？",
+        "こんにちは世界 and hello",
+        "",
+        "!!!",
+        "Crème brûlée, crème brûlée again",
+        "ok ok ok ok ok ok ok ok",
+        "word " * 40,
+    ]
+    want = {
+        384: "f75bb71a8f31e0553ba4862d6cfd2138a150d3f096349a17a2f7f2a0e05e63a7",
+        16: "01c76e22080c78853913c8cdbf41ab377d843478d61863f9abb5e87e19243627",
+    }
+    for dims, digest in want.items():
+        vectors = HashingEmbedder(dims).embed_documents(texts)
+        assert hashlib.sha256(vectors.tobytes()).hexdigest() == digest
