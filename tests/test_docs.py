@@ -72,6 +72,18 @@ def test_readme_python_runs_in_order(offline: Path) -> None:
     run_python(ROOT / "README.md")
 
 
+def test_install_hints_name_the_distribution() -> None:
+    # `pip install memstore` installs an unrelated package of that name.
+    wrong = re.compile(r"""pip install ['"]?memstore\[""")
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("memstore/**/*.py")]
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if wrong.search(line)
+    ]
+    assert found == []
+
+
 # api.md's blocks are signatures from the generated reference, not examples.
 DOC_FILES = sorted(
     p for p in (ROOT / "docs").glob("*.md") if p.name != "api.md" and blocks(p, "python")

@@ -205,8 +205,9 @@ def export(
 ) -> None:
     """Export a user's data (or everyone's) as JSONL events or Markdown.
 
-    The JSONL is the user's part of the event log; `memstore import
-    ` restores it exactly (the format is recognised), into this or another database.
+    The JSONL is the user's part of the event log; `memstore import FILE`
+    restores it exactly (the format is recognised), into this or another
+    database.
 
     \b
     Example:
