@@ -10,6 +10,7 @@ memstore upgrades the provider.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,14 @@ def _home_option(f: Any) -> Any:
         show_envvar=True,
         help="The Hermes home directory (default: ~/.hermes).",
     )(f)
+
+
+def status_command(target: Path) -> str:
+    """How to ask Hermes about ``target``: Hermes reads $HERMES_HOME (else
+    ~/.hermes), so a home given with --hermes-home needs it in the command."""
+    if target.expanduser().resolve() == hermes_home().expanduser().resolve():
+        return "hermes memory status"
+    return f"HERMES_HOME={shlex.quote(str(target))} hermes memory status"
 
 
 @cli.group("hermes")
@@ -93,7 +102,7 @@ def install_cmd(home: Path | None, db: Location | None, force: bool) -> None:
             "memstore into the same environment as hermes-agent",
             err=True,
         )
-    click.echo("check it with: hermes memory status")
+    click.echo(f"check it with: {status_command(target)}")
 
 
 @hermes_group.command("uninstall")

@@ -183,3 +183,22 @@ def test_importing_empty_input_is_an_error(cli_env: Path, tmp_path: Path) -> Non
     r = run_cli("import", "-", input="")
     assert r.exit_code == 1 and "<stdin> is empty" in r.output
     assert not cli_env.exists()  # nothing was created for it
+
+
+def test_hermes_install_says_how_to_check_the_home_it_wrote(
+    cli_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Hermes reads $HERMES_HOME, not --hermes-home: a bare `hermes memory
+    # status` after installing elsewhere reports no provider at all.
+    default = tmp_path / "default-home"
+    monkeypatch.setenv("HERMES_HOME", str(default))
+    other = tmp_path / "work home"
+    out = run_cli("hermes", "install", "--hermes-home", str(other)).output
+    assert f"check it with: HERMES_HOME='{other}' hermes memory status" in out
+    out = run_cli("hermes", "install").output
+    assert "check it with: hermes memory status" in out
+
+
+def test_export_help_names_the_command_that_restores_it() -> None:
+    out = run_cli("export", "--help").output
+    assert "`memstore import FILE` restores it exactly" in " ".join(out.split())
