@@ -53,7 +53,7 @@ def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def run_python(path: Path) -> None:
+def run_python(path: Path) -> dict[str, object]:
     namespace: dict[str, object] = {"__name__": "__docs__"}
     for i, code in enumerate(blocks(path, "python"), 1):
         try:
@@ -65,11 +65,15 @@ def run_python(path: Path) -> None:
     close = getattr(store, "close", None)
     if callable(close):
         close()
+    return namespace
 
 
 def test_readme_python_runs_in_order(offline: Path) -> None:
     assert len(blocks(ROOT / "README.md", "python")) >= 2
-    run_python(ROOT / "README.md")
+    namespace = run_python(ROOT / "README.md")
+    # What the README prints is what it says: the persona for the system
+    # prompt is there once the example has run the pipeline.
+    assert "<user-persona>" in str(getattr(namespace["recall"], "stable", ""))
 
 
 def test_install_hints_name_the_distribution() -> None:
