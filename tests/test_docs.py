@@ -158,3 +158,9 @@ def test_docs_links_resolve() -> None:
             if not (page.parent / target).exists():
                 broken.append(f"{page.name}: {target}")
     assert broken == []
+
+
+def test_the_docs_index_lists_every_page() -> None:
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md") if p.name != "index.md")
+    assert [name for name in pages if f"]({name})" not in index] == []
