@@ -6,8 +6,9 @@ A block right after ``<!-- not run: REASON -->`` is left out (it needs a
 server the test does not have). The shell blocks of README.md and
 docs/getting-started.md whose lines are all ``memstore`` commands (one may read
 an ``echo`` through a pipe) run through a shell and the installed command, in
-order, against one fresh database per page. Everything runs in a temporary directory with the offline defaults:
-no LLM (the rule deriver) and the hashing embedder, so no model loads.
+order, against one fresh database per page. Everything runs in a temporary
+directory with the offline defaults: no LLM (the rule deriver) and the hashing
+embedder, so no model loads.
 """
 
 from __future__ import annotations
