@@ -16,11 +16,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
+import click
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -165,3 +167,43 @@ def test_the_docs_index_lists_every_page() -> None:
     index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
     pages = sorted(p.name for p in (ROOT / "docs").glob("*.md") if p.name != "index.md")
     assert [name for name in pages if f"]({name})" not in index] == []
+
+
+def _unknown_in(cli: click.Group, args: list[str]) -> str | None:
+    """What of ``memstore ARGS`` names no command or option (None: all exist).
+    Placeholder values (FILE, N) and missing arguments are not the point here."""
+    ctx = click.Context(cli)
+    cmd: click.Command = cli
+    i = 0
+    while isinstance(cmd, click.Group):
+        while i < len(args) and args[i].startswith("-"):
+            i += 2 if args[i] == "--db" else 1
+        if i >= len(args):
+            return None
+        sub = cmd.get_command(ctx, args[i])
+        if sub is None:
+            return f"no command {args[i]!r}"
+        cmd, i = sub, i + 1
+    try:
+        cmd.make_context(cmd.name, args[i:], parent=ctx)
+    except click.NoSuchOption as exc:
+        return exc.format_message()
+    except (click.UsageError, click.exceptions.Exit):
+        pass
+    return None
+
+
+def test_documented_command_lines_name_real_commands_and_options() -> None:
+    from memstore.cli import load_all
+
+    cli = load_all()
+    wrong = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for body in re.findall(r"```\w*\n(.*?)```", page.read_text(encoding="utf-8"), re.S):
+            for line in body.replace("\\\n", " ").splitlines():
+                line = re.split(r"\s[|>]\s|\s#", line.strip())[0]
+                if re.match(r"memstore \S", line):  # not the import help's "memstore  a ..."
+                    problem = _unknown_in(cli, shlex.split(line)[1:])
+                    if problem:
+                        wrong.append(f"{page.name}: {line}: {problem}")
+    assert wrong == []

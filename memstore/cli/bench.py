@@ -77,7 +77,8 @@ def bench_group() -> None:
     \b
     Example:
       memstore bench eventlog
-      memstore bench locomo ../shared/data/locomo/locomo-dev.json
+      memstore bench fetch-data locomo-plus --to data/locomo-plus --hosts
+      memstore bench locomo data/locomo-plus/locomo10.json
       memstore bench report --out BENCHMARKS.md
     """
 
@@ -368,7 +369,7 @@ def bench_locomo(
 
     \b
     Example:
-      memstore bench locomo ../shared/data/locomo/locomo-dev.json
+      memstore bench locomo data/locomo-plus/locomo10.json
       memstore bench locomo data.json --layers --peers mem0,holographic
       memstore bench locomo data.json --strategies hybrid --no-variants --json out.json
       memstore bench locomo data.json --recall --cache ~/.cache/ms-bench
