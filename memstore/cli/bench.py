@@ -849,7 +849,8 @@ def bench_report(results: Path, out: Path, images: Path) -> None:
     if not results.is_dir():
         raise click.UsageError(f"no results directory {results}: run a bench command first")
     render_report(results, out, images)
-    click.echo(f"wrote {out} (plots in {images})")
+    plots = images.is_dir() and any(images.glob("*.png"))
+    click.echo(f"wrote {out}" + (f" (plots in {images})" if plots else ""))
 
 
 # -- memstore bench hermes (Hermes provider helper) ----------------------------------
