@@ -368,7 +368,12 @@ class Store(Searching, Views, Forgetting):
         )
 
     def run_pipeline(self, user_id: str | None = None, wait: bool = True) -> list[Outcome]:
-        """Run due derivation work now (L1, then L2, then L3)."""
+        """Run due derivation work now (L1, then L2, then L3).
+
+        Work another worker (this store's background scheduler, another
+        process) is doing for the user is waited for, up to 30 s, and what it
+        leads to runs too, so a recall right after it sees the scenes and persona.
+        """
         return self._pipeline_service().run_pipeline(
             v.opt_id("user_id", user_id), v.check_bool("wait", wait)
         )

@@ -10,6 +10,7 @@ memstore upgrades the provider.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,14 @@ def _db_file(ctx: click.Context, param: click.Parameter, value: str | None) -> P
     return target.path
 
 
+def status_command(target: Path) -> str:
+    """How to ask Hermes about ``target``: Hermes reads $HERMES_HOME (else
+    ~/.hermes), so a home given with --hermes-home needs it in the command."""
+    if target.expanduser().resolve() == hermes_home().expanduser().resolve():
+        return "hermes memory status"
+    return f"HERMES_HOME={shlex.quote(str(target))} hermes memory status"
+
+
 # memstore's CLI adds this group when `memstore hermes` is asked for
 # (memstore/cli/commands.py names this module); the provider does not depend
 # on memstore's CLI.
@@ -115,7 +124,7 @@ def install_cmd(home: Path | None, db: Path | None, force: bool) -> None:
             "memstore into the same environment as hermes-agent",
             err=True,
         )
-    click.echo("check it with: hermes memory status")
+    click.echo(f"check it with: {status_command(target)}")
 
 
 @hermes_group.command("uninstall")

@@ -93,6 +93,8 @@ def _write(fig: Figure, out: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
+    # Made here, for a plot: results without plots leave no empty folder behind.
+    out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     plt.close(fig)
 
@@ -278,7 +280,6 @@ def render_report(results: Path, out: Path, images: Path) -> str:
         for n in RESULT_NAMES
         if (results / f"{n}.json").is_file()
     }
-    images.mkdir(parents=True, exist_ok=True)
     rel = os.path.relpath(images, out.parent)
     machine = next((r["meta"]["machine"] for r in found.values() if "meta" in r), machine_info())
     md = [

@@ -77,7 +77,8 @@ def bench_group() -> None:
     \b
     Example:
       memstore bench eventlog
-      memstore bench locomo ../shared/data/locomo/locomo-dev.json
+      memstore bench fetch-data locomo-plus --to data/locomo-plus --hosts
+      memstore bench locomo data/locomo-plus/locomo10.json
       memstore bench report --out BENCHMARKS.md
     """
 
@@ -368,7 +369,7 @@ def bench_locomo(
 
     \b
     Example:
-      memstore bench locomo ../shared/data/locomo/locomo-dev.json
+      memstore bench locomo data/locomo-plus/locomo10.json
       memstore bench locomo data.json --layers --peers mem0,holographic
       memstore bench locomo data.json --strategies hybrid --no-variants --json out.json
       memstore bench locomo data.json --recall --cache ~/.cache/ms-bench
@@ -848,7 +849,8 @@ def bench_report(results: Path, out: Path, images: Path) -> None:
     if not results.is_dir():
         raise click.UsageError(f"no results directory {results}: run a bench command first")
     render_report(results, out, images)
-    click.echo(f"wrote {out} (plots in {images})")
+    plots = images.is_dir() and any(images.glob("*.png"))
+    click.echo(f"wrote {out}" + (f" (plots in {images})" if plots else ""))
 
 
 # -- memstore bench hermes (Hermes provider helper) ----------------------------------

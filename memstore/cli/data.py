@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from memstore.cli.app import (
     list_output,
     open_store,
     resolve_db,
+    shown,
 )
 from memstore.cli.table import ID_WIDTH, plural, print_table
 from memstore.db.compaction import is_pending_at
@@ -76,19 +78,23 @@ def capture(
     if as_json:
         echo_json(data)
         return
-    click.echo(
-        f"stored {plural(len(res.stored), 'message')}, {len(res.duplicates)} already known"
-    )
-    click.echo(derived or next_step(user_id))
+    click.echo(f"stored {plural(len(res.stored), 'message')}, {len(res.duplicates)} already known")
+    click.echo(derived or next_step(user_id, db))
 
 
-def next_step(user_id: str | None, *, embedded: bool = False) -> str:
-    """The line that ends a capture or import without --derive."""
-    who = f" --user {user_id}" if user_id else ""
+def next_step(user_id: str | None, db: Location | None, *, embedded: bool = False) -> str:
+    """The line that ends a capture or import without --derive. The commands
+    it names take the --db this one was given (before or after its name):
+    without it they would open $MEMSTORE_DB or the default store instead."""
+    who = f" --user {shlex.quote(user_id)}" if user_id else ""
+    ctx = click.get_current_context(silent=True)
+    given = db if db is not None else ctx.find_root().params.get("db") if ctx else None
+    where = f" --db {shlex.quote(shown(given))}" if given is not None else ""
+    who += where
     if embedded:
         return f"next: `memstore pipeline run{who}` derives memories (--derive does it now)"
     return (
-        f"next: `memstore pipeline run{who}` derives memories and `memstore reindex` embeds "
+        f"next: `memstore pipeline run{who}` derives memories and `memstore reindex{where}` embeds "
         "the messages (search is keyword-only until then); --derive does both now"
     )
 
@@ -130,7 +136,7 @@ def _print_hits(hits: list[Hit], as_json: bool) -> None:
 @click.option("--limit", type=click.IntRange(1, 20), default=5, show_default=True,
               help="How many results (1-20).")  # fmt: skip
 @click.option("--strategy", type=click.Choice(["keyword", "vector", "hybrid"]), default="hybrid",
-              show_default=True, help="Keyword (BM25), vector, or both fused.")
+              show_default=True, help="Keyword (BM25), vector, or both fused.")  # fmt: skip
 def search_conversations(
     db: Location | None,
     as_json: bool,

@@ -22,7 +22,7 @@ def ui(db: Location | None, port: int, open_browser: bool, read_only: bool) -> N
     """Open the memory inspector for a local store in the browser (loopback only).
 
     Serves the gateway on 127.0.0.1 only (the inspector at /ui, the API
-    beside it) until Ctrl-C. Needs the "ui" extra: pip install "memstore[ui]".
+    beside it) until Ctrl-C. Needs the "ui" extra: pip install "memstore-agent[ui]".
 
     \b
     Example:
@@ -36,7 +36,7 @@ def ui(db: Location | None, port: int, open_browser: bool, read_only: bool) -> N
     except ImportError as exc:
         raise ConfigError(
             f'the inspector needs the "ui" extra ({exc.name} is missing): '
-            'pip install "memstore[ui]"'
+            'pip install "memstore-agent[ui]"'
         ) from exc
     config = GatewayConfig.from_env(host="127.0.0.1", port=port, read_only=read_only or None)
     target = resolve(resolve_db(db))
@@ -65,7 +65,7 @@ def mcp(db: Location | None, user: str | None, read_only: bool) -> None:
     remember, forget, capture; resources: memstore://persona,
     memstore://scenes and memstore://scenes/{name}. Every call acts for the
     one user given by --user (or MEMSTORE_USER). Needs the "mcp" extra:
-    pip install "memstore[mcp]". docs/mcp.md has client configurations.
+    pip install "memstore-agent[mcp]". docs/mcp.md has client configurations.
 
     \b
     Example (what an MCP client runs):
@@ -76,7 +76,7 @@ def mcp(db: Location | None, user: str | None, read_only: bool) -> None:
     except ImportError as exc:
         raise ConfigError(
             f'the MCP server needs the "mcp" extra ({exc.name} is missing): '
-            'pip install "memstore[mcp]"'
+            'pip install "memstore-agent[mcp]"'
         ) from exc
     chosen = user if user is not None else (os.environ.get("MEMSTORE_USER") or "default")
     run_stdio(resolve_db(db), chosen, read_only=read_only)

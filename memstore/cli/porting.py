@@ -179,12 +179,12 @@ def import_(
                     store.reindex(progress=bar.update)
     for p in report.problems:
         click.echo(f"skipped {p}", err=True)
-    counts = ", ".join(f"{n} {what}" for what, n in report.counts.items()) or "nothing"
+    counts = ", ".join(_count(n, what) for what, n in report.counts.items()) or "nothing"
     click.echo(f"imported: {counts}; {len(report.problems)} problem(s)")
     if fmt in ("jsonl", "seed") and report.counts.get("messages stored"):
         from memstore.cli.data import next_step
 
-        click.echo(derived or next_step(user, embedded=not no_embed))
+        click.echo(derived or next_step(user, db, embedded=not no_embed))
     if report.problems:
         # One closing error line, as every other failing command prints.
         click.echo(
@@ -209,8 +209,9 @@ def export(
 ) -> None:
     """Export a user's data (or everyone's) as JSONL events or Markdown.
 
-    The JSONL is the user's part of the event log; `memstore import
-    ` restores it exactly (the format is recognised), into this or another database.
+    The JSONL is the user's part of the event log; `memstore import FILE`
+    restores it exactly (the format is recognised), into this or another
+    database.
 
     \b
     Example:
@@ -239,3 +240,16 @@ def export(
         except OSError as e:
             raise StorageError(f"cannot write {output}: {e.strerror or e}") from None
         click.echo(f"wrote {output}", err=True)
+
+
+# The importers name their counts in the plural ("messages stored"); one of a
+# kind reads "1 message stored".
+_SINGULAR = {"messages": "message", "events": "event", "memories": "memory",
+             "scenes": "scene", "records": "record", "sessions": "session"}  # fmt: skip
+
+
+def _count(n: int, what: str) -> str:
+    head, _, rest = what.partition(" ")
+    if n == 1 and head in _SINGULAR:
+        what = " ".join(filter(None, (_SINGULAR[head], rest)))
+    return f"{n} {what}"

@@ -84,13 +84,13 @@ def _mount_hosts(api: FastAPI, config: GatewayConfig) -> None:
     try:
         from memstore.inspector import mount as mount_ui
     except ImportError as exc:
-        log.info("no inspector at /ui (%s missing): pip install 'memstore[ui]'", exc.name)
+        log.info("no inspector at /ui (%s missing): pip install 'memstore-agent[ui]'", exc.name)
     else:
         mount_ui(api, config.api_key, read_only=config.read_only)
     try:
         from memstore.mcpserver.http import mount as mount_mcp
     except ImportError as exc:
-        log.info("no MCP server at /mcp (%s missing): pip install 'memstore[mcp]'", exc.name)
+        log.info("no MCP server at /mcp (%s missing): pip install 'memstore-agent[mcp]'", exc.name)
     else:
         mount_mcp(
             api,

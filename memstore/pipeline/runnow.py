@@ -7,19 +7,27 @@ claims only the work queued when it began, each item at most once: under a
 steady capture load new work keeps arriving, and a call that took it too
 would last as long as the load (a call ran for minutes). What arrives
 meanwhile is left to the scheduler or the next call.
+
+Work another worker (the background scheduler of the same store, another
+process) holds when a step looks is waited for, bounded, and what it leads to
+(the scenes after an L1 run, the persona after the scenes) runs once more:
+otherwise the call returns while the scenes or the persona it was asked for
+are still being written, and a recall right after it misses them.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy import Connection
 
-from memstore.pipeline import queue
+from memstore.pipeline import owners, queue
 from memstore.pipeline.runner import Deriver, Outcome
 from memstore.pipeline.state import list_sessions, list_users
+from memstore.timeutil import from_iso
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -55,15 +63,28 @@ def queue_due(svc: Running, user_id: str | None) -> set[queue.WorkKey]:
         return _queued(conn, user_id)
 
 
+# How long a call waits for work another worker holds: as long as
+# ``end_session`` waits by default; the work itself is never lost either way.
+WAIT_FOR_OTHERS_S = 30.0
+
+
 def run_pipeline(svc: Running, user_id: str | None) -> list[Outcome]:
     outcomes = svc.drain(user_id=user_id, stages=("l1",), only=queue_due(svc, user_id))
+    outcomes += _scenes_and_persona(svc, user_id)
+    if _wait_for_others(svc, user_id, WAIT_FOR_OTHERS_S):
+        outcomes += _scenes_and_persona(svc, user_id)
+        _wait_for_others(svc, user_id, WAIT_FOR_OTHERS_S)
+    return outcomes
+
+
+def _scenes_and_persona(svc: Running, user_id: str | None) -> list[Outcome]:
     with svc.store.db.write() as conn:
         users = list_users(conn, user_id)
         for us in users:
             if us.l2_has_new_input:
                 queue.enqueue(conn, us.user_id, "l2", now=svc.clock())
         due = _queued(conn, user_id)
-    outcomes += svc.drain(user_id=user_id, stages=("l2",), only=due)
+    outcomes = svc.drain(user_id=user_id, stages=("l2",), only=due)
     # After the scenes: the persona reads them, and L2 may have asked for it.
     for us in users:
         if svc.deriver.persona_due(svc.store, us.user_id):
@@ -73,6 +94,33 @@ def run_pipeline(svc: Running, user_id: str | None) -> list[Outcome]:
         due = _queued(conn, user_id)
     outcomes += svc.drain(user_id=user_id, stages=("l3",), only=due)
     return outcomes
+
+
+def _wait_for_others(svc: Running, user_id: str | None, timeout_s: float) -> bool:
+    """Wait until the items claimed now (by another worker: this call's own
+    claims are done) are no longer claimed, at most ``timeout_s``; True if
+    there were any. Only these items: new work keeps arriving under load."""
+    with svc.store.db.read() as conn:
+        held = {i.id for i in queue.pending(conn, user_id) if _held(i, svc.clock())}
+    if not held:
+        return False
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+        with svc.store.db.read() as conn:
+            if not any(
+                i.id in held and _held(i, svc.clock()) for i in queue.pending(conn, user_id)
+            ):
+                break
+    return True
+
+
+def _held(item: queue.WorkItem, now: datetime) -> bool:
+    """Claimed by a worker that may still finish it: a claim that expired or
+    whose owner is gone is taken over by the next claimer, not waited for."""
+    if item.claimed_by is None or item.claimed_until is None:
+        return False
+    return from_iso(item.claimed_until) >= now and not owners.is_dead(item.claimed_by)
 
 
 def _queued(conn: Connection, user_id: str | None) -> set[queue.WorkKey]:

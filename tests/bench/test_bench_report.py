@@ -40,3 +40,5 @@ def test_report_command_keeps_hand_written_text(tmp_path: Path) -> None:
     text = md.read_text()
     assert "hand-written summary" in text and "stale" not in text
     assert "Not run for this report" in text
+    # Nothing to plot: no empty plot folder, and the command names none.
+    assert not (tmp_path / "img").exists() and "plots in" not in r.output

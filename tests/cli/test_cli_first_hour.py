@@ -19,7 +19,7 @@ def test_import_recognises_a_memstore_export_without_format(cli_env: Path, tmp_p
     copy = tmp_path / "copy.db"
     done = run_cli("import", "-", "--db", str(copy), input=exported.output)
     assert done.exit_code == 0, done.output
-    assert "events restored" in done.output
+    assert "1 event restored" in done.output
     listed = run_cli("search", "conversations", "tea", "--user", "alice", "--db", str(copy))
     assert "green tea" in listed.output
 
@@ -29,7 +29,7 @@ def test_import_of_plain_jsonl_still_reads_messages(cli_env: Path, tmp_path: Pat
     src.write_text('{"user": "bob", "session": "s", "role": "user", "content": "I ski"}\n')
     done = run_cli("import", str(src))
     assert done.exit_code == 0, done.output
-    assert "messages stored" in done.output
+    assert "1 message stored" in done.output
 
 
 def test_users_list_loads_no_engine_and_no_llm_client(cli_env: Path) -> None:
@@ -183,3 +183,46 @@ def test_importing_empty_input_is_an_error(cli_env: Path, tmp_path: Path) -> Non
     r = run_cli("import", "-", input="")
     assert r.exit_code == 1 and "<stdin> is empty" in r.output
     assert not cli_env.exists()  # nothing was created for it
+
+
+def test_hermes_install_says_how_to_check_the_home_it_wrote(
+    cli_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Hermes reads $HERMES_HOME, not --hermes-home: a bare `hermes memory
+    # status` after installing elsewhere reports no provider at all.
+    default = tmp_path / "default-home"
+    monkeypatch.setenv("HERMES_HOME", str(default))
+    other = tmp_path / "work home"
+    out = run_cli("hermes", "install", "--hermes-home", str(other)).output
+    assert f"check it with: HERMES_HOME='{other}' hermes memory status" in out
+    out = run_cli("hermes", "install").output
+    assert "check it with: hermes memory status" in out
+
+
+def test_export_help_names_the_command_that_restores_it() -> None:
+    out = run_cli("export", "--help").output
+    assert "`memstore import FILE` restores it exactly" in " ".join(out.split())
+
+
+def test_the_next_step_names_the_database_it_was_given(cli_env: Path, tmp_path: Path) -> None:
+    # Without it, the command printed would derive in $MEMSTORE_DB's store.
+    other = tmp_path / "other store.db"
+    turn = ("--user", "alice", "--session", "s1", "--user-text", "I like tea")
+    out = run_cli("capture", "--db", str(other), *turn).output
+    assert f"`memstore pipeline run --user alice --db '{other}'`" in out
+    assert f"`memstore reindex --db '{other}'`" in out
+    out = run_cli("--db", str(other), "capture", *turn).output
+    assert f"--db '{other}'" in out
+    out = run_cli("capture", *turn).output
+    assert "`memstore pipeline run --user alice`" in out and "--db" not in out
+    src = tmp_path / "chats.jsonl"
+    src.write_text('{"user": "bob", "session": "s", "role": "user", "content": "I ski"}\n')
+    out = run_cli("import", str(src), "--db", str(other), "--no-embed").output
+    assert f"`memstore pipeline run --db '{other}'`" in out
+
+
+def test_import_counts_one_thing_in_the_singular(cli_env: Path, tmp_path: Path) -> None:
+    src = tmp_path / "chats.jsonl"
+    src.write_text('{"user": "bob", "session": "s", "role": "user", "content": "I ski"}\n')
+    out = run_cli("import", str(src), "--no-embed").output
+    assert "imported: 1 message stored, " in out

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from memstore.pipeline import PipelineService, queue
@@ -204,3 +207,34 @@ def test_on_captured_requires_the_projection_first(
             ],
         )
         svc.on_captured(conn, stored)
+
+
+def test_run_pipeline_waits_for_work_another_worker_holds(
+    env: tuple[Store, PipelineService, FakeDeriver], clock: FakeClock
+) -> None:
+    # A store's own background scheduler, or another process, may hold the
+    # scenes step when run_pipeline looks: returning then would leave the
+    # scenes and persona it was asked for still unwritten.
+    store, svc, der = env
+    capture(store, svc, "u", "s")
+    svc.drain()
+    der.calls.clear()
+    other = "otherhost:1:worker"
+    with store._db.queue_write() as conn:
+        queue.enqueue(conn, "u", "l2", now=clock())
+        held = queue.claim(conn, other, now=clock(), ttl_s=600, user_id="u", stages=("l2",))
+    assert held is not None
+
+    def finish() -> None:
+        time.sleep(0.3)
+        with store._db.queue_write() as conn:
+            queue.complete(conn, held, other)
+
+    worker = threading.Thread(target=finish)
+    started = time.monotonic()
+    worker.start()
+    outs = svc.run_pipeline("u")
+    worker.join()
+    assert time.monotonic() - started >= 0.3
+    assert ("l2", True) in [(o.stage, o.ok) for o in outs]
+    assert ("l2", "u", "") in der.calls
