@@ -243,6 +243,12 @@ class MemstoreProvider(MemoryProvider):  # type: ignore[misc]
             # What the user sent, as Hermes stored it: when concurrent requests
             # share a session, the transcript's last user message can be this
             # one merged with another request's message still in flight.
+            if turn[0]["content"] != said:
+                # Then its stamp is the merged message's, which the other
+                # request may sync too: two identical texts sent at once
+                # would share one id and the second would be dropped.
+                stamp = None
+                turn[0].pop("timestamp", None)
             turn[0]["content"] = said
         if not turn:
             turn = [

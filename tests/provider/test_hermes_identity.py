@@ -344,3 +344,20 @@ def test_the_user_text_is_what_the_user_sent(hermes_home: Path) -> None:
     p.sync_turn("second request", "ok", session_id="merged", messages=merged)
     assert sorted(_texts(p, "merged")) == ["ok", "second request"]
     mm.shutdown_all()
+
+
+def test_identical_texts_sent_at_once_are_two_turns(hermes_home: Path) -> None:
+    """Two api_server requests in one session send the same words at once; each
+    sees both messages merged in its transcript, stamped with the first one's
+    time. The stamp is not this request's, so it must not make them one turn."""
+    merged = [
+        {"role": "user", "content": "Same words.\n\nSame words.", "timestamp": 1767322800.5},
+        {"role": "assistant", "content": "ok"},
+    ]
+    texts: list[str] = []
+    for _ in range(2):  # one provider per request, as the api_server builds them
+        mm, p = manager(hermes_home, "same", platform="api_server", gateway_session_key="k")
+        p.sync_turn("Same words.", "ok", session_id="same", messages=merged)
+        texts = _texts(p, "same")
+        mm.shutdown_all()
+    assert sorted(texts) == ["Same words.", "Same words.", "ok", "ok"]
