@@ -24,7 +24,7 @@ from memstore.derive.messages.events import SessionEnded, l0_stream
 from memstore.errors import MemstoreError
 from memstore.events.log import NewEvent
 from memstore.logtext import debug_detail, loggable
-from memstore.pipeline import queue
+from memstore.pipeline import queue, wakeup
 from memstore.pipeline.runner import Outcome
 from memstore.pipeline.scheduler import idle_job_id
 from memstore.pipeline.state import SessionState, get_session
@@ -162,6 +162,7 @@ def _finish_session(
             if ran and not ran[-1].ok:
                 return  # failed: its retry is scheduled; the report says so
             now = self.clock()
+            seen = wakeup.mark()
             with self.store.db.write() as conn:
                 st = get_session(conn, user_id, session_id)
                 if st is None or st.messages_pending == 0:
@@ -176,7 +177,9 @@ def _finish_session(
                     continue
             if all(i.claimed_by is None and from_iso(i.run_after) > now for i in items):
                 return  # only a retry that is not due yet
-            time.sleep(0.05)  # another worker holds the session: wait for it
+            # Another worker holds the session: wait until it lets go.
+            holders = [i.claimed_by for i in items if i.claimed_by is not None]
+            wakeup.wait(seen, holders, deadline - time.monotonic())
     except MemstoreError as e:
         level = logging.DEBUG if self.stopping else logging.WARNING
         why = loggable(e)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from memstore.pipeline import PipelineService, queue
+from memstore.pipeline import PipelineService, queue, wakeup
 from memstore.pipeline.runner import Outcome
 from memstore.pipeline.scheduler import idle_job_id, l2_job_id
 from memstore.pipeline.state import get_session
@@ -117,8 +117,10 @@ def test_end_session_reports_the_extraction_a_worker_already_did(
 
 
 def test_end_session_waits_for_the_run_a_worker_holds_and_reports_it(
-    new_target: Targets,
+    new_target: Targets, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Woken when the worker lets go, not by polling: a poll would outlast the timeout.
+    monkeypatch.setattr(wakeup, "LOCAL_RECHECK_S", 60.0)
     store = open_store(new_target("m.db"))
     der = FakeDeriver(l1_delay_s=0.5)
     svc = PipelineService(store._derivation, deriver=der)
@@ -288,3 +290,34 @@ def test_run_pipeline_waits_for_work_another_worker_holds(
     assert time.monotonic() - started >= 0.3
     assert ("l2", True) in [(o.stage, o.ok) for o in outs]
     assert ("l2", "u", "") in der.calls
+
+
+def test_run_pipeline_is_woken_when_a_worker_of_this_process_lets_go(
+    new_target: Targets, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store's scheduler holds the session's extraction when run_pipeline
+    # looks: the wait ends when that drain completes the item, not at the next
+    # poll (set here past the bound below; it was every 20 ms for up to 30 s).
+    monkeypatch.setattr(wakeup, "LOCAL_RECHECK_S", 60.0)
+    monkeypatch.setattr(wakeup, "OTHER_PROCESS_POLL_S", 60.0)
+    store = open_store(new_target("m.db"))
+    der = FakeDeriver(l1_delay_s=0.5)
+    svc = PipelineService(store._derivation, deriver=der)
+    worker = threading.Thread(target=svc.drain)  # the scheduler's drain, on its own thread
+    try:
+        capture(store, svc, "u", "s", after_commit=False)  # threshold 1: queued
+        worker.start()
+        deadline = time.monotonic() + 10
+        while not der.calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert der.calls == [("l1", "u", "s")]  # claimed, running
+        started = time.monotonic()
+        outs = svc.run_pipeline("u")
+        waited = time.monotonic() - started
+        worker.join()
+    finally:
+        svc.stop()
+        store.close()
+    assert waited < 10
+    assert [(o.stage, o.ok) for o in outs] == [("l2", True)]  # the scenes after its L1
+    assert der.calls == [("l1", "u", "s"), ("l2", "u", "")]
