@@ -14,24 +14,17 @@ from collections.abc import Sequence
 
 from memstore.config import Settings
 from memstore.db.engine import Database
-from memstore.derive import derive_projections
 from memstore.derive.context import DeriveContext
-from memstore.derive.messages.projection import L0Projection
 from memstore.embeddings import Embedder, make_embedder
 from memstore.event_types import register_all
 from memstore.events.log import StoredEvent
 from memstore.kernel import Kernel
-from memstore.pipeline import PipelineService, PipelineStateProjection
+from memstore.pipeline import PipelineService
 from memstore.projections.base import Projection
-from memstore.projections.stats import StatsProjection
 from memstore.search import SearchEngine
+from memstore.store_projections import default_projections
 from memstore.timeutil import Clock
 from memstore.vectors.indexer import BackgroundIndexer, Indexer
-
-
-def default_projections() -> list[Projection]:
-    """Every projection a store keeps, in the order they are registered."""
-    return [StatsProjection(), L0Projection(), *derive_projections(), PipelineStateProjection()]
 
 
 class Parts:

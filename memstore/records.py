@@ -269,10 +269,15 @@ class MemoryChange(TypedDict):
 
 
 class StageRun(TypedDict):
+    """One derivation run in an ``EndSessionReport``; ``by``: whether the
+    call ran it or found it done by another worker (the store's scheduler,
+    another process)."""
+
     stage: str
     ok: bool
     run_id: str
     error: str | None
+    by: Literal["end_session", "worker"]
 
 
 class EndSessionReport(TypedDict):

@@ -360,6 +360,10 @@ class Store(Searching, Views, Forgetting):
 
         Bounded by ``timeout_s``; the returned report says what ran and whether
         the timeout cut it short (pending work then stays queued, never lost).
+        Its ``ran`` lists this call's runs (``by: "end_session"``) and the
+        extraction another worker did (``by: "worker"``: the store's scheduler,
+        another process): the run it held while this call waited, or the one
+        that had already extracted the session since it was last ended.
         """
         return self._pipeline_service().end_session(
             v.check_id("user_id", user_id),

@@ -1,9 +1,9 @@
 """The Store's search, recall and embedding methods (``Store`` inherits them).
 
 Keyword, vector and hybrid search over a user's messages (L0) and memories
-(L1), ``recall`` (what a host injects before a turn) and its parts and
-preview, and the vector indexer's state. The user comes first, as in every
-per-user method (``memstore.user_first``).
+(L1; those two in ``memstore.user_search``), ``recall`` (what a host injects
+before a turn) and its parts and preview, and the vector indexer's state.
+The user comes first, as in every per-user method (``memstore.user_first``).
 """
 
 from __future__ import annotations
@@ -15,21 +15,21 @@ from memstore import validate as v
 from memstore.config import Settings
 from memstore.db.engine import Database
 from memstore.derive.context import DeriveContext
-from memstore.derive.queries import forgotten_sources
 from memstore.embeddings import Embedder
 from memstore.recall.compose import STABLE_SHARE, Recall
 from memstore.recall.compose import stable_part as stable_part_of
 from memstore.recall.nulls import warm_up
 from memstore.recall.preview import RecallPreview
 from memstore.recall.preview import preview as recall_preview_of
-from memstore.records import EmbeddingStatus, MemoryType, SearchStrategy
-from memstore.search import Hit, SearchEngine
+from memstore.records import EmbeddingStatus
+from memstore.search import SearchEngine
 from memstore.user_first import user_id_first
+from memstore.user_search import UserSearch
 from memstore.vectors.indexer import Indexer
 from memstore.vectors.status import embedding_status
 
 
-class Searching:
+class Searching(UserSearch):
     _db: Database
     _derivation: DeriveContext
     _embedder: Embedder | None
@@ -39,67 +39,6 @@ class Searching:
 
     def _check_open(self) -> None:
         raise NotImplementedError  # Store's
-
-    @user_id_first
-    def search_conversations(
-        self,
-        user_id: str,
-        query: str,
-        *,
-        session_id: str | None = None,
-        limit: int = 5,
-        strategy: SearchStrategy = "hybrid",
-        speaker: str | None = None,
-    ) -> list[Hit]:
-        """Search a user's captured messages (L0); ``speaker``: only the
-        messages of that participant (their ``name``, case-insensitive).
-        Messages a memory forgotten on request came from are left out
-        (docs/forgetting.md)."""
-        self._check_open()
-        session_id = v.opt_id("session_id", session_id)
-        asked = v.search_limit(limit)  # lenient: text from a tool call is clamped
-        with self._db.read() as conn:
-            hidden = forgotten_sources(conn, v.check_id("user_id", user_id))
-        hits = self._search_engine.search(
-            "l0",
-            query,
-            user_id=user_id,
-            session_id=session_id,
-            limit=asked + len(hidden) if hidden and isinstance(asked, int) else asked,
-            strategy=strategy,
-            speaker=v.opt_name("speaker", speaker),
-        )
-        if not hidden:
-            return hits
-        kept = [h for h in hits if h.ref not in hidden]
-        return kept[:asked] if isinstance(asked, int) else kept
-
-    @user_id_first
-    def search_memories(
-        self,
-        user_id: str,
-        query: str,
-        *,
-        type: MemoryType | None = None,
-        scene: str | None = None,
-        limit: int = 5,
-        strategy: SearchStrategy = "hybrid",
-    ) -> list[Hit]:
-        """Search a user's active L1 memories (optionally one type or scene)."""
-        self._check_open()
-        user_id = v.check_id("user_id", user_id)
-        scene = v.opt_text("scene", scene)
-        clamped = v.search_limit(limit)  # lenient: text from a tool call is clamped
-        checked = v.opt_choice("type", type, v.MEMORY_TYPES)  # the Literal is not enforced
-        return self._search_engine.search(
-            "l1",
-            query,
-            user_id=user_id,
-            type=checked,
-            scene=scene,
-            limit=clamped,
-            strategy=strategy,
-        )
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Embed everything not yet embedded with the configured model, now."""

@@ -20,6 +20,7 @@ from memstore.errors import MemstoreError, NotFoundError
 
 if TYPE_CHECKING:
     from memstore.db.engine import Database
+    from memstore.search_reader import SearchReader
     from memstore.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -296,6 +297,22 @@ def read_database(db: Location | None) -> Iterator[Database]:
         yield database
     finally:
         database.close()
+
+
+@contextmanager
+def searching(db: Location | None) -> Iterator[SearchReader | Store]:
+    """What ``memstore search`` searches: the database itself while it is
+    current, without the migration code, the pipeline or its scheduler
+    (``memstore.search_reader``); else a whole ``Store``, which brings it
+    current first. The hits are the same either way."""
+    from memstore.search_reader import open_reader
+
+    with read_database(db) as database, open_reader(database, Settings.load()) as reader:
+        if reader is not None:
+            yield reader
+            return
+    with open_store(db, must_exist=True) as store:
+        yield store
 
 
 def echo_json(data: Any) -> None:

@@ -27,14 +27,34 @@ def _counts(value: str) -> list[int]:
     "--model", type=click.Choice(["fake", "rules"]), default="fake", show_default=True,
     help="fake: scripted model with --latency-ms per call (source checkout); rules: no model.",
 )  # fmt: skip
-@click.option("--latency-ms", type=click.FloatRange(0, 10_000), default=100.0, show_default=True,
-              help="Delay the fake LLM adds to every answer.")
-@click.option("--users", type=click.IntRange(1, 1000), default=4, show_default=True,
-              help="Users whose sessions are derived.")
-@click.option("--sessions", type=click.IntRange(1, 1000), default=6, show_default=True,
-              help="Sessions per user.")
-@click.option("--rounds", type=click.IntRange(1, 1000), default=4, show_default=True,
-              help="User rounds per session.")
+@click.option(
+    "--latency-ms",
+    type=click.FloatRange(0, 10_000),
+    default=100.0,
+    show_default=True,
+    help="Delay the fake LLM adds to every answer.",
+)
+@click.option(
+    "--users",
+    type=click.IntRange(1, 1000),
+    default=4,
+    show_default=True,
+    help="Users whose sessions are derived.",
+)
+@click.option(
+    "--sessions",
+    type=click.IntRange(1, 1000),
+    default=6,
+    show_default=True,
+    help="Sessions per user.",
+)
+@click.option(
+    "--rounds",
+    type=click.IntRange(1, 1000),
+    default=4,
+    show_default=True,
+    help="User rounds per session.",
+)
 @json_opt
 @workdir_opt
 def bench_derive_workers(

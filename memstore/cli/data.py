@@ -18,6 +18,7 @@ from memstore.cli.app import (
     list_output,
     open_store,
     resolve_db,
+    searching,
     shown,
 )
 from memstore.cli.table import ID_WIDTH, plural, print_table
@@ -152,7 +153,7 @@ def search_conversations(
     Example:
       memstore search conversations "咖啡" --user alice --strategy keyword --json
     """
-    with open_store(db, must_exist=True) as store:
+    with searching(db) as store:
         hits = store.search_conversations(
             user_id, query, session_id=session_id, limit=limit, strategy=strategy
         )
@@ -189,7 +190,7 @@ def search_memories(
     Example:
       memstore search memories "diet" --user alice --type persona
     """
-    with open_store(db, must_exist=True) as store:
+    with searching(db) as store:
         hits = store.search_memories(user_id, query, type=type_, scene=scene, limit=limit)
     _print_hits(hits, as_json)
 

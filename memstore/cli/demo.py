@@ -95,13 +95,9 @@ def run_demo(path: Location, echo: bool = True) -> dict[str, Any]:
         if echo:
             _section(f"L1: {plural(len(memories), 'atomic memory', 'atomic memories')}")
             for m in memories:
-                click.echo(
-                    f"- [{m.type}, p{m.priority}, {m.scene_name or '-'}] {m.content}"
-                )
+                click.echo(f"- [{m.type}, p{m.priority}, {m.scene_name or '-'}] {m.content}")
             retired = [
-                m
-                for m in store.list_memories(USER, include_retired=True)
-                if m.status != "active"
+                m for m in store.list_memories(USER, include_retired=True) if m.status != "active"
             ]
             for m in retired:
                 click.echo(f"  (superseded: {m.content})")

@@ -13,10 +13,8 @@ checkpoint, so the next ``Store.open`` rebuilds them from the log.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import io
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Protocol
 
 from alembic import command
@@ -26,6 +24,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Table, text
 
 from memstore.db.engine import Database
+from memstore.db.revision import migrations_dir
 from memstore.errors import MigrationError
 
 
@@ -37,21 +36,6 @@ class TableOwner(Protocol):
 
     @property
     def tables(self) -> Sequence[Table]: ...
-
-
-def migrations_dir() -> Path:
-    # Located, not imported: the migrations import the schema from here, and
-    # their folder is all this needs.
-    spec = importlib.util.find_spec("memstore._migrations")
-    if spec is not None and spec.origin is not None:
-        return Path(spec.origin).parent
-    here = Path(__file__).resolve().parents[2] / "migrations"
-    if (here / "env.py").is_file():
-        return here
-    raise MigrationError(
-        "memstore's migrations are missing from this installation "
-        "(expected package memstore._migrations)"
-    )
 
 
 def _config() -> Config:

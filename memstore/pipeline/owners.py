@@ -65,4 +65,10 @@ def is_dead(owner: str) -> bool:
         return prefix not in _live
 
 
-__all__ = ["HOST", "is_dead", "new_instance", "retire"]
+def is_local(owner: str) -> bool:
+    """True when ``owner`` is a worker of this very process."""
+    parts = owner.split(":")
+    return len(parts) >= 3 and parts[0] == HOST and parts[1] == str(os.getpid())
+
+
+__all__ = ["HOST", "is_dead", "is_local", "new_instance", "retire"]

@@ -388,9 +388,7 @@ def acquire_lock(conn: Connection, key: str, owner: str, *, now: datetime, ttl_s
         and not owners.is_dead(row.owner)
     ):
         return False
-    stmt = upsert(pipeline_locks).values(
-        key=key, owner=owner, expires_at=until, acquired_at=now_s
-    )
+    stmt = upsert(pipeline_locks).values(key=key, owner=owner, expires_at=until, acquired_at=now_s)
     taken = conn.execute(
         stmt.on_conflict_do_update(
             index_elements=[lk.key],

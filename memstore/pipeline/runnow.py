@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy import Connection
 
-from memstore.pipeline import owners, queue
+from memstore.pipeline import owners, queue, wakeup
 from memstore.pipeline.runner import Deriver, Outcome
 from memstore.pipeline.state import list_sessions, list_users
 from memstore.timeutil import from_iso
@@ -99,19 +99,23 @@ def _scenes_and_persona(svc: Running, user_id: str | None) -> list[Outcome]:
 def _wait_for_others(svc: Running, user_id: str | None, timeout_s: float) -> bool:
     """Wait until the items claimed now (by another worker: this call's own
     claims are done) are no longer claimed, at most ``timeout_s``; True if
-    there were any. Only these items: new work keeps arriving under load."""
+    there were any. Only these items: new work keeps arriving under load.
+    A worker of this process wakes the wait when it lets go of an item
+    (``wakeup``); one in another process is polled for."""
+    seen = wakeup.mark()
     with svc.store.db.read() as conn:
-        held = {i.id for i in queue.pending(conn, user_id) if _held(i, svc.clock())}
+        held = [i for i in queue.pending(conn, user_id) if _held(i, svc.clock())]
     if not held:
         return False
+    ids = {i.id for i in held}
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        time.sleep(0.02)
+    while held and (left := deadline - time.monotonic()) > 0:
+        wakeup.wait(seen, [i.claimed_by for i in held], left)
+        seen = wakeup.mark()
         with svc.store.db.read() as conn:
-            if not any(
-                i.id in held and _held(i, svc.clock()) for i in queue.pending(conn, user_id)
-            ):
-                break
+            held = [
+                i for i in queue.pending(conn, user_id) if i.id in ids and _held(i, svc.clock())
+            ]
     return True
 
 

@@ -53,7 +53,7 @@ from memstore.derive.messages.events import MessagesCaptured
 from memstore.errors import MemstoreError, PipelineError
 from memstore.events.log import StoredEvent
 from memstore.logtext import loggable
-from memstore.pipeline import endsession, owners, queue, runnow, scheduler
+from memstore.pipeline import endsession, owners, queue, runnow, scheduler, wakeup
 from memstore.pipeline.lease import LeaseKeeper
 from memstore.pipeline.reconcile import arm_sessions, idle_due, reconcile
 from memstore.pipeline.runner import Deriver, ModuleDeriver, Outcome, Runner
@@ -200,6 +200,7 @@ class PipelineService:
             t.join(_left(deadline))
         self.timers.shutdown(wait=True)
         owners.retire(self.owner)
+        wakeup.released()  # what this service still holds is no longer waited for
 
     @property
     def is_scheduler(self) -> bool:
@@ -492,6 +493,7 @@ class PipelineService:
             if st is None or st.messages_pending == 0:  # another run covered it
                 with self.store.db.write() as conn:
                     queue.complete(conn, item, owner)
+                wakeup.released()
                 return None
         out = self.runner.run(
             item.stage,
@@ -505,6 +507,7 @@ class PipelineService:
             # Cut short by close(): not the work's fault, so no attempt counts.
             with self.store.db.write() as conn:
                 queue.release(conn, item, owner)
+            wakeup.released()
             log.debug("%s of %s/%s cut short by close", item.stage, item.user_id, item.session_id)
             return out
         retry_at = None
@@ -530,6 +533,7 @@ class PipelineService:
                     now=self.clock(),
                     delay_s=delay,
                 )
+        wakeup.released()  # committed: whoever waits for the item looks again now
         if out.ok:
             if hastened:
                 self.arm_drain(self.clock())

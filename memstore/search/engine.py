@@ -21,7 +21,6 @@ from memstore.config import Settings
 from memstore.db import backend
 from memstore.db.engine import Database
 from memstore.db.sqlfn import driver_rows, driver_sql
-from memstore.derive.messages.capture import check_id
 from memstore.embeddings import Embedder, from_blob
 from memstore.errors import InvalidInputError, MemstoreError
 from memstore.search import keyword, rescore
@@ -30,6 +29,7 @@ from memstore.search.hits import L1_COLS, Hit, Rows, materialise, read_rows
 from memstore.search.postings import HotPostings
 from memstore.search.query_vectors import QueryVectors
 from memstore.text import is_low_information
+from memstore.validate import check_id
 from memstore.vectors import spaces
 from memstore.vectors.hot import HotPartitions, exact_distances
 

@@ -55,3 +55,25 @@ def test_memories_list_checks_its_arguments_and_creates_nothing(
     run_cli("capture", "--user", "alice", "--session", "s1", "--user-text", "I like green tea")
     bad = run_cli("memories", "list", "--user", "al\x00ice")
     assert bad.exit_code != 0 and "user_id" in bad.output
+
+
+def test_search_of_a_current_store_loads_no_migration_code_or_scheduler(cli_env: Path) -> None:
+    # The search itself needs numpy (BM25) and an embedder; not the store's
+    # upgrade path (alembic), its pipeline and scheduler, or an LLM client.
+    run_cli("capture", "--user", "alice", "--session", "s1", "--user-text", "I like green tea")
+    assert run_cli("pipeline", "run", "--user", "alice").exit_code == 0
+    heavy = ("alembic", "apscheduler", "memstore.store", "memstore.pipeline.service", "openai")
+    for kind in ("conversations", "memories"):
+        code = (
+            "import sys\n"
+            "from memstore.cli import main\n"
+            f"try:\n    main(['search', {kind!r}, 'tea', '--user', 'alice', "
+            f"'--db', {str(cli_env)!r}])\n"
+            "except SystemExit:\n    pass\n"
+            f"print('HEAVY', [m for m in {heavy!r} if m in sys.modules])\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+        )
+        assert "green tea" in out.stdout, out.stdout + out.stderr
+        assert "HEAVY []" in out.stdout, out.stdout + out.stderr

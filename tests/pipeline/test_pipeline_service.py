@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from memstore.pipeline import PipelineService, queue
+from memstore.pipeline import PipelineService, queue, wakeup
+from memstore.pipeline.runner import Outcome
 from memstore.pipeline.scheduler import idle_job_id, l2_job_id
 from memstore.pipeline.state import get_session
 from memstore.store import Store
@@ -71,7 +72,8 @@ def test_end_session_extracts_cancels_timer_and_records_end(
     assert svc.timers.get(idle_job_id("u", "s")) is not None
     report = svc.end_session("u", "s", timeout_s=30)
     assert report["pending_before"] == 2 and report["pending_after"] == 0
-    assert report["timed_out"] is False and [r["ok"] for r in report["ran"]] == [True]
+    assert report["timed_out"] is False
+    assert [(r["ok"], r["by"]) for r in report["ran"]] == [(True, "end_session")]
     assert svc.timers.get(idle_job_id("u", "s")) is None
     assert store.read_events(types=["l0.session_ended"])[0].user_id == "u"
     status = svc.status("u")[0]["sessions"][0]
@@ -93,6 +95,56 @@ def test_end_session_reports_a_timeout(new_target: Targets) -> None:
         svc.stop()  # waits for the extraction still running
         store.close()
     assert der.calls == [("l1", "u", "s")]
+
+
+def test_end_session_reports_the_extraction_a_worker_already_did(
+    env: tuple[Store, PipelineService, FakeDeriver],
+) -> None:
+    # The store's scheduler extracts a session once it reaches its threshold;
+    # ending it afterwards must not report that nothing was done.
+    store, svc, _der = env
+    capture(store, svc, "u", "s")  # threshold 1: queued
+    [done] = svc.drain()  # what the scheduler's drain timer does
+    report = svc.end_session("u", "s")
+    assert report["pending_before"] == 0 and report["pending_after"] == 0
+    assert report["ran"] == [
+        {"stage": "l1", "ok": True, "run_id": done.run_id, "error": None, "by": "worker"}
+    ]
+    assert svc.end_session("u", "s")["ran"] == []  # reported once, when it was ended
+    capture(store, svc, "u", "s", rounds=2)  # new talk reopens it (threshold now 2)
+    [again] = svc.drain()
+    assert [r["run_id"] for r in svc.end_session("u", "s")["ran"]] == [again.run_id]
+
+
+def test_end_session_waits_for_the_run_a_worker_holds_and_reports_it(
+    new_target: Targets, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Woken when the worker lets go, not by polling: a poll would outlast the timeout.
+    monkeypatch.setattr(wakeup, "LOCAL_RECHECK_S", 60.0)
+    store = open_store(new_target("m.db"))
+    der = FakeDeriver(l1_delay_s=0.5)
+    svc = PipelineService(store._derivation, deriver=der)
+    drained: list[list[Outcome]] = []
+    worker = threading.Thread(target=lambda: drained.append(svc.drain()))
+    try:
+        capture(store, svc, "u", "s", after_commit=False)  # threshold 1: queued
+        worker.start()  # the scheduler's drain, on its own thread
+        deadline = time.monotonic() + 10
+        while not der.calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert der.calls == [("l1", "u", "s")]  # claimed, running
+        report = svc.end_session("u", "s", timeout_s=30)
+        worker.join()
+    finally:
+        svc.stop()
+        store.close()
+    assert report["pending_before"] == 2 and report["pending_after"] == 0
+    assert report["timed_out"] is False
+    [[done]] = drained
+    assert [(r["run_id"], r["ok"], r["by"]) for r in report["ran"]] == [
+        (done.run_id, True, "worker")
+    ]
+    assert der.calls == [("l1", "u", "s")]  # extracted once
 
 
 def test_end_session_with_nothing_pending(env: tuple[Store, PipelineService, FakeDeriver]) -> None:
@@ -238,3 +290,34 @@ def test_run_pipeline_waits_for_work_another_worker_holds(
     assert time.monotonic() - started >= 0.3
     assert ("l2", True) in [(o.stage, o.ok) for o in outs]
     assert ("l2", "u", "") in der.calls
+
+
+def test_run_pipeline_is_woken_when_a_worker_of_this_process_lets_go(
+    new_target: Targets, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store's scheduler holds the session's extraction when run_pipeline
+    # looks: the wait ends when that drain completes the item, not at the next
+    # poll (set here past the bound below; it was every 20 ms for up to 30 s).
+    monkeypatch.setattr(wakeup, "LOCAL_RECHECK_S", 60.0)
+    monkeypatch.setattr(wakeup, "OTHER_PROCESS_POLL_S", 60.0)
+    store = open_store(new_target("m.db"))
+    der = FakeDeriver(l1_delay_s=0.5)
+    svc = PipelineService(store._derivation, deriver=der)
+    worker = threading.Thread(target=svc.drain)  # the scheduler's drain, on its own thread
+    try:
+        capture(store, svc, "u", "s", after_commit=False)  # threshold 1: queued
+        worker.start()
+        deadline = time.monotonic() + 10
+        while not der.calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert der.calls == [("l1", "u", "s")]  # claimed, running
+        started = time.monotonic()
+        outs = svc.run_pipeline("u")
+        waited = time.monotonic() - started
+        worker.join()
+    finally:
+        svc.stop()
+        store.close()
+    assert waited < 10
+    assert [(o.stage, o.ok) for o in outs] == [("l2", True)]  # the scenes after its L1
+    assert der.calls == [("l1", "u", "s"), ("l2", "u", "")]
