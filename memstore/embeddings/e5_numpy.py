@@ -31,8 +31,12 @@ are only read and each call allocates its own buffers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import ctypes
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +47,46 @@ from memstore.embeddings.e5_tokenize import Tokenizer
 _PASS_TOKENS = 4096  # tokens per forward pass: big products, ~40 MB of activations
 _ATTN_SCORES = 1 << 22  # attention scores per bucket (16 MB of float32)
 _PAD_SLACK = 1.25  # a bucket grows while padding stays under this fraction
+
+
+def _find_local_threads() -> Callable[[int], int] | None:
+    """OpenBLAS's ``openblas_set_num_threads_local`` (0.3.27+), from numpy's own copy.
+
+    Attention is hundreds of small products per layer. OpenBLAS hands each one
+    to its worker threads; when the cores are busy with anything else, each
+    hand-off waits for a time slice: measured on the 2-core machine at load
+    average ~16, the query-key products of four 276-token windows took
+    0.7-1.6 s on two threads against 24-37 ms on one. The big products
+    (thousands of rows) are not hurt (about equal under that load, faster
+    on two threads when the machine is quiet), so only attention runs on one
+    thread, set for the calling thread only. Without that function (another
+    BLAS, an older OpenBLAS) nothing changes.
+    """
+    here = Path(np.__file__).resolve().parent
+    for folder in (here.parent / "numpy.libs", here / ".dylibs"):
+        for lib in sorted(folder.glob("*openblas*")) if folder.is_dir() else ():
+            try:
+                fn = ctypes.CDLL(os.fspath(lib)).openblas_set_num_threads_local
+            except (OSError, AttributeError):
+                continue
+            fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+            return fn
+    return None
+
+
+_LOCAL_THREADS = _find_local_threads()
+
+
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    if _LOCAL_THREADS is None:
+        yield
+        return
+    before = _LOCAL_THREADS(1)
+    try:
+        yield
+    finally:
+        _LOCAL_THREADS(before)
 
 
 @dataclass(frozen=True)
@@ -146,7 +190,8 @@ class NumpyE5:
         for layer in w.layers:
             qkv: F32Array = x @ layer.qkv_w
             qkv += layer.qkv_b
-            ctx = self._attention(qkv, starts, lengths, buckets)
+            with _one_blas_thread():
+                ctx = self._attention(qkv, starts, lengths, buckets)
             attn: F32Array = ctx @ layer.out_w
             attn += layer.out_b
             attn += x
