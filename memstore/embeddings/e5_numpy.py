@@ -47,6 +47,7 @@ from memstore.embeddings.e5_tokenize import Tokenizer
 _PASS_TOKENS = 4096  # tokens per forward pass: big products, ~40 MB of activations
 _ATTN_SCORES = 1 << 22  # attention scores per bucket (16 MB of float32)
 _PAD_SLACK = 1.25  # a bucket grows while padding stays under this fraction
+_SMALL_PASS = 128  # tokens below which a pass runs on one BLAS thread
 
 
 def _find_local_threads() -> Callable[[int], int] | None:
@@ -153,7 +154,14 @@ class NumpyE5:
                 used += len(windows[end].ids)
                 end += 1
             batch = windows[start:end]
-            pooled = self._forward(batch)
+            if used < _SMALL_PASS:
+                # A query or a few short texts: every product is small, and
+                # thread hand-offs would cost more than they save (see
+                # _find_local_threads).
+                with _one_blas_thread():
+                    pooled = self._forward(batch)
+            else:
+                pooled = self._forward(batch)
             rows = np.array([w.text for w in batch], dtype=np.int64)
             weights = np.array([w.weight for w in batch], dtype=np.float32)
             np.add.at(out, rows, pooled * weights[:, None])
