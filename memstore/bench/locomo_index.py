@@ -82,8 +82,21 @@ class ConvIndex:
     rowid_to_idx: dict[int, int]
 
 
-def locomo_settings(embedder: str) -> Settings:
-    return Settings().replace(embedder=embedder, background_indexer=False, scheduler=False)
+def locomo_settings(embedder: str, vector_element: str | None = None) -> Settings:
+    """The benches' settings; ``vector_element``: how new vector spaces store
+    their vectors (None: the default)."""
+    settings = Settings().replace(embedder=embedder, background_indexer=False, scheduler=False)
+    return settings.replace(vector_element=vector_element) if vector_element else settings
+
+
+def match_element(store: Store, vector_element: str | None) -> None:
+    """A store's vector spaces stored as ``vector_element`` (a cached store
+    built with the other one is converted in place, nothing embedded again)."""
+    if vector_element:
+        from memstore.vectors import spaces
+
+        with store.internals.db.write() as conn:
+            spaces.convert(conn, vector_element)
 
 
 def ingest(conv: Conversation, store: Store) -> None:
