@@ -16,6 +16,7 @@ from memstore.db.engine import SqliteDatabase
 from memstore.errors import ConfigError
 from memstore.store import Store, default_projections
 from memstore.vectors import spaces
+from tests.porting_support import run_cli
 from tests.vectors.test_vectors_hot import TEXTS as HOT_TEXTS
 
 pytestmark = pytest.mark.both_backends
@@ -273,5 +274,25 @@ def test_downgrade_turns_int8_spaces_back_into_float32(db_path: Path, settings: 
         db.close()
     with Store.open(db_path, settings=settings) as s:
         assert {sp.element for sp in _spaces(s)} == {"float32"}
+        for q in QUERIES:
+            assert [r for r, _ in _ranked(s, q)[:5]] == before[q]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)  # int8 is SQLite's
+def test_reindex_converts_an_existing_store(
+    target: str, settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with Store.open(target, settings=settings.replace(vector_element="float32")) as s:
+        _fill(s)
+        before = {q: [r for r, _ in _ranked(s, q)[:5]] for q in QUERIES}
+    monkeypatch.setenv("MEMSTORE_DB", target)
+    monkeypatch.setenv("MEMSTORE_EMBEDDER", "hashing")
+    monkeypatch.setenv("MEMSTORE_CONFIG", str(tmp_path / "none.toml"))
+    r = run_cli("reindex", "--vector-element", "int8")
+    assert r.exit_code == 0, r.stderr
+    assert f"{len(TEXTS) * 4} vector(s) now stored as int8" in r.stdout
+    assert "already" in run_cli("reindex", "--vector-element", "int8").stdout
+    with Store.open(target, settings=settings) as s:
+        assert {sp.element for sp in _spaces(s)} == {"int8"}
         for q in QUERIES:
             assert [r for r, _ in _ranked(s, q)[:5]] == before[q]
