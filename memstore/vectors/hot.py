@@ -17,7 +17,10 @@ layout, by id).
 vec0 remains the one stored copy. A partition is loaded from vec0's own chunk
 tables (one sequential read, not a row-by-row scan; on PostgreSQL one indexed
 read of the pgvector table, memstore.db.backend.pgvector) and kept consistent by
-what the write path records in ``vector_spaces``:
+what the write path records in ``vector_spaces``. Copies are float32 whatever
+the space stores: an int8 space's rows are held scaled to unit length
+(memstore.db.elements), the very rows the engine re-scores vec0's answers
+with, so both paths give the same scores.
 
 - ``epoch`` changes when a space is emptied (erasure, a model change): every
   copy of that space is dropped, so an erased user's vectors leave memory at
