@@ -233,13 +233,7 @@ def reindex(db: Location | None, vector_element: str | None) -> None:
 
 
 def _convert(store: Store, element: str) -> None:
-    from memstore.vectors import spaces
-
-    indexer = store.internals.indexer
-    assert indexer is not None  # an embedder is configured
-    # The indexer's lock: no batch writes into a table being replaced.
-    with indexer.lock, store.internals.db.write() as conn:
-        done = spaces.convert(conn, element)
+    done = store.convert_vectors(element)
     for name, n in done:
         click.echo(f"{name}: {n} vector(s) now stored as {element}")
     if not done:
