@@ -46,7 +46,11 @@ class Parts:
         self.indexer: Indexer | None = None
         if self.embedder is not None:
             indexer = Indexer(
-                db, self.embedder, clock, context_vectors=settings.embedding.context_vectors
+                db,
+                self.embedder,
+                clock,
+                context_vectors=settings.embedding.context_vectors,
+                vector_element=settings.embedding.vector_element,
             )
             self.indexer = indexer
             # Rebuild and erasure rewrite the vector tables: no indexing meanwhile.

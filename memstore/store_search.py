@@ -50,6 +50,19 @@ class Searching(UserSearch):
         warm_up(self._derivation)  # recall's fixed vectors, so no later recall waits for them
         return done
 
+    def convert_vectors(self, element: str) -> list[tuple[str, int]]:
+        """Store every vector space's vectors as ``element`` ("int8" or
+        "float32"; SQLite only), nothing embedded again; returns (space,
+        vectors rewritten) per space changed (memstore.vectors.spaces.convert)."""
+        self._check_open()
+        from memstore.vectors import spaces
+
+        if self._indexer is None:
+            return []
+        # The indexer's lock: no batch writes into a table being replaced.
+        with self._indexer.lock, self._db.write() as conn:
+            return spaces.convert(conn, element)
+
     def embedding_status(self) -> EmbeddingStatus:
         """Embedder, model and how many messages and memories still wait for a vector."""
         return embedding_status(self._db, self._embedder, self._indexer)

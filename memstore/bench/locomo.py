@@ -36,6 +36,7 @@ from memstore.bench.locomo_index import (
     Scores,
     ingest,
     locomo_settings,
+    match_element,
     read_index,
     scored_questions,
     tokenize,
@@ -59,8 +60,13 @@ def run_locomo(
     workdir: Path | None = None,
     log: Callable[[str], None] = lambda _: None,
     progress: bool = True,
+    vector_element: str | None = None,
 ) -> dict[str, Any]:
     """Ingest, embed, search and score; returns a JSON-ready dict.
+
+    ``vector_element``: how the stores keep their vectors; "both": float32,
+    then each store converted to int8 and its vector and hybrid searches run
+    again ("vector int8", "hybrid int8": the same vectors, quantised).
 
     ``chatlike`` runs on :func:`~memstore.bench.locomo_chatlike.make_chatlike`
     of the data (filler replies inserted, never evidence) and also counts the
@@ -72,9 +78,12 @@ def run_locomo(
     if chatlike:
         convs = make_chatlike(convs)
     ev = summarize_evidence(convs)
-    systems: dict[str, Scores] = {s: Scores() for s in (*strategies, "bm25", "dense")}
+    both = vector_element == "both"
+    again = [s for s in strategies if s != "keyword"] if both else []
+    names = (*strategies, *(f"{s} int8" for s in again), "bm25", "dense")
+    systems: dict[str, Scores] = {s: Scores() for s in names}
     filler_top3: dict[str, list[bool]] = {s: [] for s in systems}
-    latency: dict[str, list[float]] = {s: [] for s in strategies}
+    latency: dict[str, list[float]] = {s: [] for s in names[: len(strategies) + len(again)]}
     ingest_s = embed_s = 0.0
     turns_total = questions_total = skipped_evidence = 0
     indexes: list[ConvIndex] = []
@@ -90,7 +99,8 @@ def run_locomo(
         try:
             for conv in convs:
                 store = Store.open(
-                    Path(tmp) / f"{conv.sample_id}.db", settings=locomo_settings(embedder)
+                    Path(tmp) / f"{conv.sample_id}.db",
+                    settings=locomo_settings(embedder, "float32" if both else vector_element),
                 )
                 assert store.internals.embedder is not None, "the LoCoMo bench needs an embedder"
                 emb = store.internals.embedder
@@ -119,17 +129,8 @@ def run_locomo(
                     tqdm(qs, desc=f"search {conv.sample_id}", disable=not progress, leave=False)
                 ):
                     for s in strategies:
-                        # Time the query embedding too.
-                        store.internals.search_engine.queries.cache.clear()
-                        t0 = time.perf_counter()
-                        hits = store.search_conversations(
-                            conv.sample_id,
-                            q.question,
-                            limit=20,
-                            strategy=cast(SearchStrategy, s),
-                        )
-                        latency[s].append((time.perf_counter() - t0) * 1000)
-                        refs = [h.ref for h in hits]
+                        refs, ms = _timed_search(store, conv.sample_id, q.question, s)
+                        latency[s].append(ms)
                         systems[s].add(q.category, refs, q.evidence)
                         filler_top3[s].append(any(map(is_filler_id, refs[:3])))
                     bm = np.asarray(bm25.get_scores(tokenize(q.question)), dtype=np.float64)
@@ -141,6 +142,13 @@ def run_locomo(
                     refs = top_ids(idx.vecs @ qv, idx.ids)
                     systems["dense"].add(q.category, refs, q.evidence)
                     filler_top3["dense"].append(any(map(is_filler_id, refs[:3])))
+                if again:
+                    match_element(store, "int8")
+                    for q in qs:
+                        for s in again:
+                            refs, ms = _timed_search(store, conv.sample_id, q.question, s)
+                            latency[f"{s} int8"].append(ms)
+                            systems[f"{s} int8"].add(q.category, refs, q.evidence)
                 if layer_acc is not None:
                     from memstore.bench.layers import run_layers_conversation
 
@@ -179,6 +187,17 @@ def run_locomo(
         **extra,
         **({"layers": layer_acc.summary()} if layer_acc is not None else {}),
     }
+
+
+def _timed_search(store: Store, user: str, question: str, strategy: str) -> tuple[list[str], float]:
+    """The refs of a search's top 20 and its time in ms (the query's
+    embedding included: the engine's query cache is emptied first)."""
+    store.internals.search_engine.queries.cache.clear()
+    t0 = time.perf_counter()
+    hits = store.search_conversations(
+        user, question, limit=20, strategy=cast(SearchStrategy, strategy)
+    )
+    return [h.ref for h in hits], (time.perf_counter() - t0) * 1000
 
 
 def format_locomo(res: dict[str, Any]) -> str:

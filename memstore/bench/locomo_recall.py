@@ -197,6 +197,7 @@ def seed_embedding_cache(store: Store, other: Path) -> int:
     from sqlalchemy import text as sql
 
     from memstore.db.backend import upsert
+    from memstore.db.elements import decode
     from memstore.db.engine import SqliteDatabase
     from memstore.db.schema import embedding_cache
 
@@ -205,9 +206,9 @@ def seed_embedding_cache(store: Store, other: Path) -> int:
     try:
         with src.read() as conn:
             spaces = conn.execute(
-                sql("SELECT name, model_id, dims, table_name FROM vector_spaces")
+                sql("SELECT name, model_id, dims, table_name, element FROM vector_spaces")
             ).all()
-            for name, model_id, dims, table in spaces:
+            for name, model_id, dims, table, element in spaces:
                 found = conn.execute(
                     sql(
                         f"SELECT vi.content_hash, v.embedding FROM vector_index vi "
@@ -215,8 +216,14 @@ def seed_embedding_cache(store: Store, other: Path) -> int:
                     ),
                     {"s": name},
                 ).all()
+                # The cache holds float32 (an int8 space's vectors at unit length).
                 rows += [
-                    {"model_id": model_id, "content_hash": h, "dims": dims, "vector": blob}
+                    {
+                        "model_id": model_id,
+                        "content_hash": h,
+                        "dims": dims,
+                        "vector": decode(bytes(blob), element, dims),
+                    }
                     for h, blob in found
                 ]
     finally:

@@ -111,16 +111,22 @@ def capture_view(conv: Conversation, store: Store, view: str) -> None:
     store.reindex()
 
 
-def open_view_store(conv: Conversation, view: str, embedder: str, cache: Path) -> Store:
-    from memstore.bench.locomo_index import locomo_settings
+def open_view_store(
+    conv: Conversation, view: str, embedder: str, cache: Path, vector_element: str | None = None
+) -> Store:
+    """The conversation's store in ``view`` (built once per cache); with
+    ``vector_element``, its vectors stored so (converted if built otherwise)."""
+    from memstore.bench.locomo_index import locomo_settings, match_element
     from memstore.bench.locomo_recall import conv_digest, seed_embedding_cache
 
     cache.mkdir(parents=True, exist_ok=True)
     path = cache / f"{conv.sample_id}-view-{view}-{conv_digest(conv, embedder)}.db"
     done = path.with_suffix(".complete")
-    settings = locomo_settings(embedder)
+    settings = locomo_settings(embedder, vector_element)
     if done.exists():
-        return Store.open(path, settings=settings)
+        store = Store.open(path, settings=settings)
+        match_element(store, vector_element)
+        return store
     for leftover in cache.glob(path.name + "*"):
         leftover.unlink()
     store = Store.open(path, settings=settings)
@@ -129,6 +135,7 @@ def open_view_store(conv: Conversation, view: str, embedder: str, cache: Path) -
         seed_embedding_cache(store, sib.with_suffix(".db"))
     capture_view(conv, store, view)
     done.write_text("built\n")
+    match_element(store, vector_element)
     return store
 
 
@@ -319,6 +326,7 @@ def run_views_bench(
     workdir: Path | None = None,
     log: Callable[[str], None] = lambda _: None,
     progress: bool = True,
+    vector_element: str | None = None,
 ) -> dict[str, Any]:
     import tempfile
 
@@ -333,7 +341,7 @@ def run_views_bench(
             results: list[ConvResult] = []
             for conv in convs:
                 t0 = time.perf_counter()
-                store = open_view_store(conv, view, embedder, where)
+                store = open_view_store(conv, view, embedder, where, vector_element)
                 try:
                     log(f"{view} {conv.sample_id}: store ready in {time.perf_counter() - t0:.1f} s")
                     results.append(

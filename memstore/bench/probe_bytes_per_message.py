@@ -4,11 +4,13 @@ Every call is one ``Store.capture_turn`` (a user message and its reply of
 conversation-like text from ``chattext``, ~240 B a message over thousands of
 distinct words, with a turn id), users round-robin, with the defaults
 otherwise (context vectors on, hashing 384-d embedder so the fill is fast;
-e5 also stores 384 float32s per vector). Then every message is embedded
+e5 has 384 dimensions too; ``--vector-element`` picks int8 or float32
+storage). Then every message is embedded
 (``reindex``) and ``dbstat`` gives each table's bytes per message.
 
     memstore bench bytes-per-message \
         --messages 100000 --users 100 --path /tmp/storage-100k.db
+    memstore bench bytes-per-message --vector-element float32 --path /tmp/f32.db
 
 An existing ``--path`` is measured as it is (no fill): run it once per code
 version, or point it at a copy of an older file after ``memstore db upgrade``.
@@ -62,8 +64,16 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--messages", type=int, default=10_000)
     ap.add_argument("--users", type=int, default=100)
     ap.add_argument("--path", type=Path, required=True)
+    ap.add_argument(
+        "--vector-element",
+        choices=("int8", "float32"),
+        default=None,
+        help="how a new file's vector spaces store their vectors (default: the setting's)",
+    )
     args = ap.parse_args(argv)
     settings = Settings().replace(embedder="hashing", background_indexer=False, scheduler=False)
+    if args.vector_element:
+        settings = settings.replace(vector_element=args.vector_element)
     existed = args.path.exists()
     with Store.open(args.path, settings=settings) as store:
         if not existed:

@@ -300,6 +300,14 @@ _cs_command(
     "recall bench instead.",
 )
 @click.option(
+    "--vector-element",
+    type=click.Choice(["int8", "float32", "both"]),
+    default=None,
+    help="How the stores keep their vectors (default: the setting's default). both: "
+    "float32, then the same vectors converted to int8 and the vector and hybrid "
+    "searches run again (search bench only).",
+)
+@click.option(
     "--qa",
     "qa_mode",
     is_flag=True,
@@ -352,6 +360,7 @@ def bench_locomo(
     chatlike: bool,
     cache: Path | None,
     views: str,
+    vector_element: str | None,
     qa_mode: bool,
     llm_base_url: str | None,
     llm_model: str | None,
@@ -409,7 +418,17 @@ def bench_locomo(
         if not picked or any(x not in VIEWS for x in picked):
             raise click.BadParameter(f"views must be among {', '.join(VIEWS)}")
         del common["peers"]
-        vres = run_views_bench(path, views=picked, cache=cache, dataset=kind, hosts=hosts, **common)
+        if vector_element == "both":
+            raise click.UsageError("--vector-element both: the search bench only")
+        vres = run_views_bench(
+            path,
+            views=picked,
+            cache=cache,
+            dataset=kind,
+            hosts=hosts,
+            vector_element=vector_element,
+            **common,
+        )
         click.echo(format_views_bench(vres))
         save(vres, "locomo_recall_views", json_path)
         if not qa_mode:  # the views replace the earlier recall bench, never run both
@@ -443,7 +462,13 @@ def bench_locomo(
     if bad or not chosen:
         raise click.BadParameter(f"strategies must be among {', '.join(STRATEGIES)}")
     res = run_locomo(
-        path, strategies=chosen, variants=variants, layers=layers, chatlike=chatlike, **common
+        path,
+        strategies=chosen,
+        variants=variants,
+        layers=layers,
+        chatlike=chatlike,
+        vector_element=vector_element,
+        **common,
     )
     click.echo(format_locomo(res))
     save(res, "locomo_chatlike" if chatlike else "locomo", json_path)

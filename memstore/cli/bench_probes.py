@@ -15,7 +15,7 @@ from memstore.cli.bench import bench_group
 PROBES: dict[str, tuple[str, str, str]] = {
     "bytes-per-message": (
         "probe_bytes_per_message",
-        "--path FILE [--messages N] [--users N]",
+        "--path FILE [--messages N] [--users N] [--vector-element int8|float32]",
         "Bytes per message, per table, of a store filled as a host fills it.",
     ),
     "capture-idle": (

@@ -28,6 +28,7 @@ from memstore.errors import InvalidInputError
 if TYPE_CHECKING:
     from memstore.records import MemoryType, SearchStrategy
     from memstore.search import Hit
+    from memstore.store import Store
 
 
 @cli.command()
@@ -197,26 +198,47 @@ def search_memories(
 
 @cli.command()
 @db_option
-def reindex(db: Location | None) -> None:
+@click.option(
+    "--vector-element",
+    type=click.Choice(["int8", "float32"]),
+    default=None,
+    help="First store every existing vector as this (SQLite; nothing is embedded again). "
+    "int8 takes a quarter of float32's bytes; int8 back to float32 cannot restore the "
+    "precision int8 dropped.",
+)
+def reindex(db: Location | None, vector_element: str | None) -> None:
     """Embed every message and memory not yet embedded with the configured model.
 
     Runs in the foreground with a progress bar (the store does the same in the
     background on its own). After a model change, search is keyword-only until
-    this completes.
+    this completes. With --vector-element, existing vector spaces are first
+    rewritten in that element type (a store from before int8 keeps float32
+    until then); the file keeps its size, the freed pages are reused.
 
     \b
     Example:
       MEMSTORE_EMBEDDER=e5 memstore reindex
+      memstore reindex --vector-element int8
     """
     with open_store(db, must_exist=True) as store:
         if store.embedding_model is None:
             raise InvalidInputError("embedder is 'none': nothing to index")
+        if vector_element:
+            _convert(store, vector_element)
         total = store.pending_embeddings()
         from tqdm import tqdm
 
         with tqdm(total=total, unit="row", desc="reindex", disable=None) as bar:
             n = store.reindex(progress=bar.update)
     click.echo(f"embedded {n} row(s) with {store.embedding_model or 'none'}")
+
+
+def _convert(store: Store, element: str) -> None:
+    done = store.convert_vectors(element)
+    for name, n in done:
+        click.echo(f"{name}: {n} vector(s) now stored as {element}")
+    if not done:
+        click.echo(f"every vector space already stores {element}")
 
 
 EXIT_NOT_COMPACTED = 3

@@ -179,6 +179,10 @@ vector_spaces = Table(
     # embedded later): in-memory copies of large partitions reload then.
     Column("rewrites", Integer, nullable=False, server_default="0"),
     Column("created_at", Text, nullable=False),
+    # How the table stores its vectors (memstore.db.elements): a space
+    # keeps the element type it was made with; spaces from before int8
+    # existed are float32.
+    Column("element", Text, nullable=False, server_default="float32"),
 )
 
 # What each space has embedded, by source row and content hash (L1 rows change

@@ -227,7 +227,7 @@ def _vectors(
 def _stored_vectors(
     conn: Connection, sp: spaces.Space, rowids: list[int]
 ) -> dict[int, np.ndarray[Any, Any]]:
-    got = backend.of(conn).vectors_by_id(conn, sp.table_name, rowids)
+    got = backend.of(conn).vectors_by_id(conn, sp.table_name, rowids, sp.element)
     return {i: from_blob(b, sp.dims) for i, b in got.items()}
 
 

@@ -333,22 +333,27 @@ class SearchEngine:
             {"session_id": q.session_id} if q.kind == "l0" else {"mtype": q.type_, "scene": q.scene}
         )
         engine = backend.of(conn)
+        # An int8 space is searched with the query quantised too, which can
+        # swap rows near the cut: a few more are fetched and re-scored with
+        # the float query, as the in-memory copy ranks them.
+        extra = 0 if sp.element == "float32" else max(8, want // 4)
         found = engine.vector_knn(
             conn,
             sp.table_name,
             q.kind,
             q.user_id,
             blob,
-            want,
+            want + extra,
             {c: v for c, v in filters.items() if v},
+            sp.element,
         )
         # Scored as the in-memory copy scores (hot.exact_distances): the
         # engine's own distances differ from it in the last digits.
-        stored = engine.vectors_by_id(conn, sp.table_name, [i for i, _ in found])
+        stored = engine.vectors_by_id(conn, sp.table_name, [i for i, _ in found], sp.element)
         found = exact_distances(
             from_blob(blob, sp.dims),
             [(i, from_blob(stored[i], sp.dims)) for i, _ in found if i in stored],
-        )
+        )[:want]
         return self._live_memories(conn, q.user_id, found, q.k, rows) if q.kind == "l1" else found
 
     @staticmethod

@@ -17,7 +17,10 @@ layout, by id).
 vec0 remains the one stored copy. A partition is loaded from vec0's own chunk
 tables (one sequential read, not a row-by-row scan; on PostgreSQL one indexed
 read of the pgvector table, memstore.db.backend.pgvector) and kept consistent by
-what the write path records in ``vector_spaces``:
+what the write path records in ``vector_spaces``. Copies are float32 whatever
+the space stores: an int8 space's rows are held scaled to unit length
+(memstore.db.elements), the very rows the engine re-scores vec0's answers
+with, so both paths give the same scores.
 
 - ``epoch`` changes when a space is emptied (erasure, a model change): every
   copy of that space is dropped, so an erased user's vectors leave memory at
@@ -189,7 +192,7 @@ def _compact(blocks: list[Array]) -> list[Array]:
 
 def partition_vectors(conn: Connection, sp: Space, user_id: str) -> tuple[Array, Array]:
     """(ids, vectors) of a user's partition, read in bulk by the backend."""
-    got = backend.of(conn).vector_partition(conn, sp.table_name, user_id, sp.dims)
+    got = backend.of(conn).vector_partition(conn, sp.table_name, user_id, sp.dims, sp.element)
     if not got.blocks:
         return got.ids, np.zeros((0, sp.dims), dtype=np.float32)
     mat = np.concatenate(got.blocks)
@@ -200,7 +203,7 @@ def _load(conn: Connection, sp: Space, user_id: str, *, merge: bool = False) -> 
     """A copy of the user's partition; ``merge``: in one block (the loader
     thread, off any search's path: one matrix product per search instead of
     one per chunk, 0.4 against ~0.15 ms at 1k rows)."""
-    got = backend.of(conn).vector_partition(conn, sp.table_name, user_id, sp.dims)
+    got = backend.of(conn).vector_partition(conn, sp.table_name, user_id, sp.dims, sp.element)
     ids, blocks, dead = got.ids, got.blocks, got.dead
     blocks = [np.concatenate(blocks)] if merge and len(blocks) > 1 else _compact(blocks)
     inv = (
@@ -454,7 +457,7 @@ class HotPartitions:
     def _extend(self, conn: Connection, sp: Space, user_id: str, part: _Part) -> _Part:
         """``part`` with the user's L0 vectors between its cursor and the space's."""
         ids, mat, sess = backend.of(conn).vectors_after(
-            conn, sp.table_name, user_id, sp.dims, part.cursor, sp.cursor
+            conn, sp.table_name, user_id, sp.dims, part.cursor, sp.cursor, sp.element
         )
         if sess is None and part.sessions is not None:
             sess = _sessions(conn, user_id, ids, after=part.cursor)

@@ -155,11 +155,15 @@ class Indexer:
         clock: Clock = system_clock,
         *,
         context_vectors: bool = True,
+        vector_element: str = "float32",
     ) -> None:
         self.db = db
         self.embedder = embedder
         self.clock = clock
         self.context_vectors = context_vectors
+        # How spaces this indexer makes store their vectors (an existing
+        # space keeps its own: memstore.db.elements).
+        self.vector_element = vector_element
         # Held for a whole step (read, embed, write); rebuild and erasure take it
         # too, so in one process a batch never straddles a renumbering.
         self.lock = threading.RLock()
@@ -178,7 +182,9 @@ class Indexer:
     def _create_space(self, kind: str) -> Space:
         dims = self.embedder.resolve_dimensions()
         with self.db.write() as conn:
-            return spaces.ensure_space(conn, kind, self.model_for(kind), dims, to_iso(self.clock()))
+            return spaces.ensure_space(
+                conn, kind, self.model_for(kind), dims, to_iso(self.clock()), self.vector_element
+            )
 
     def pending(self, kind: str) -> int:
         sp = self.space(kind)
@@ -416,7 +422,7 @@ class Indexer:
             for j, m in enumerate(r.meta):
                 p[f"m{j}"] = m
             params.append(p)
-        backend.of(conn).write_vectors(conn, sp.table_name, kind, params)
+        backend.of(conn).write_vectors(conn, sp.table_name, kind, params, sp.element)
         if kind == "l1":
             stmt = upsert(vector_index)
             conn.execute(

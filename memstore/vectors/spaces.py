@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select, text, update
 
-from memstore.db import backend
+from memstore.db import backend, elements
 from memstore.db.schema import vector_index, vector_quarantine, vector_spaces
 from memstore.db.sqlfn import driver_rows, driver_sql
 from memstore.errors import ConfigError
@@ -35,11 +35,14 @@ class Space:
     ready: bool
     epoch: int
     rewrites: int = 0
+    element: str = "float32"
 
 
 def _space(r: Any) -> Space:
     """A space from a row of ``_SELECT`` (its columns in that order)."""
-    return Space(r[0], r[1], r[2], int(r[3]), r[4], int(r[5]), bool(r[6]), int(r[7]), int(r[8]))
+    return Space(
+        r[0], r[1], r[2], int(r[3]), r[4], int(r[5]), bool(r[6]), int(r[7]), int(r[8]), str(r[9])
+    )
 
 
 def space_model_id(kind: str, embedder_model_id: str, context_vectors: bool) -> str:
@@ -60,8 +63,8 @@ def _table_name(kind: str, model_id: str, dims: int) -> str:
 # Driver-level: every search reads its space, and building and compiling a
 # Core select cost more than the read (0.3-0.6 ms against ~0.05 ms).
 _SELECT = (
-    'SELECT name, kind, model_id, dims, table_name, "cursor", ready, epoch, rewrites '
-    "FROM vector_spaces"
+    'SELECT name, kind, model_id, dims, table_name, "cursor", ready, epoch, rewrites, '
+    "element FROM vector_spaces"
 )
 
 
@@ -75,7 +78,12 @@ def list_spaces(conn: Connection) -> list[Space]:
     return [_space(r) for r in driver_rows(conn, _SELECT + " ORDER BY name")]
 
 
-def ensure_space(conn: Connection, kind: str, model_id: str, dims: int, now_iso: str) -> Space:
+def ensure_space(
+    conn: Connection, kind: str, model_id: str, dims: int, now_iso: str, element: str = "float32"
+) -> Space:
+    """The space of (kind, model), made if missing. A new space stores
+    ``element`` where the backend can (PostgreSQL: float32 only); an existing
+    one keeps its own (``convert`` changes it)."""
     if kind not in KINDS:
         raise ConfigError(f"unknown vector kind {kind!r}")
     if dims <= 0 or dims > 8192:
@@ -88,8 +96,11 @@ def ensure_space(conn: Connection, kind: str, model_id: str, dims: int, now_iso:
                 f"{existing.dims}; give the changed model a new name"
             )
         return existing
+    element = elements.check(element)
+    if element not in backend.of(conn).vector_elements:
+        element = "float32"
     table = _table_name(kind, model_id, dims)
-    _create(conn, table, kind, dims)
+    _create(conn, table, kind, dims, element)
     conn.execute(
         vector_spaces.insert().values(
             name=space_name(kind, model_id),
@@ -102,6 +113,7 @@ def ensure_space(conn: Connection, kind: str, model_id: str, dims: int, now_iso:
             epoch=0,
             rewrites=0,
             created_at=now_iso,
+            element=element,
         )
     )
     got = get_space(conn, kind, model_id)
@@ -123,7 +135,7 @@ def reset_kind(conn: Connection, kind: str, *, recreate: bool = False) -> None:
             continue
         if recreate:
             conn.execute(text(f'DROP TABLE IF EXISTS "{space.table_name}"'))
-            _create(conn, space.table_name, kind, space.dims)
+            _create(conn, space.table_name, kind, space.dims, space.element)
         else:
             conn.execute(text(f'DELETE FROM "{space.table_name}"'))
         conn.execute(vector_index.delete().where(vector_index.c.space == space.name))
@@ -136,8 +148,8 @@ def reset_kind(conn: Connection, kind: str, *, recreate: bool = False) -> None:
         )
 
 
-def _create(conn: Connection, table: str, kind: str, dims: int) -> None:
-    backend.of(conn).create_vector_table(conn, table, kind, dims)
+def _create(conn: Connection, table: str, kind: str, dims: int, element: str) -> None:
+    backend.of(conn).create_vector_table(conn, table, kind, dims, element)
 
 
 def mark_ready(conn: Connection, sp: Space) -> None:
@@ -181,7 +193,7 @@ def carry_over(conn: Connection, kind: str, moved: dict[int, int]) -> int:
         epoch = sp.epoch + 1
         table = f"{_table_name(kind, sp.model_id, sp.dims)}_{epoch}"
         dropped += backend.of(conn).copy_vectors(
-            conn, sp.table_name, table, kind, sp.dims, moved
+            conn, sp.table_name, table, kind, sp.dims, moved, sp.element
         )
         _carry_done(conn, sp, moved, table, epoch)
     return dropped
@@ -213,3 +225,32 @@ def _carry_bookkeeping(conn: Connection, sp: Space, moved: dict[int, int]) -> No
             r["source_id"] = moved[int(r["source_id"])]
         if rows:
             conn.execute(table.insert(), rows)
+
+
+def convert(conn: Connection, element: str) -> list[tuple[str, int]]:
+    """Store every space's vectors as ``element`` (spaces already so are left
+    alone); returns (space, vectors converted) per space changed.
+
+    Each changed space gets a new table and a new epoch (in-memory copies
+    reload); its cursor, readiness and bookkeeping stay, as the row ids do.
+    float32 -> int8 gives the vectors int8 would have held from the start;
+    int8 -> float32 cannot restore the precision int8 dropped.
+    """
+    element = elements.check(element)
+    engine = backend.of(conn)
+    out = []
+    for sp in list_spaces(conn):
+        if sp.element == element:
+            continue
+        epoch = sp.epoch + 1
+        table = f"{_table_name(sp.kind, sp.model_id, sp.dims)}_{epoch}"
+        n = engine.convert_vectors(
+            conn, sp.table_name, table, sp.kind, sp.dims, (sp.element, element)
+        )
+        conn.execute(
+            update(vector_spaces)
+            .where(vector_spaces.c.name == sp.name)
+            .values(table_name=table, epoch=epoch, element=element)
+        )
+        out.append((sp.name, n))
+    return out

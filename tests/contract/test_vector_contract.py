@@ -12,9 +12,16 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
+from memstore import Settings
 from memstore.db.backend import pgvector as vector_pg
 from memstore.store import Store
 from memstore.vectors import spaces
+
+
+@pytest.fixture(params=["int8", "float32"])
+def settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
+    """Both element types of SQLite vector spaces (PostgreSQL: float32 either way)."""
+    return settings.replace(vector_element=request.param)
 
 
 def _turns(store: Store) -> None:

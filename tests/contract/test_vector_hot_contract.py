@@ -6,9 +6,17 @@ from __future__ import annotations
 
 import pytest
 
+from memstore import Settings
 from memstore.search.hits import Hit
 from memstore.store import Store
 from memstore.vectors.hot import HotPartitions
+
+
+@pytest.fixture(params=["int8", "float32"])
+def settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
+    """Both element types of SQLite vector spaces (PostgreSQL: float32 either way)."""
+    return settings.replace(vector_element=request.param)
+
 
 FACTS = [
     "Alice drinks green tea every morning",

@@ -7,8 +7,16 @@ import threading
 import numpy as np
 import pytest
 
+from memstore import Settings
 from memstore.store import Store
 from memstore.vectors.hot import HotPartitions, _load
+
+
+@pytest.fixture(params=["int8", "float32"])
+def settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
+    """Both element types of SQLite vector spaces (PostgreSQL: float32 either way)."""
+    return settings.replace(vector_element=request.param)
+
 
 pytestmark = pytest.mark.both_backends
 

@@ -142,17 +142,18 @@ def test_a_vector_filed_under_another_user_never_shows_their_row(store: Store) -
     store.capture_turn("alice", "s1", "alice keeps her diary in a red notebook", "ok")
     store.reindex()
     with store._db.write() as conn:
-        (table,) = conn.exec_driver_sql(
-            "SELECT table_name FROM vector_spaces WHERE kind = 'l0'"
+        table, element = conn.exec_driver_sql(
+            "SELECT table_name, element FROM vector_spaces WHERE kind = 'l0'"
         ).one()
         rid, vec = conn.exec_driver_sql(
             f'SELECT rowid, embedding FROM "{table}" WHERE rowid = '
             "(SELECT min(id) FROM l0_messages WHERE user_id = 'alice')"
         ).one()
         conn.exec_driver_sql(f'DELETE FROM "{table}" WHERE rowid = ?', (rid,))
+        value = "vec_int8(?)" if element == "int8" else "?"
         conn.exec_driver_sql(
             f'INSERT INTO "{table}"(rowid, user_id, session_id, embedding) '
-            "VALUES (?, 'mallory', 's1', ?)",
+            f"VALUES (?, 'mallory', 's1', {value})",
             (rid, vec),
         )
     for strategy in ("vector", "hybrid"):

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy import Connection, Engine
 from sqlalchemy.sql.elements import ColumnElement
 
-from memstore.errors import StorageError
+from memstore.errors import ConfigError, StorageError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -147,13 +147,25 @@ class Backend(ABC):
 
     # -- vectors --------------------------------------------------------------
 
+    vector_elements: tuple[str, ...] = ("float32",)
+    """The element types its vector tables can store (memstore.db.elements);
+    every method below takes and returns float32 whatever the table stores, and
+    ``element`` is the table's own (the space records it)."""
+
     @abstractmethod
-    def create_vector_table(self, conn: Connection, table: str, kind: str, dims: int) -> None:
+    def create_vector_table(
+        self, conn: Connection, table: str, kind: str, dims: int, element: str = "float32"
+    ) -> None:
         """The table of one vector space (``kind``: "l0" or "l1")."""
 
     @abstractmethod
     def write_vectors(
-        self, conn: Connection, table: str, kind: str, rows: list[dict[str, Any]]
+        self,
+        conn: Connection,
+        table: str,
+        kind: str,
+        rows: list[dict[str, Any]],
+        element: str = "float32",
     ) -> None:
         """Insert or replace vectors; ``rows``: id, u (user), m0[, m1] (the
         kind's filter columns) and v (a float32 blob)."""
@@ -168,32 +180,64 @@ class Backend(ABC):
         query: bytes,
         k: int,
         filters: dict[str, str],
+        element: str = "float32",
     ) -> list[tuple[int, float]]:
         """The user's ``k`` nearest rows as (id, cosine distance), nearest
-        first; ``filters``: filter column -> required value."""
+        first; ``filters``: filter column -> required value. ``query`` is a
+        float32 blob; an int8 table is searched with it quantised, so its
+        distances are approximate (the caller re-scores the rows)."""
 
     @abstractmethod
-    def vectors_by_id(self, conn: Connection, table: str, ids: list[int]) -> dict[int, bytes]:
-        """Float32 blobs of the given rows (missing rows are left out)."""
+    def vectors_by_id(
+        self, conn: Connection, table: str, ids: list[int], element: str = "float32"
+    ) -> dict[int, bytes]:
+        """Float32 blobs of the given rows (missing rows are left out; int8
+        vectors scaled to unit length)."""
 
     @abstractmethod
-    def vector_partition(self, conn: Connection, table: str, user_id: str, dims: int) -> Partition:
+    def vector_partition(
+        self, conn: Connection, table: str, user_id: str, dims: int, element: str = "float32"
+    ) -> Partition:
         """All of a user's vectors in a space, read in bulk (in-memory copies)."""
 
     @abstractmethod
     def vectors_after(
-        self, conn: Connection, table: str, user_id: str, dims: int, after: int, upto: int
+        self,
+        conn: Connection,
+        table: str,
+        user_id: str,
+        dims: int,
+        after: int,
+        upto: int,
+        element: str = "float32",
     ) -> tuple[Array, Array, Array | None]:
         """(ids, float32 matrix, session ids or None) of the user's L0 vectors
         with ``after < id <= upto``, in id order."""
 
     @abstractmethod
     def copy_vectors(
-        self, conn: Connection, old: str, new: str, kind: str, dims: int, moved: dict[int, int]
+        self,
+        conn: Connection,
+        old: str,
+        new: str,
+        kind: str,
+        dims: int,
+        moved: dict[int, int],
+        element: str = "float32",
     ) -> int:
         """Fill the new table ``new`` with the vectors of ``old`` whose ids
         survive (``moved``: old id -> new id) and drop ``old``; returns how many
         vectors were left behind. No erased vector's bytes stay in ``new``."""
+
+    def convert_vectors(
+        self, conn: Connection, old: str, new: str, kind: str, dims: int, elements_: tuple[str, str]
+    ) -> int:
+        """Fill the new table ``new`` with every vector of ``old`` stored as
+        ``elements_[1]`` instead of ``elements_[0]``, and drop ``old``;
+        returns how many were copied."""
+        raise ConfigError(
+            f"the {self.name} backend stores vectors as {' or '.join(self.vector_elements)} only"
+        )
 
     # -- erasure and the database as a whole ----------------------------------
 

@@ -124,11 +124,22 @@ class PostgresBackend(Backend):
     def bulk_load(self, conn: Connection, deferred_indexes: Sequence[str]) -> Iterator[None]:
         yield  # a replay loads as it is
 
-    def create_vector_table(self, conn: Connection, table: str, kind: str, dims: int) -> None:
+    # pgvector's ``vector`` (float32) only: memstore.vectors.spaces records
+    # float32 for every space made here, so ``element`` below is always that.
+    vector_elements = ("float32",)
+
+    def create_vector_table(
+        self, conn: Connection, table: str, kind: str, dims: int, element: str = "float32"
+    ) -> None:
         pgvector.create(conn, table, kind, dims)
 
     def write_vectors(
-        self, conn: Connection, table: str, kind: str, rows: list[dict[str, Any]]
+        self,
+        conn: Connection,
+        table: str,
+        kind: str,
+        rows: list[dict[str, Any]],
+        element: str = "float32",
     ) -> None:
         pgvector.write(conn, table, kind, rows)
 
@@ -141,25 +152,44 @@ class PostgresBackend(Backend):
         query: bytes,
         k: int,
         filters: dict[str, str],
+        element: str = "float32",
     ) -> list[tuple[int, float]]:
         return pgvector.knn(conn, table, kind, user_id, query, k, filters)
 
-    def vectors_by_id(self, conn: Connection, table: str, ids: list[int]) -> dict[int, bytes]:
+    def vectors_by_id(
+        self, conn: Connection, table: str, ids: list[int], element: str = "float32"
+    ) -> dict[int, bytes]:
         return pgvector.by_id(conn, table, ids)
 
-    def vector_partition(self, conn: Connection, table: str, user_id: str, dims: int) -> Partition:
+    def vector_partition(
+        self, conn: Connection, table: str, user_id: str, dims: int, element: str = "float32"
+    ) -> Partition:
         ids, mat = pgvector.partition(conn, table, user_id, dims)
         return Partition(ids, [mat] if len(ids) else [], None)
 
     def vectors_after(
-        self, conn: Connection, table: str, user_id: str, dims: int, after: int, upto: int
+        self,
+        conn: Connection,
+        table: str,
+        user_id: str,
+        dims: int,
+        after: int,
+        upto: int,
+        element: str = "float32",
     ) -> tuple[Array, Array, Array | None]:
         ids, mat = pgvector.partition(conn, table, user_id, dims, after=after, upto=upto)
         # The session of each row is read by the caller when it needs them.
         return ids, mat, None
 
     def copy_vectors(
-        self, conn: Connection, old: str, new: str, kind: str, dims: int, moved: dict[int, int]
+        self,
+        conn: Connection,
+        old: str,
+        new: str,
+        kind: str,
+        dims: int,
+        moved: dict[int, int],
+        element: str = "float32",
     ) -> int:
         before = pgvector.count(conn, old)
         conn.execute(text(f'DROP TABLE IF EXISTS "{new}"'))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, func, text
 from sqlalchemy.sql.elements import ColumnElement
 
+from memstore.db import elements
 from memstore.db.backend.base import Backend, CompactionResult, Partition, Storage
 from memstore.db.sqlfn import driver_rows
 
@@ -48,22 +49,34 @@ CHUNK_SIZE = {"l0": 128, "l1": 32}
 BULK_CACHE_KIB = 131_072
 
 
-def vec0_ddl(table: str, kind: str, dims: int) -> str:
+# sqlite-vec's column type per element type (memstore.db.elements).
+_COLUMN_TYPE = {"float32": "float", "int8": "int8"}
+
+
+def vec0_ddl(table: str, kind: str, dims: int, element: str = "float32") -> str:
     """The sqlite-vec table of a space."""
     return (
         f'CREATE VIRTUAL TABLE IF NOT EXISTS "{table}" USING vec0({KIND_COLUMNS[kind]}, '
-        f"embedding float[{dims}] distance_metric=cosine, chunk_size={CHUNK_SIZE[kind]})"
+        f"embedding {_COLUMN_TYPE[elements.check(element)]}[{dims}] distance_metric=cosine, "
+        f"chunk_size={CHUNK_SIZE[kind]})"
     )
 
 
+def _bind(element: str, param: str) -> str:
+    """A vector parameter as vec0 takes it: a bare blob is read as float32,
+    an int8 one must say so."""
+    return f"vec_int8({param})" if element == "int8" else param
+
+
 def chunks(
-    conn: Connection, table: str, user_id: str, dims: int
+    conn: Connection, table: str, user_id: str, dims: int, element: str = "float32"
 ) -> tuple[Array, Array, list[Array]]:
     """(slot ids, valid slots, vector blocks) of a user's vec0 partition.
 
     Layout of sqlite-vec 0.1.x: ``<t>_chunks`` holds per chunk a validity
     bitmap (LSB first) and the slots' rowids (int64); ``<t>_vector_chunks00``
-    the slots' float32 vectors. A full ``SELECT`` from the vec0 table instead
+    the slots' vectors (float32, or int8: returned as unit float32 rows,
+    memstore.db.elements). A full ``SELECT`` from the vec0 table instead
     reads row by row and cannot use the partition key (14 s at 100k rows).
     The join goes through ``_rowid_``, the key vec0 itself reads chunks by
     (the table also declares a column named ``rowid``). Driver-level: the
@@ -86,7 +99,7 @@ def chunks(
             for r in rows
         ]
     ).astype(bool)
-    blocks = [np.frombuffer(r[2], dtype="<f4").reshape(-1, dims) for r in rows]
+    blocks = [elements.matrix(r[2], element, dims) for r in rows]
     return slots, valid, blocks
 
 
@@ -192,11 +205,20 @@ class SqliteBackend(Backend):
         finally:
             conn.exec_driver_sql(f"PRAGMA cache_size = {int(cache)}")
 
-    def create_vector_table(self, conn: Connection, table: str, kind: str, dims: int) -> None:
-        conn.execute(text(vec0_ddl(table, kind, dims)))
+    vector_elements = elements.ELEMENTS
+
+    def create_vector_table(
+        self, conn: Connection, table: str, kind: str, dims: int, element: str = "float32"
+    ) -> None:
+        conn.execute(text(vec0_ddl(table, kind, dims, element)))
 
     def write_vectors(
-        self, conn: Connection, table: str, kind: str, rows: list[dict[str, Any]]
+        self,
+        conn: Connection,
+        table: str,
+        kind: str,
+        rows: list[dict[str, Any]],
+        element: str = "float32",
     ) -> None:
         # One point delete per row: vec0 plans ``rowid IN (...)`` as a scan of
         # the whole table (20 ms at 100k rows, under the write lock), while
@@ -205,16 +227,20 @@ class SqliteBackend(Backend):
         conn.execute(
             text(f'DELETE FROM "{table}" WHERE rowid = :id'), [{"id": p["id"]} for p in rows]
         )
+        v = _bind(element, ":v")
         if kind == "l0":
             ins = text(
                 f'INSERT INTO "{table}"(rowid, user_id, session_id, embedding) '
-                "VALUES (:id, :u, :m0, :v)"
+                f"VALUES (:id, :u, :m0, {v})"
             )
         else:
             ins = text(
                 f'INSERT INTO "{table}"(rowid, user_id, mtype, scene, embedding) '
-                "VALUES (:id, :u, :m0, :m1, :v)"
+                f"VALUES (:id, :u, :m0, :m1, {v})"
             )
+        if element != "float32":
+            dims = len(rows[0]["v"]) // 4 if rows else 0
+            rows = [{**r, "v": elements.encode(r["v"], element, dims)} for r in rows]
         conn.execute(ins, rows)
 
     def vector_knn(
@@ -226,11 +252,16 @@ class SqliteBackend(Backend):
         query: bytes,
         k: int,
         filters: dict[str, str],
+        element: str = "float32",
     ) -> list[tuple[int, float]]:
-        params: dict[str, Any] = {"v": query, "u": user_id, "k": k}
+        # An int8 column is searched with an int8 query (vec0 compares like
+        # with like): its distances are those of the quantised query, which
+        # the caller re-scores with the float one.
+        blob = elements.encode(query, element, len(query) // 4)
+        params: dict[str, Any] = {"v": blob, "u": user_id, "k": k}
         sql = (
             f'SELECT rowid, distance FROM "{table}" '
-            "WHERE embedding MATCH :v AND k = :k AND user_id = :u"
+            f"WHERE embedding MATCH {_bind(element, ':v')} AND k = :k AND user_id = :u"
         )
         for j, col in enumerate(_FILTERS[kind]):
             if col in filters:
@@ -247,7 +278,9 @@ class SqliteBackend(Backend):
             key=lambda r: (r[1], r[0]),
         )
 
-    def vectors_by_id(self, conn: Connection, table: str, ids: list[int]) -> dict[int, bytes]:
+    def vectors_by_id(
+        self, conn: Connection, table: str, ids: list[int], element: str = "float32"
+    ) -> dict[int, bytes]:
         if not ids:
             return {}
         # vec0 plans ``rowid IN (...)`` as a scan of the whole table (38 ms at
@@ -259,16 +292,27 @@ class SqliteBackend(Backend):
             "ON t.rowid = j.value",
             (json.dumps([int(i) for i in ids]),),
         )
-        return {int(r[0]): bytes(r[1]) for r in rows}
+        if element == "float32":
+            return {int(r[0]): bytes(r[1]) for r in rows}
+        return {int(r[0]): elements.decode(bytes(r[1]), element, len(r[1])) for r in rows}
 
-    def vector_partition(self, conn: Connection, table: str, user_id: str, dims: int) -> Partition:
-        ids, valid, blocks = chunks(conn, table, user_id, dims)
+    def vector_partition(
+        self, conn: Connection, table: str, user_id: str, dims: int, element: str = "float32"
+    ) -> Partition:
+        ids, valid, blocks = chunks(conn, table, user_id, dims, element)
         if not valid.any():
             return Partition(ids[:0], [], None)
         return Partition(ids, blocks, None if valid.all() else ~valid)
 
     def vectors_after(
-        self, conn: Connection, table: str, user_id: str, dims: int, after: int, upto: int
+        self,
+        conn: Connection,
+        table: str,
+        user_id: str,
+        dims: int,
+        after: int,
+        upto: int,
+        element: str = "float32",
     ) -> tuple[Array, Array, Array | None]:
         import numpy as np
 
@@ -290,13 +334,24 @@ class SqliteBackend(Backend):
                 continue  # quarantined: a later retry counts as a rewrite
             got.append(int(mid))
             names.append(sid)
-            vecs.append(np.frombuffer(row[1], dtype="<f4"))
+            vecs.append(bytes(row[1]))
         ids = np.array(got, dtype=np.int64)
-        mat = np.stack(vecs) if vecs else np.zeros((0, dims), dtype=np.float32)
+        mat = (
+            elements.matrix(b"".join(vecs), element, dims)
+            if vecs
+            else np.zeros((0, dims), dtype=np.float32)
+        )
         return ids, mat, np.array(names, dtype=object)
 
     def copy_vectors(
-        self, conn: Connection, old: str, new: str, kind: str, dims: int, moved: dict[int, int]
+        self,
+        conn: Connection,
+        old: str,
+        new: str,
+        kind: str,
+        dims: int,
+        moved: dict[int, int],
+        element: str = "float32",
     ) -> int:
         # A new vec0 table filled by point lookups in the old one, which is
         # dropped: vec0 only flags deleted rows, so copying out is the way to
@@ -304,11 +359,12 @@ class SqliteBackend(Backend):
         # vec0's own rowid table: a count(*) on vec0 would read every vector.
         dropped = int(conn.execute(text(f'SELECT count(*) FROM "{old}_rowids"')).scalar_one())
         conn.execute(text(f'DROP TABLE IF EXISTS "{new}"'))
-        conn.execute(text(vec0_ddl(new, kind, dims)))
+        conn.execute(text(vec0_ddl(new, kind, dims, element)))
         cols = ("user_id", *_FILTERS[kind])
         read = text(f'SELECT {", ".join(cols)}, embedding FROM "{old}" WHERE rowid = :i')
         names = ", ".join(["rowid", *cols, "embedding"])
-        marks = ", ".join([":rowid", *(f":{c}" for c in cols), ":embedding"])
+        # The stored bytes are copied as they are (no second quantisation).
+        marks = ", ".join([":rowid", *(f":{c}" for c in cols), _bind(element, ":embedding")])
         ins = text(f'INSERT INTO "{new}"({names}) VALUES ({marks})')
         batch: list[dict[str, Any]] = []
         for before, after in sorted(moved.items()):
@@ -324,6 +380,36 @@ class SqliteBackend(Backend):
             conn.execute(ins, batch)
         conn.execute(text(f'DROP TABLE IF EXISTS "{old}"'))
         return dropped
+
+    def convert_vectors(
+        self, conn: Connection, old: str, new: str, kind: str, dims: int, elements_: tuple[str, str]
+    ) -> int:
+        # One pass over the old table (vec0 reads it row by row: ~14 s at
+        # 100k rows, once), then the old table is dropped.
+        was, now = elements_
+        conn.execute(text(f'DROP TABLE IF EXISTS "{new}"'))
+        conn.execute(text(vec0_ddl(new, kind, dims, now)))
+        cols = ("user_id", *_FILTERS[kind])
+        names = ", ".join(["rowid", *cols, "embedding"])
+        marks = ", ".join([":rowid", *(f":{c}" for c in cols), _bind(now, ":embedding")])
+        ins = text(f'INSERT INTO "{new}"({names}) VALUES ({marks})')
+        rows = conn.execute(text(f'SELECT {names} FROM "{old}"'))
+        n = 0
+        while batch := rows.fetchmany(500):
+            out = []
+            for r in batch:
+                vec = elements.decode(bytes(r[-1]), was, dims)
+                out.append(
+                    {
+                        "rowid": int(r[0]),
+                        **dict(zip(cols, r[1:-1], strict=True)),
+                        "embedding": elements.encode(vec, now, dims),
+                    }
+                )
+            conn.execute(ins, out)  # another table than the one being read
+            n += len(out)
+        conn.execute(text(f'DROP TABLE IF EXISTS "{old}"'))
+        return n
 
     def compact_after_erasure(self, db: Storage, *, wait_s: float, full: bool) -> CompactionResult:
         # VACUUM (once; the marker records it), then checkpoint with TRUNCATE
