@@ -89,6 +89,7 @@ def run_locomo(
     indexes: list[ConvIndex] = []
     cache = QueryCache()
     variant_out: dict[str, Any] = {}
+    per_conv: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     layer_acc = None
     if layers:
@@ -125,6 +126,7 @@ def run_locomo(
                 questions_total += len(qs)
                 skipped_evidence += sum(len(q.skipped_evidence) for q in conv.questions)
                 log(f"{conv.sample_id}: {len(conv.turns)} turns, {len(qs)} questions")
+                start = {name: len(sc.rows) for name, sc in systems.items()}
                 for qi, q in enumerate(
                     tqdm(qs, desc=f"search {conv.sample_id}", disable=not progress, leave=False)
                 ):
@@ -149,6 +151,14 @@ def run_locomo(
                             refs, ms = _timed_search(store, conv.sample_id, q.question, s)
                             latency[f"{s} int8"].append(ms)
                             systems[f"{s} int8"].add(q.category, refs, q.evidence)
+                # Per conversation too, to compare two settings on a held-out part.
+                per_conv[conv.sample_id] = {
+                    name: {
+                        "recall@10": mean(m["recall@10"] for _, m in sc.rows[start[name] :]),
+                        "n": len(sc.rows) - start[name],
+                    }
+                    for name, sc in systems.items()
+                }
                 if layer_acc is not None:
                     from memstore.bench.layers import run_layers_conversation
 
@@ -181,6 +191,7 @@ def run_locomo(
             s: {"p50": percentile(v, 50), "p95": percentile(v, 95)} for s, v in latency.items()
         },
         "systems": {name: sc.summary() for name, sc in systems.items()},
+        "per_conversation": per_conv,
         # Share of questions with a filler reply among the first 3 results.
         **({"filler_top3": {s: mean(v) for s, v in filler_top3.items()}} if chatlike else {}),
         "variants": variant_out,

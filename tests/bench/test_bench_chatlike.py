@@ -101,4 +101,11 @@ def test_run_locomo_chatlike_counts_filler(tmp_path: Path) -> None:
     assert noisy["questions_scored"] == clean["questions_scored"] == 1
     assert set(noisy["filler_top3"]) == {"keyword", "vector", "hybrid", "bm25", "dense"}
     assert "filler_top3" not in clean
+    # Per conversation too: with one conversation, its figures are the overall ones.
+    for run in (clean, noisy):
+        per = run["per_conversation"]["s1"]
+        assert set(per) == set(run["systems"])
+        for name, got in per.items():
+            assert got["n"] == 1
+            assert got["recall@10"] == run["systems"][name]["overall"]["recall@10"]
     assert "filler reply in the top 3" in format_locomo(noisy)
