@@ -16,16 +16,22 @@ What it costs in retrieval quality was measured on LoCoMo (BENCHMARKS.md,
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Literal
 
 from memstore.errors import ConfigError
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import numpy as np
+
+    Array: TypeAlias = np.ndarray[Any, Any]
 
 Element = Literal["float32", "int8"]
 ELEMENTS: tuple[Element, ...] = ("float32", "int8")
 
-Array = np.ndarray[Any, Any]
+# The SQLite backend imports this module, and the light CLI reads (users list,
+# memories list) open that backend without numpy: numpy is imported per call.
 
 
 def check(element: str) -> Element:
@@ -39,6 +45,8 @@ def check(element: str) -> Element:
 def quantize(mat: Array) -> Array:
     """int8 rows of a float matrix, each scaled so its largest |value| is 127
     (a zero row stays zero)."""
+    import numpy as np
+
     m = np.asarray(mat, dtype=np.float32)
     if m.ndim == 1:
         m = m.reshape(1, -1)
@@ -51,6 +59,8 @@ def quantize(mat: Array) -> Array:
 def unit_rows(mat: Array) -> Array:
     """float32 rows of unit length from int8 (or float) rows; zero rows stay
     zero (free slots of vec0's chunks)."""
+    import numpy as np
+
     m = np.asarray(mat, dtype=np.float32)
     norms = np.sqrt(np.einsum("ij,ij->i", m, m, dtype=np.float32))
     norms[norms == 0] = 1.0
@@ -59,6 +69,8 @@ def unit_rows(mat: Array) -> Array:
 
 def encode(blob: bytes, element: str, dims: int) -> bytes:
     """The stored form of a float32 blob."""
+    import numpy as np
+
     if element == "float32":
         return blob
     vec = np.frombuffer(blob, dtype="<f4").reshape(-1, dims)
@@ -67,6 +79,8 @@ def encode(blob: bytes, element: str, dims: int) -> bytes:
 
 def decode(blob: bytes, element: str, dims: int) -> bytes:
     """A float32 blob of a stored vector (int8: scaled to unit length)."""
+    import numpy as np
+
     if element == "float32":
         return blob
     return unit_rows(np.frombuffer(blob, dtype=np.int8).reshape(-1, dims)).astype("<f4").tobytes()
@@ -75,6 +89,8 @@ def decode(blob: bytes, element: str, dims: int) -> bytes:
 def matrix(raw: bytes, element: str, dims: int) -> Array:
     """float32 rows (``dims`` wide) of a buffer of stored vectors; a view of
     ``raw`` for float32, unit-length copies for int8."""
+    import numpy as np
+
     if element == "float32":
         return np.frombuffer(raw, dtype="<f4").reshape(-1, dims)
     return unit_rows(np.frombuffer(raw, dtype=np.int8).reshape(-1, dims))

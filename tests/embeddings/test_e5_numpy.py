@@ -144,3 +144,23 @@ def test_unreadable_model_file_is_an_embedding_error(tmp_path: object) -> None:
         load_weights(bad)
     with pytest.raises(EmbeddingError, match="cannot read"):
         load_weights(Path(str(tmp_path)) / "missing.bin")
+
+
+def test_a_query_does_not_wait_for_the_document_engine() -> None:
+    # Queries run on the C engine: a document batch holding the numpy engine
+    # (a backlog being indexed) must not hold up recall's query embedding.
+    from memstore.embeddings import e5 as e5_module
+
+    e5 = E5Embedder(engine="numpy")
+    expected = e5.embed_documents(["warm up"])  # loads the numpy engine
+    assert expected.shape == (1, 384)
+    got: list[np.ndarray] = []
+    with e5_module._NUMPY_LOCK:
+        worker = threading.Thread(target=lambda: got.append(e5.embed_query("where did we go?")))
+        worker.start()
+        worker.join(timeout=120)
+        finished_while_held = not worker.is_alive()
+    worker.join()
+    assert finished_while_held
+    assert got[0].shape == (384,)
+    assert abs(float(np.linalg.norm(got[0])) - 1.0) < 1e-5
