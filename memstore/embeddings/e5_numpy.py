@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from memstore.embeddings.e5_file import E5Weights, F32Array, load_weights
+from memstore.embeddings.e5_file import E5Weights, F32Array, Vocabulary, load_weights
 from memstore.embeddings.e5_tokenize import Tokenizer
 
 _PASS_TOKENS = 4096  # tokens per forward pass: big products, ~40 MB of activations
@@ -91,10 +91,34 @@ def _one_blas_thread() -> Iterator[None]:
 
 
 @dataclass(frozen=True)
-class _Window:
+class Window:
     text: int  # index of the text it belongs to
     ids: list[int]  # <s> content </s>
     weight: float  # content tokens, the window's weight in its text's average
+
+
+def split_windows(
+    tokenizer: Tokenizer,
+    vocab: Vocabulary,
+    max_positions: int,
+    texts: Sequence[str],
+    is_query: bool,
+) -> list[Window]:
+    """Every text's ``<s> … </s>`` inputs: one, or one per 510 content tokens."""
+    bos, eos = vocab.bos, vocab.eos
+    size = max_positions - 2
+    windows: list[Window] = []
+    for i, text in enumerate(texts):
+        content = tokenizer.content_ids(text, is_query)
+        for at in range(0, max(len(content), 1), size):
+            chunk = content[at : at + size]
+            windows.append(Window(i, [bos, *chunk, eos], float(max(len(chunk), 1))))
+    return windows
+
+
+# Called with (layer, product, activations) for the input of each matrix
+# product: "qkv", "out", "ff_in", "ff_out" (see NumpyE5.input_ranges).
+Probe = Callable[[int, str, F32Array], None]
 
 
 def _gelu(h: F32Array) -> None:
@@ -136,7 +160,6 @@ class NumpyE5:
         self.weights = weights or load_weights()
         self.tokenizer = Tokenizer(self.weights.vocab)
         self.dim = self.weights.hidden
-        self._window = self.weights.max_positions - 2
 
     def embed(self, texts: Sequence[str], is_query: bool) -> F32Array:
         """L2-normalised vectors, one row per text, in order."""
@@ -171,18 +194,27 @@ class NumpyE5:
         out /= norms[:, None]
         return out
 
-    def _windows(self, texts: Sequence[str], is_query: bool) -> list[_Window]:
-        bos, eos = self.weights.vocab.bos, self.weights.vocab.eos
-        size = self._window
-        windows: list[_Window] = []
-        for i, text in enumerate(texts):
-            content = self.tokenizer.content_ids(text, is_query)
-            for at in range(0, max(len(content), 1), size):
-                chunk = content[at : at + size]
-                windows.append(_Window(i, [bos, *chunk, eos], float(max(len(chunk), 1))))
-        return windows
+    def _windows(self, texts: Sequence[str], is_query: bool) -> list[Window]:
+        w = self.weights
+        return split_windows(self.tokenizer, w.vocab, w.max_positions, texts, is_query)
 
-    def _forward(self, windows: list[_Window]) -> F32Array:
+    def input_ranges(self, texts: Sequence[str]) -> list[dict[str, F32Array]]:
+        """Per layer and product, the largest |activation| of each input channel
+        over the passages ``texts`` (what ``e5_onnx`` calibrates its smoothing on)."""
+        ranges: list[dict[str, F32Array]] = [{} for _ in self.weights.layers]
+
+        def probe(layer: int, product: str, x: F32Array) -> None:
+            got = np.abs(x).max(axis=0)
+            seen = ranges[layer].get(product)
+            ranges[layer][product] = got if seen is None else np.maximum(seen, got)
+
+        windows = self._windows(texts, is_query=False)
+        windows.sort(key=lambda w: len(w.ids))
+        for at in range(0, len(windows), 64):
+            self._forward(windows[at : at + 64], probe)
+        return ranges
+
+    def _forward(self, windows: list[Window], probe: Probe | None = None) -> F32Array:
         """Mean-pooled (not normalised) vectors of windows sorted by length."""
         w = self.weights
         lengths = np.array([len(win.ids) for win in windows], dtype=np.int64)
@@ -195,18 +227,26 @@ class NumpyE5:
         x += w.token_type
         _layer_norm(x, w.emb_ln_w, w.emb_ln_b, w.eps)
         buckets = _buckets(lengths, w.heads)
-        for layer in w.layers:
+        for i, layer in enumerate(w.layers):
+            if probe is not None:
+                probe(i, "qkv", x)
             qkv: F32Array = x @ layer.qkv_w
             qkv += layer.qkv_b
             with _one_blas_thread():
                 ctx = self._attention(qkv, starts, lengths, buckets)
+            if probe is not None:
+                probe(i, "out", ctx)
             attn: F32Array = ctx @ layer.out_w
             attn += layer.out_b
             attn += x
             x = _layer_norm(attn, layer.ln1_w, layer.ln1_b, w.eps)
+            if probe is not None:
+                probe(i, "ff_in", x)
             mid: F32Array = x @ layer.ff_in_w
             mid += layer.ff_in_b
             _gelu(mid)
+            if probe is not None:
+                probe(i, "ff_out", mid)
             ff: F32Array = mid @ layer.ff_out_w
             ff += layer.ff_out_b
             ff += x
@@ -275,4 +315,4 @@ def _buckets(lengths: npt.NDArray[np.int64], heads: int) -> list[tuple[int, int]
     return out
 
 
-__all__ = ["NumpyE5"]
+__all__ = ["NumpyE5", "Probe", "Window", "split_windows"]

