@@ -212,6 +212,7 @@ class L0Projection(Projection):
         "ix_l0_messages_user_id_session_id_position",
         "ix_l0_messages_user_id_occurred_at",
     )
+    replay_fts_tables = ("l0_fts",)
 
     def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
         # Driver-level: once per capture, and the Core select cost ~5x the
