@@ -83,25 +83,38 @@ _ROOTS: dict[str, str] = {}
 _ROOTS_MAX = 200_000
 
 
-def _learn(tokens: list[str]) -> bool:
-    """Cache the root column part of ``tokens`` not cached yet; False if one
-    of them cannot be cached (the others are)."""
+def _token_part(token: str) -> str | None:
+    """A token's part of the root column, or None if it is not cacheable."""
+    words = _LONG_LETTERS.findall(token)
+    if not words:
+        return ""
+    root = word_root(words[0])
+    if len(words) > 1 or not _ASCII_TOKEN.fullmatch(root):
+        return None
+    return root
+
+
+def _learn(tokens: list[str]) -> dict[str, str] | None:
+    """The root column part of each of ``tokens``, the new ones cached; None
+    if one of them cannot be cached (the others are)."""
+    parts: dict[str, str] = {}
     learnt: dict[str, str] = {}
     cacheable = True
-    for token in set(tokens).difference(_ROOTS):
-        words = _LONG_LETTERS.findall(token)
-        if not words:
-            learnt[token] = ""
-            continue
-        root = word_root(words[0])
-        if len(words) > 1 or not _ASCII_TOKEN.fullmatch(root):
-            cacheable = False
-            continue
-        learnt[token] = root
+    for token in set(tokens):
+        # get, not the lookup that just failed: another thread may empty
+        # the cache at any point, and that only costs a root derived again.
+        part = _ROOTS.get(token)
+        if part is None:
+            part = _token_part(token)
+            if part is None:
+                cacheable = False
+                continue
+            learnt[token] = part
+        parts[token] = part
     if len(_ROOTS) + len(learnt) > _ROOTS_MAX:
         _ROOTS.clear()
     _ROOTS.update(learnt)
-    return cacheable
+    return parts if cacheable else None
 
 
 def _ascii_roots(tokens: list[str]) -> list[str] | None:
@@ -112,9 +125,10 @@ def _ascii_roots(tokens: list[str]) -> list[str] | None:
         return list(filter(None, map(_ROOTS.__getitem__, tokens)))
     except KeyError:
         pass
-    if not _learn(tokens):
+    parts = _learn(tokens)
+    if parts is None:
         return None
-    return list(filter(None, map(_ROOTS.__getitem__, tokens)))
+    return list(filter(None, map(parts.__getitem__, tokens)))
 
 
 def _repeated(column: str, tokens: list[str], stop: frozenset[str]) -> list[str]:
