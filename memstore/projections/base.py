@@ -79,12 +79,15 @@ def paused_gc() -> Iterator[None]:
                 gc.enable()
 
 
-def bulk_load(conn: Connection, deferred_indexes: Sequence[str]) -> AbstractContextManager[None]:
+def bulk_load(
+    conn: Connection, deferred_indexes: Sequence[str], fts_tables: Sequence[str] = ()
+) -> AbstractContextManager[None]:
     """Around a replay: whatever the backend does to load many rows cheaply
-    (SQLite: a larger page cache, and ``deferred_indexes`` dropped, then
-    created again at the end — all inside the caller's transaction, so a
-    rebuild that fails or is killed leaves them as they were)."""
-    return backend.of(conn).bulk_load(conn, deferred_indexes)
+    (SQLite: a larger page cache and FTS5 term buffer for ``fts_tables``, and
+    ``deferred_indexes`` dropped, then created again at the end — all inside
+    the caller's transaction, so a rebuild that fails or is killed leaves
+    them as they were)."""
+    return backend.of(conn).bulk_load(conn, deferred_indexes, fts_tables)
 
 
 class Projection(ABC):
@@ -102,6 +105,9 @@ class Projection(ABC):
     # creates them again before it commits — one sort instead of a B-tree
     # insert per row. Names missing from the file are ignored.
     replay_deferred_indexes: ClassVar[tuple[str, ...]] = ()
+    # Full-text tables ``apply`` fills: a rebuild on SQLite lets FTS5 buffer
+    # more terms before writing a segment (memstore.db.backend.sqlite).
+    replay_fts_tables: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None: ...
@@ -368,7 +374,8 @@ class Projections:
         seen = 0
         types = None if wanted is None else sorted(wanted)
         deferred = [i for p in targets for i in p.replay_deferred_indexes]
-        with bulk_load(conn, deferred), paused_gc():
+        fts = [t for p in targets for t in p.replay_fts_tables]
+        with bulk_load(conn, deferred, fts), paused_gc():
             for chunk in self.log.iter_all(conn, types=types, batch=REPLAY_BATCH):
                 self._apply(conn, chunk, targets)
                 seen += len(chunk)

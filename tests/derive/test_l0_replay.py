@@ -137,3 +137,32 @@ def test_a_failed_rebuild_leaves_indexes_and_rows_as_they_were(store: Store) -> 
     assert _state(store) == before
     with store._db.write() as conn:  # the connection's cache size is back too
         assert conn.exec_driver_sql("PRAGMA cache_size").scalar_one() == -2000
+
+
+def _hash_settings(store: Store) -> list[tuple[Any, ...]]:
+    with store._db.read() as conn:
+        return [
+            tuple(r)
+            for t in ("l0_fts", "l1_fts")
+            for r in conn.exec_driver_sql(f"SELECT '{t}', v FROM {t}_config WHERE k = 'hashsize'")
+        ]
+
+
+def test_the_fts_buffer_a_rebuild_enlarges_is_as_it_was_after(store: Store) -> None:
+    # bulk_load gives FTS5 a larger term buffer while replaying: none is left
+    # behind (FTS5's default), and one set before is kept, after a rebuild
+    # that commits and after one that fails.
+    store.capture("u1", "s1", [{"role": "user", "content": "hello there"}])
+    store.rebuild()
+    assert _hash_settings(store) == []
+    with store._db.write() as conn:
+        conn.exec_driver_sql("INSERT INTO l0_fts(l0_fts, rank) VALUES ('hashsize', 2000000)")
+
+    def fail(_n: int) -> None:
+        raise RuntimeError("killed mid-replay")
+
+    with pytest.raises(RuntimeError):
+        store.rebuild(progress=fail)
+    assert _hash_settings(store) == [("l0_fts", 2000000)]
+    store.rebuild()
+    assert _hash_settings(store) == [("l0_fts", 2000000)]

@@ -139,11 +139,12 @@ class Backend(ABC):
 
     @abstractmethod
     def bulk_load(
-        self, conn: Connection, deferred_indexes: Sequence[str]
+        self, conn: Connection, deferred_indexes: Sequence[str], fts_tables: Sequence[str] = ()
     ) -> AbstractContextManager[None]:
         """Around a replay inside ``conn``'s transaction: whatever makes many
         inserts cheaper (``deferred_indexes`` may be dropped and created again
-        before the block ends), undone either way."""
+        before the block ends; ``fts_tables``, the full-text tables the replay
+        fills, may be tuned for it), undone either way."""
 
     # -- vectors --------------------------------------------------------------
 

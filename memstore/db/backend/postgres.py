@@ -121,7 +121,9 @@ class PostgresBackend(Backend):
         return False
 
     @contextmanager
-    def bulk_load(self, conn: Connection, deferred_indexes: Sequence[str]) -> Iterator[None]:
+    def bulk_load(
+        self, conn: Connection, deferred_indexes: Sequence[str], fts_tables: Sequence[str] = ()
+    ) -> Iterator[None]:
         yield  # a replay loads as it is
 
     # pgvector's ``vector`` (float32) only: memstore.vectors.spaces records

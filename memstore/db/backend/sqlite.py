@@ -48,6 +48,17 @@ CHUNK_SIZE = {"l0": 128, "l1": 32}
 # read back as the tables grow. An upper bound, allocated only as used.
 BULK_CACHE_KIB = 131_072
 
+# FTS5's buffer of terms not yet written to the index while a rebuild
+# replays (bytes; FTS5's default, restored after, is 1 MB). A full buffer is
+# written out as a new segment, and FTS5 merges segments as they pile up: on
+# a rebuild of chat text the default wrote several segments per replay batch
+# and merged them again. With 16 MB a batch is one segment: FTS5's inserts
+# took ~20% less CPU and the index ended in fewer segments (BENCHMARKS.md,
+# "Event log"). The buffer grows only as terms arrive, and holds at most one
+# batch's (FTS5 writes it out at the next batch's first, lower, rowid).
+BULK_FTS_HASH_BYTES = 16 << 20
+_FTS_DEFAULT_HASH_BYTES = 1 << 20
+
 
 # sqlite-vec's column type per element type (memstore.db.elements).
 _COLUMN_TYPE = {"float32": "float", "int8": "int8"}
@@ -184,10 +195,13 @@ class SqliteBackend(Backend):
         return int(raw.total_changes) - before >= 2
 
     @contextmanager
-    def bulk_load(self, conn: Connection, deferred_indexes: Sequence[str]) -> Iterator[None]:
-        # A larger page cache, and the deferred indexes dropped, then created
-        # again at the end — all inside the caller's transaction, so a rebuild
-        # that fails or is killed leaves them as they were.
+    def bulk_load(
+        self, conn: Connection, deferred_indexes: Sequence[str], fts_tables: Sequence[str] = ()
+    ) -> Iterator[None]:
+        # A larger page cache, a larger FTS5 term buffer, and the deferred
+        # indexes dropped, then created again at the end — the last two inside
+        # the caller's transaction, so a rebuild that fails or is killed
+        # leaves them as they were.
         cache = conn.exec_driver_sql("PRAGMA cache_size").scalar_one()
         conn.exec_driver_sql(f"PRAGMA cache_size = -{BULK_CACHE_KIB}")
         try:
@@ -199,7 +213,10 @@ class SqliteBackend(Backend):
                 if sql:
                     ddl.append(str(sql))
                     conn.exec_driver_sql(f'DROP INDEX "{name}"')
+            hash_sizes = {t: _fts_hash_size(conn, t, BULK_FTS_HASH_BYTES) for t in fts_tables}
             yield
+            for table, size in hash_sizes.items():
+                _fts_hash_size(conn, table, size)
             for sql in ddl:
                 conn.exec_driver_sql(sql)
         finally:
@@ -454,3 +471,16 @@ class SqliteBackend(Backend):
             raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         wal = db.path.with_name(db.path.name + "-wal")
         return db.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+def _fts_hash_size(conn: Connection, table: str, size: int | None) -> int | None:
+    """Set FTS5 table ``table``'s ``hashsize`` (None: its default, with no
+    setting left in its config table); returns the setting it had."""
+    was = conn.exec_driver_sql(f"SELECT v FROM {table}_config WHERE k = 'hashsize'").scalar()
+    # Through FTS5's command, which every connection's cached copy of the
+    # setting follows; a row deleted by hand would not be noticed by them.
+    value = _FTS_DEFAULT_HASH_BYTES if size is None else int(size)
+    conn.exec_driver_sql(f"INSERT INTO {table}({table}, rank) VALUES ('hashsize', {value})")
+    if size is None:
+        conn.exec_driver_sql(f"DELETE FROM {table}_config WHERE k = 'hashsize'")
+    return None if was is None else int(was)

@@ -85,6 +85,7 @@ class L1Projection(Projection):
     # l1_fts is filled with l1_memories (memstore.db.migrate); its keys and
     # BM25 statistics live in the other two (memstore.derive.memories.fts_index).
     tables = (l1_memories, l1_user_slots, l1_term_repeats)
+    replay_fts_tables = ("l1_fts",)
 
     def __init__(self) -> None:
         self._next_id = 0

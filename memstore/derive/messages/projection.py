@@ -134,12 +134,13 @@ class _Batch:
 
 def _rows(
     events: Sequence[StoredEvent],
-    seen: set[tuple[str, str, str]],
+    seen: set[tuple[str, str, str]] | None,
     slots: dict[str, int],
     next_id: int,
 ) -> _Batch:
     """The rows of ``events``, ids from ``next_id + 1``, skipping the keys in
-    ``seen`` (and repeats within ``events``)."""
+    ``seen`` (and repeats within ``events``); ``None``: every message, a key
+    stored twice left to the unique index to report."""
     out = _Batch()
     # Bound methods and locals: this loop runs once per message replayed.
     add_row, add_fts, add_repeat = out.rows.append, out.fts.append, out.repeated.append
@@ -151,10 +152,11 @@ def _rows(
         count = out.counts.setdefault(user, [0, 0])
         for m in p.messages:
             mid = m["id"]
-            key = (user, session, mid)
-            if key in seen:
-                continue
-            seen.add(key)
+            if seen is not None:
+                key = (user, session, mid)
+                if key in seen:
+                    continue
+                seen.add(key)
             next_id += 1
             text_ = m["text"]
             # The speaker's name is indexed with the words (labelled_text).
@@ -212,6 +214,7 @@ class L0Projection(Projection):
         "ix_l0_messages_user_id_session_id_position",
         "ix_l0_messages_user_id_occurred_at",
     )
+    replay_fts_tables = ("l0_fts",)
 
     def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
         # Driver-level: once per capture, and the Core select cost ~5x the
@@ -221,9 +224,10 @@ class L0Projection(Projection):
         # Capture never appends a known id, but a log can hold one anyway (an
         # event appended directly, an older version): skip it rather than let
         # the FTS row and the message row disagree. The unique index finds
-        # such an id; only then are the batch's keys looked up, so a replay
-        # pays no lookup per batch.
-        batch = _rows(events, set(), slots, next_id)
+        # such an id, stored before or twice in this batch; only then are the
+        # batch's keys looked up and collected, so a replay pays neither a
+        # lookup per batch nor a key per message.
+        batch = _rows(events, None, slots, next_id)
         if not batch.rows:
             return
         # A savepoint in plain SQL: SQLAlchemy's begin_nested() cost about
