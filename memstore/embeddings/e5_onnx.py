@@ -137,8 +137,8 @@ def _import_runtime() -> Any:
 
 class OnnxE5:
     """e5 embeddings on ONNX Runtime. Loading takes ~2-5 s on 2 cores (the
-    float engine's calibration pass, the graph); ~75 MB stay resident beside
-    onnxruntime's own libraries."""
+    float engine's calibration pass, the graph) and adds ~150 MB resident,
+    about what the numpy engine holds (BENCHMARKS.md)."""
 
     def __init__(self, weights: E5Weights | None = None, threads: int | None = None) -> None:
         onnx, ort = _import_runtime()
@@ -213,9 +213,10 @@ def _release_heap() -> None:
     """Hand the build's freed memory back to the system.
 
     Building the graph allocates ~150 MB of float temporaries (dequantised
-    weights, the calibration pass, the serialised model) that glibc keeps
-    after they are freed: measured 180 MB resident after the build, 74 MB
-    after ``malloc_trim``. Elsewhere (macOS, musl) nothing is done.
+    weights, the calibration pass, the serialised model) that glibc may keep
+    after they are freed: in one measurement of the build's steps, 180 MB
+    resident before ``malloc_trim`` and 74 MB after. Elsewhere (macOS, musl)
+    nothing is done.
     """
     try:
         libc = ctypes.CDLL("libc.so.6")
