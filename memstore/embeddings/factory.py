@@ -85,7 +85,8 @@ def _make_openai(settings: Settings) -> Embedder:
 
 
 def describe_embedder(embedder: Embedder | None) -> dict[str, object]:
-    """What ``memstore doctor`` prints: model_id, dimensions, kind (+ endpoint for remote).
+    """What ``memstore doctor`` prints: model_id, dimensions, kind (+ engine for e5,
+    endpoint for remote).
 
     Never contains the API key. Does not load a model or call the network, so
     a remote embedder whose dimension is still unknown reports 0.
@@ -97,6 +98,9 @@ def describe_embedder(embedder: Embedder | None) -> dict[str, object]:
         "dimensions": embedder.dimensions,
         "kind": embedder.kind,
     }
+    engine = getattr(embedder, "engine", None)
+    if engine:  # e5: which engine embeds documents (auto resolved)
+        info["engine"] = engine
     base_url = getattr(embedder, "base_url", None)
     if base_url:
         info["base_url"] = base_url

