@@ -42,6 +42,7 @@ from __future__ import annotations
 import ctypes
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -147,13 +148,17 @@ class OnnxE5:
         float_engine = NumpyE5(w)
         ranges = float_engine.input_ranges(_CALIBRATION)
         model = _build_model(onnx, w, ranges)
+        # Parallel runs, each on one thread, rather than one run spread over
+        # onnxruntime's pool: its threads meet at every operator, and
+        # measured on 2 cores two single-thread runs at once embedded 5-30%
+        # more messages per second (BENCHMARKS.md). A pool thread that waits
+        # would also need to sleep, not spin, on a machine whose cores do
+        # other work (the OpenMP wait policy in e5.py, measured the same way);
+        # with one thread per run there is none.
+        self.workers = max(1, threads or min(os.cpu_count() or 1, 4))
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or max(1, min(os.cpu_count() or 1, 4))
+        options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        # Idle pool threads sleep instead of spinning: on a machine whose cores
-        # do other work (the host's own threads), a spinning worker holds the
-        # core the thread it waits for needs (the OpenMP wait policy in e5.py,
-        # measured the same way).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
@@ -168,6 +173,7 @@ class OnnxE5:
         self._word_q4 = w.word_q4
         self._positions = w.positions
         self._token_type = w.token_type
+        self._executor: ThreadPoolExecutor | None = None
         del float_engine, w, model
         _release_heap()
 
@@ -178,15 +184,32 @@ class OnnxE5:
             return out
         windows = split_windows(self.tokenizer, self._vocab, self._max_positions, texts, is_query)
         windows.sort(key=lambda win: len(win.ids))
-        for group in _groups(windows):
-            pooled = self._run(group)
-            rows = np.array([win.text for win in group], dtype=np.int64)
-            weight = np.array([win.weight for win in group], dtype=np.float32)
-            np.add.at(out, rows, pooled * weight[:, None])
+        # Each worker takes every n-th window, so all get a like share of
+        # long and short ones; onnxruntime releases the interpreter lock in
+        # run(), and one session serves concurrent runs.
+        shares = [windows[k :: self.workers] for k in range(self.workers)]
+        shares = [share for share in shares if share]
+        if len(shares) == 1:
+            results = [self._run_all(shares[0])]
+        else:
+            results = list(self._pool().map(self._run_all, shares))
+        for done in results:
+            for group, pooled in done:
+                rows = np.array([win.text for win in group], dtype=np.int64)
+                weight = np.array([win.weight for win in group], dtype=np.float32)
+                np.add.at(out, rows, pooled * weight[:, None])
         norms = np.sqrt(np.einsum("ij,ij->i", out, out))
         np.maximum(norms, np.float32(1e-6), out=norms)
         out /= norms[:, None]
         return out
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="memstore-e5")
+        return self._executor
+
+    def _run_all(self, windows: list[Window]) -> list[tuple[list[Window], F32Array]]:
+        return [(group, self._run(group)) for group in _groups(windows)]
 
     def _run(self, group: list[Window]) -> F32Array:
         """Mean-pooled (not normalised) vectors of windows of similar length."""
