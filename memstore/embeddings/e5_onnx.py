@@ -33,8 +33,9 @@ LoCoMo turns, chat text and context pairs, 0.9985 on texts with no words
 bound the numpy engine keeps too, so the three share one ``model_id`` and a
 store never re-embeds when the engine changes.
 
-Batching: windows (``e5_numpy.split_windows``) are sorted by length and
-padded within groups of similar length; each group is one run of the graph.
+Batching: windows (``e5_numpy.split_windows``) are sorted by length and dealt
+to ``workers`` (every n-th window each); a worker pads its windows in groups
+of similar length and runs each group on one thread.
 """
 
 from __future__ import annotations

@@ -89,3 +89,13 @@ def test_auto_falls_back_to_numpy_when_onnx_cannot_load(
     # Chosen explicitly, the onnx engine's failure is the caller's error.
     with pytest.raises(EmbeddingError, match="no kernel"):
         E5Embedder(engine="onnx").embed_documents(["x"])
+
+
+def test_one_worker_gives_the_vectors_of_several(onnx_engine: OnnxE5) -> None:
+    texts = _texts()
+    assert onnx_engine.workers >= 1
+    alone = OnnxE5(threads=1)
+    assert alone.workers == 1
+    np.testing.assert_allclose(
+        alone.embed(texts, False), onnx_engine.embed(texts, False), atol=2e-4
+    )
