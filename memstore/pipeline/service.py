@@ -40,7 +40,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import Future
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -52,8 +51,7 @@ from memstore.derive.follow import FORGET_NOTE
 from memstore.derive.messages.events import MessagesCaptured
 from memstore.errors import MemstoreError, PipelineError
 from memstore.events.log import StoredEvent
-from memstore.logtext import loggable
-from memstore.pipeline import endsession, owners, queue, runnow, scheduler, wakeup
+from memstore.pipeline import endsession, owners, queue, runnow, scheduler, wakeup, work
 from memstore.pipeline.lease import LeaseKeeper
 from memstore.pipeline.reconcile import arm_sessions, idle_due, reconcile
 from memstore.pipeline.runner import Deriver, ModuleDeriver, Outcome, Runner
@@ -76,9 +74,8 @@ from memstore.pipeline.state import (
     pending_reached,
 )
 from memstore.pipeline.status import build_status
-from memstore.pipeline.threads import DaemonPool
+from memstore.pipeline.threads import DaemonPool, log_failure, time_left
 from memstore.records import EndSessionReport, PipelineStatus
-from memstore.redact import redact
 from memstore.timeutil import from_iso, timedelta
 
 if TYPE_CHECKING:
@@ -192,12 +189,12 @@ class PipelineService:
         self._stopping.set()
         deadline = time.monotonic() + self.close_timeout_s
         if self._lease is not None:
-            self._lease.stop(max(1.0, _left(deadline)))
+            self._lease.stop(max(1.0, time_left(deadline)))
             self._lease = None
-        self._reconcile_thread.shutdown(wait=True, timeout=_left(deadline))
-        self._timer_thread.shutdown(wait=True, timeout=_left(deadline))
+        self._reconcile_thread.shutdown(wait=True, timeout=time_left(deadline))
+        self._timer_thread.shutdown(wait=True, timeout=time_left(deadline))
         for t in self._workers:
-            t.join(_left(deadline))
+            t.join(time_left(deadline))
         self.timers.shutdown(wait=True)
         owners.retire(self.owner)
         wakeup.released()  # what this service still holds is no longer waited for
@@ -234,7 +231,7 @@ class PipelineService:
             with self._reconcile_lock:
                 self._reconcile_queued = False
             return
-        fut.add_done_callback(_log_failure("reconcile", self))
+        fut.add_done_callback(log_failure("pipeline reconcile", lambda: self.stopping))
 
     def _reconcile_job(self) -> None:
         try:
@@ -250,7 +247,7 @@ class PipelineService:
         except RuntimeError:  # closing: reconcile re-arms from the committed state
             log.debug("pipeline closing; timer work %s not queued", fn)
             return
-        fut.add_done_callback(_log_failure("timer thread", self))
+        fut.add_done_callback(log_failure("pipeline timer thread", lambda: self.stopping))
 
     def flush(self) -> None:
         """Wait until timer writes queued by ``after_commit`` are done."""
@@ -406,7 +403,7 @@ class PipelineService:
                 queue.enqueue(conn, user_id, "l2", now=now)
             self.drain()
         else:
-            self._arm_l2_periodic(us, now)
+            self.arm_l2_periodic(us, now)
 
     def on_drain_timer(self) -> None:
         self.drain()
@@ -431,7 +428,8 @@ class PipelineService:
             return None
         return from_iso(us.last_l2_at) + timedelta(seconds=self.settings.pipeline.l2_min_interval_s)
 
-    def _arm_l2_periodic(self, us: UserState, now: datetime) -> None:
+    def arm_l2_periodic(self, us: UserState, now: datetime) -> None:
+        """While the user was active lately: L2 again within ``l2_max_interval_s``."""
         window = timedelta(seconds=self.settings.pipeline.l2_active_window_s)
         if us.last_activity_at is not None and from_iso(us.last_activity_at) >= now - window:
             self.arm_l2(
@@ -449,123 +447,12 @@ class PipelineService:
         only: Collection[queue.WorkKey] | None = None,
     ) -> list[Outcome]:
         """Run ready queued work (in this thread) until none is claimable;
-        with ``only``, just the work of those keys. Each key runs at most once
-        per drain: a failure waits for its retry, and work queued again for a
-        key that just ran waits for the next drain (armed below)."""
-        outcomes: list[Outcome] = []
-        owner = self._owner()
-        ran: set[queue.WorkKey] = set()
-
-        def accept(item: queue.WorkItem) -> bool:
-            return item.work not in ran and (only is None or item.work in only)
-
+        with ``only``, just the work of those keys (``work.drain``)."""
         with self._captured_lock:
             self._queued.clear()  # items claimed below: new ones need the drain armed
-        while not self._stopping.is_set():
-            item = queue.claim_in(
-                self.store.db,
-                owner,
-                now=self.clock,
-                ttl_s=self.lock_ttl_s,
-                user_id=user_id,
-                session_id=session_id,
-                stages=stages,
-                accept=accept,
-            )
-            if item is None:
-                break
-            ran.add(item.work)
-            out = self._execute(item, owner)
-            if out is not None:
-                outcomes.append(out)
-        if self._stopping.is_set():
-            return outcomes  # what is queued stays queued for the next open
-        with self.store.db.read() as conn:
-            waiting = queue.next_run_after(conn)
-        if waiting is not None:
-            self.arm_drain(from_iso(waiting))
-        return outcomes
-
-    def _execute(self, item: queue.WorkItem, owner: str) -> Outcome | None:
-        if item.stage == "l1":
-            with self.store.db.read() as conn:
-                st = get_session(conn, item.user_id, item.session_id)
-            if st is None or st.messages_pending == 0:  # another run covered it
-                with self.store.db.write() as conn:
-                    queue.complete(conn, item, owner)
-                wakeup.released()
-                return None
-        out = self.runner.run(
-            item.stage,
-            item.user_id,
-            item.session_id,
-            owner,
-            item.attempts + 1,
-            cancelled=self._stopping.is_set,
+        return work.drain(
+            self, self._owner(), user_id=user_id, session_id=session_id, stages=stages, only=only
         )
-        if not out.ok and self._stopping.is_set():
-            # Cut short by close(): not the work's fault, so no attempt counts.
-            with self.store.db.write() as conn:
-                queue.release(conn, item, owner)
-            wakeup.released()
-            log.debug("%s of %s/%s cut short by close", item.stage, item.user_id, item.session_id)
-            return out
-        retry_at = None
-        hastened = 0
-        p = self.settings.pipeline
-        with self.store.db.write() as conn:
-            if out.ok:
-                queue.complete(conn, item, owner)
-                if item.attempts:  # a retry worked: what waits on the same outage runs now
-                    hastened = queue.hasten_retries(conn, now=self.clock())
-            else:
-                delay = queue.retry_delay(
-                    item.attempts + 1,
-                    base_s=p.retry_delay_s,
-                    steady=p.max_retries,
-                    cap_s=p.retry_max_delay_s,
-                )
-                retry_at = queue.fail(
-                    conn,
-                    item,
-                    owner,
-                    error=redact(out.error or "failed"),
-                    now=self.clock(),
-                    delay_s=delay,
-                )
-        wakeup.released()  # committed: whoever waits for the item looks again now
-        if out.ok:
-            if hastened:
-                self.arm_drain(self.clock())
-            self._after_success(item, out)
-        elif retry_at is not None:
-            self.arm_drain(retry_at)
-            if item.attempts + 1 == p.max_retries:
-                log.warning(
-                    "%s for %s/%s failed %d times; retrying, each wait longer, up to %.0f s",
-                    item.stage,
-                    item.user_id,
-                    item.session_id,
-                    p.max_retries,
-                    p.retry_max_delay_s,
-                )
-        return out
-
-    def _after_success(self, item: queue.WorkItem, out: Outcome) -> None:
-        now = self.clock()
-        with self.store.db.read() as conn:
-            us = get_user(conn, item.user_id)
-        if us is None:
-            return
-        if item.stage == "l1":
-            due = now + timedelta(seconds=self.settings.pipeline.l2_delay_s)
-            not_before = self.l2_not_before(us)
-            self.arm_l2(item.user_id, max(due, not_before) if not_before else due)
-        elif item.stage == "l2":
-            if out.persona_requested or self.deriver.persona_due(self.store, item.user_id):
-                with self.store.db.write() as conn:
-                    queue.enqueue(conn, item.user_id, "l3", now=now)
-            self._arm_l2_periodic(us, now)
 
     # -- explicit operations -------------------------------------------------------
 
@@ -609,30 +496,6 @@ class PipelineService:
         self._last_reconcile = time.monotonic()
         self.forget_idle()
         return reconcile(self)
-
-
-def _left(deadline: float) -> float:
-    return max(0.0, deadline - time.monotonic())
-
-
-def _log_failure(what: str, service: PipelineService) -> Callable[[Future[Any]], None]:
-    """A done-callback that logs an exception the future ended with (at DEBUG
-    while the service stops: the close caused it)."""
-
-    def check(fut: Future[Any]) -> None:
-        if fut.cancelled():
-            return
-        exc = fut.exception()
-        if exc is not None:
-            log.log(
-                logging.DEBUG if service.stopping else logging.WARNING,
-                "pipeline %s work failed (reconcile repairs timers): %s",
-                what,
-                loggable(exc),
-            )
-            log.debug("pipeline %s work failed", what, exc_info=exc)
-
-    return check
 
 
 __all__ = ["PipelineService"]

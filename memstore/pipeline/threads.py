@@ -18,6 +18,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from memstore.logtext import loggable
+
 log = logging.getLogger(__name__)
 
 _Task = tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]
@@ -85,4 +87,29 @@ class DaemonPool:
         return not stuck
 
 
-__all__ = ["DaemonPool"]
+def time_left(deadline: float) -> float:
+    """Seconds until ``deadline`` (a ``time.monotonic()`` value), never negative."""
+    return max(0.0, deadline - time.monotonic())
+
+
+def log_failure(what: str, stopping: Callable[[], bool]) -> Callable[[Future[Any]], None]:
+    """A done-callback that logs an exception the future ended with (at DEBUG
+    once ``stopping()``: closing caused it)."""
+
+    def check(fut: Future[Any]) -> None:
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.log(
+                logging.DEBUG if stopping() else logging.WARNING,
+                "%s work failed (reconcile repairs timers): %s",
+                what,
+                loggable(exc),
+            )
+            log.debug("%s work failed", what, exc_info=exc)
+
+    return check
+
+
+__all__ = ["DaemonPool", "log_failure", "time_left"]
