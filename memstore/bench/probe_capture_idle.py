@@ -4,6 +4,9 @@ transaction (BEGIN IMMEDIATE, one INSERT, COMMIT) on the same file, run right
 after each capture so both see the same load; and the statements one capture
 runs (the measurement behind BENCHMARKS.md, "Idle capture").
 
+The text is conversation-like (``memstore.bench.chattext``: ~245 bytes a
+message, a vocabulary of thousands of words, so the word-root cache keeps
+meeting new words as it does on a host's messages), each call's text new.
 Three kinds of call, TURNS of each, one after another:
 
 - ``turn, same session``: ``capture_turn`` (a user message and a reply) into
@@ -15,8 +18,9 @@ Three kinds of call, TURNS of each, one after another:
 
 Usage: memstore bench capture-idle STORE [TURNS]
 STORE is copied first (never opened in place). ``SCHEDULER=1`` runs the
-pipeline's timers as a default store does. To compare two code trees, run
-it with ``PYTHONPATH=<tree>`` for each, alternating.
+pipeline's timers as a default store does; ``SEED`` picks other texts. To
+compare two code trees, run it with ``PYTHONPATH=<tree>`` for each,
+alternating.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 
 from sqlalchemy import event
 
+from memstore.bench.chattext import ChatText
 from memstore.bench.metrics import percentile
 from memstore.config import Settings
 from memstore.db.driver import sqlite_module
@@ -58,19 +63,15 @@ def main(argv: list[str]) -> None:
         if counting and threading.current_thread() is threading.main_thread():
             seen[" ".join(sql.split())[:100]] += 1
 
+    chat = ChatText(seed=int(os.environ.get("SEED", "0")))
+
     def turn(i: int, kind: str = "same") -> None:
         user = f"u{i % users:04d}"
+        said, reply = chat.turn()
         if kind == "one":
-            store.capture(
-                user, "live-0", [{"role": "user", "content": f"one message {i}: pottery?"}]
-            )
+            store.capture(user, "live-0", [{"role": "user", "content": said}])
             return
-        store.capture_turn(
-            user,
-            f"new-{i}" if kind == "new" else "live-0",
-            f"live turn {i}: what about the pottery class?",
-            f"Noted, turn {i}.",
-        )
+        store.capture_turn(user, f"new-{i}" if kind == "new" else "live-0", said, reply)
 
     for i in range(50):
         turn(-1 - i)
