@@ -99,3 +99,37 @@ def test_one_worker_gives_the_vectors_of_several(onnx_engine: OnnxE5) -> None:
     np.testing.assert_allclose(
         alone.embed(texts, False), onnx_engine.embed(texts, False), atol=2e-4
     )
+
+
+def test_long_windows_run_alone_without_the_mask(
+    onnx_engine: OnnxE5, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows of ``_ALONE_TOKENS`` or more run one at a time on the session
+    without the padding mask; forcing them through the masked one (what
+    every window did before) gives the same vectors within rounding."""
+    texts = [t for t in _texts() if t.strip() and len(t) < 2000]
+    windows = e5_onnx.split_windows(
+        onnx_engine.tokenizer, onnx_engine._vocab, onnx_engine._max_positions, texts, False
+    )
+    windows.sort(key=lambda w: len(w.ids))
+    groups = e5_onnx._groups(windows)
+    long = [g for g in groups if len(g[-1].ids) >= e5_onnx._ALONE_TOKENS]
+    assert long and all(len(g) == 1 for g in long)
+    assert any(len(g) > 1 for g in groups if g not in long)  # short ones still grouped
+    fast = onnx_engine.embed(texts, False)
+    calls = {"unmasked": 0}
+    real = onnx_engine.unmasked
+
+    class Counting:
+        def run(self, *args: object) -> object:
+            calls["unmasked"] += 1
+            return real.run(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(onnx_engine, "unmasked", Counting())
+    assert np.array_equal(onnx_engine.embed(texts, False), fast)
+    assert calls["unmasked"] == len(long)
+    monkeypatch.setattr(e5_onnx, "_ALONE_TOKENS", 10**9)  # every window on the masked session
+    masked = onnx_engine.embed(texts, False)
+    assert calls["unmasked"] == len(long)
+    cos = (fast * masked).sum(axis=1)
+    assert cos.min() >= 0.9998, float(cos.min())
