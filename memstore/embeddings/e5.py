@@ -6,7 +6,7 @@ that embeds documents (queries always take the C engine, see embed_query):
 
 - ``onnx`` (the default when ``onnxruntime`` and ``onnx`` are installed, as
   the ``embed`` extra does): ``e5_onnx``, the same weights in an ONNX graph
-  whose matrix products run in 8-bit integers; about four times the C
+  whose matrix products run in 8-bit integers; about five times the C
   engine's rate (BENCHMARKS.md, "e5 on conversation-like text").
 - ``numpy`` (the default otherwise): ``e5_numpy``, our own forward pass over
   the weights dequantised to float32, on BLAS; about twice the C engine's rate.
