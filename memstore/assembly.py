@@ -10,21 +10,28 @@ and erasure purges the pipeline's rows of the erased user.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from memstore.config import Settings
 from memstore.db.engine import Database
 from memstore.derive.context import DeriveContext
+from memstore.derive.messages import keywords
+from memstore.derive.messages.projection import L0Projection
 from memstore.embeddings import Embedder, make_embedder
+from memstore.errors import MemstoreError
 from memstore.event_types import register_all
 from memstore.events.log import StoredEvent
 from memstore.kernel import Kernel
+from memstore.logtext import loggable
 from memstore.pipeline import PipelineService
 from memstore.projections.base import Projection
 from memstore.search import SearchEngine
 from memstore.store_projections import default_projections
 from memstore.timeutil import Clock
 from memstore.vectors.indexer import BackgroundIndexer, Indexer
+
+log = logging.getLogger(__name__)
 
 
 class Parts:
@@ -110,15 +117,59 @@ class Parts:
         if self.background is not None:
             self.background.notify()
 
+    def _l0(self) -> L0Projection | None:
+        if "l0_messages" not in self.kernel.projections.names:
+            return None
+        p = self.kernel.projections.get("l0_messages")
+        return p if isinstance(p, L0Projection) else None
+
+    def index_keywords(self) -> int:
+        """Write the keyword rows of every message still waiting for them
+        (memstore.derive.messages.keywords), in short transactions; returns
+        how many."""
+        if self.kernel.db.backend.keyword_index != "fts5":
+            return 0
+        total = 0
+        while True:
+            with self.kernel.db.write() as conn:
+                n = keywords.index_waiting(conn)
+            if not n:
+                return total
+            total += n
+
+    def defer_keywords(self, on: bool) -> bool:
+        """Whether captures leave their messages' keyword rows to
+        :meth:`index_keywords` (SQLite only; returns the setting now in
+        force). The background indexer turns it on while it runs; a caller
+        that turns it on without that thread must call ``index_keywords``."""
+        l0 = self._l0()
+        if l0 is None or self.kernel.db.backend.keyword_index != "fts5":
+            return False
+        l0.defer_keywords = on
+        return on
+
     def start_background(self) -> None:
         if self.indexer is not None and self.background is None:
-            self.background = BackgroundIndexer(self.indexer)
+            self.background = BackgroundIndexer(self.indexer, keywords=self.index_keywords)
             self.background.start()
+            # Captures leave their keyword rows to the thread from now on.
+            self.defer_keywords(True)
 
     def stop_background(self) -> None:
+        l0 = self._l0()
+        self.defer_keywords(False)
         if self.background is not None:
             self.background.stop()
             self.background = None
+        if l0 is not None:
+            # What captures left to the thread: indexed now, so a store
+            # without the thread (the CLI, a later open) finds none waiting.
+            # Nothing is lost if this fails: search scores waiting messages
+            # from their text, and the next capture or indexer writes them.
+            try:
+                self.index_keywords()
+            except MemstoreError as e:
+                log.warning("keyword rows left to the next open: %s", loggable(e))
 
 
 __all__ = ["Parts", "default_projections"]

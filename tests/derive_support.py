@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from memstore import Settings
 from memstore.store import Store
@@ -36,6 +36,26 @@ def snapshot(store: Store) -> dict[str, list[tuple[Any, ...]]]:
             rows = conn.execute(text(f"SELECT {cols} FROM {table} ORDER BY {order}")).all()
             out[table] = [tuple(r) for r in rows]
     return out
+
+
+def fts_index(conn: Connection) -> list[tuple[Any, ...]]:
+    """Every (term, rowid, column, offset) l0_fts holds: the index itself, which
+    a contentless table cannot show through SELECT."""
+    conn.exec_driver_sql(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.l0_vocab USING fts5vocab(main, l0_fts, instance)"
+    )
+    return list(conn.exec_driver_sql("SELECT term, doc, col, offset FROM temp.l0_vocab").all())
+
+
+def waiting_messages(store: Store) -> int:
+    """Messages whose keyword rows are not written yet (after the cursor)."""
+    with store._db.read() as conn:
+        return int(
+            conn.exec_driver_sql(
+                "SELECT count(*) FROM l0_messages WHERE id > "
+                "(SELECT through FROM l0_keyword_cursor)"
+            ).scalar_one()
+        )
 
 
 def say(

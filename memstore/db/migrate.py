@@ -170,6 +170,7 @@ _REBUILDABLE = frozenset(
     {
         "alembic_version",
         "projection_checkpoints",
+        "l0_keyword_cursor",
         "embedding_cache",
         "vector_spaces",
         "vector_index",

@@ -118,7 +118,7 @@ l0_messages = Table(
 )
 
 # A small number per user, in order of the user's first message: l0_fts rows
-# are keyed ``slot << 40 | l0_messages.id`` (memstore.derive.messages.projection.fts_key), so
+# are keyed ``slot << 40 | l0_messages.id`` (memstore.derive.messages.keywords.fts_key), so
 # one user's messages are one contiguous FTS rowid range and a keyword match
 # reads only that range, whatever the other users store.
 l0_user_slots = Table(
@@ -143,6 +143,23 @@ l0_term_repeats = Table(
         "key", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=False
     ),
     Column("repeats", Text, nullable=False),
+)
+
+# The highest l0_messages id whose keyword rows (l0_fts, l0_term_repeats and
+# the l0_user_slots totals) are written; one row. On SQLite with a background
+# indexer a capture leaves them to the indexer and keyword search scores the
+# messages after it from their text (memstore.derive.messages.keywords).
+# Empty on PostgreSQL, which writes them with the messages.
+l0_keyword_cursor = Table(
+    "l0_keyword_cursor",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column(
+        "through",
+        BigInteger().with_variant(Integer(), "sqlite"),
+        nullable=False,
+        server_default="0",
+    ),
 )
 
 # --- vectors: caches, not projections ---------------------------------------

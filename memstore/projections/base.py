@@ -112,6 +112,12 @@ class Projection(ABC):
     @abstractmethod
     def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None: ...
 
+    def apply_live(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
+        """``apply`` for events just appended (not a replay or a catch-up):
+        a projection may leave derived rows to a background worker here that
+        a replay must write at once."""
+        self.apply(conn, events)
+
     def clear(self, conn: Connection) -> None:
         """Empty everything this projection owns (children before parents)."""
         for t in reversed(self.tables):
@@ -285,17 +291,23 @@ class Projections:
         return out
 
     def _apply(
-        self, conn: Connection, events: Sequence[StoredEvent], targets: Sequence[Projection]
+        self,
+        conn: Connection,
+        events: Sequence[StoredEvent],
+        targets: Sequence[Projection],
+        *,
+        live: bool = False,
     ) -> set[str]:
         """Feed ``events`` to ``targets`` (in dependency order), each only the
-        types it handles; returns the names of those that got any."""
+        types it handles; returns the names of those that got any. ``live``:
+        just appended (``apply_live``)."""
         wanted = {p.name for p in targets}
         fed: set[str] = set()
         for seg in self._segments(events):
             if len(seg) == 1:
                 feeds = [p for p in self._routing(seg[0].type)[0] if p.name in wanted]
                 for p in feeds:
-                    p.apply(conn, seg)
+                    (p.apply_live if live else p.apply)(conn, seg)
                     fed.add(p.name)
                 continue
             # One pass for the segment's types, so a projection that handles
@@ -309,7 +321,7 @@ class Projections:
                 else:
                     mine = [e for e in seg if e.type in p.handles]
                 if mine:
-                    p.apply(conn, mine)
+                    (p.apply_live if live else p.apply)(conn, mine)
                     fed.add(p.name)
         return fed
 
@@ -326,7 +338,7 @@ class Projections:
             return
         inline = self.inline
         moved = []
-        for name in self._apply(conn, fresh, inline):
+        for name in self._apply(conn, fresh, inline, live=True):
             p = self._items[name]
             last = fresh[-1] if p.handles is None else [e for e in fresh if p.wants(e)][-1]
             moved.append((name, last.position, p.version))

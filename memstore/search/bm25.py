@@ -7,7 +7,7 @@ ranking. Here the same formula (FTS5's: k1 = 1.2, b = 0.75, idf floored at
 1e-6, every column weight 1) runs over the user's own messages only:
 
 - which of the user's messages hold each term: one FTS5 MATCH per term,
-  limited to the user's rowid range (memstore.derive.messages.projection.fts_key), so
+  limited to the user's rowid range (memstore.derive.messages.keywords.fts_key), so
   FTS5 seeks to the user's postings and reads only those;
 - how often a term occurs in a message and the message's length: stored with
   the message (memstore.text.terms), or counted from its text for the few
@@ -27,31 +27,23 @@ import functools
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from sqlalchemy import Connection
 
 from memstore.db.sqlfn import driver_rows
-from memstore.derive.messages.projection import SLOT_SHIFT
+from memstore.derive.messages.keywords import SLOT_SHIFT
 from memstore.search.filters import row_filters
+from memstore.search.phrases import COLUMN_NAMES, Phrase, query_phrases, text_counts
 from memstore.search.postings import Copy, HotPostings
-from memstore.text.fts import build_match, document_columns, query_terms, quote_term
-from memstore.text.stem import stem_text, word_roots
-from memstore.text.terms import (
-    CJK_COLUMN,
-    STEM_COLUMN,
-    TEXT_COLUMN,
-    fts_tokens,
-    is_common,
-)
+from memstore.search.tail import Tail, tail_of, waiting
+from memstore.text.fts import build_match
 
 K1 = 1.2
 B = 0.75
 _IDF_FLOOR = 1e-6
 _K1_PLUS_1 = K1 + 1.0
-_COLUMN_NAMES = {TEXT_COLUMN: "text", CJK_COLUMN: "cjk", STEM_COLUMN: "stem"}
 _STATS = "SELECT slot, docs, tokens FROM l0_user_slots WHERE user_id = :u"
 # The user's statistics and whether anyone else has a slot, in one statement
 # (a keyword search ran both lookups on every query).
@@ -64,88 +56,6 @@ _STATS_AND_OTHERS = (
 # query (MAX_TERMS terms plus as many roots).
 _WORD = 32
 _SHIFTS = np.arange(_WORD, dtype=np.int64)
-
-
-@dataclass(frozen=True)
-class Phrase:
-    """One quoted term of the MATCH expression, in the column it searches."""
-
-    column: int
-    tokens: tuple[str, ...]
-    prefix: bool
-    expr: str  # a MATCH expression for this term alone
-
-    @property
-    def counted(self) -> bool:
-        """True when its count in a message must be taken from the text
-        (no stored repeats for it)."""
-        return self.prefix or len(self.tokens) != 1 or is_common(self.column, self.tokens[0])
-
-
-def _phrase(column: int, term: str) -> Phrase:
-    prefix = term.endswith("*")
-    word = term[:-1] if prefix else term
-    literal = quote_term(word) + ("*" if prefix else "")
-    return Phrase(
-        column, tuple(fts_tokens(word)), prefix, f"{{{_COLUMN_NAMES[column]}}}: {literal}"
-    )
-
-
-def query_phrases(query: str) -> list[Phrase]:
-    """The phrases of ``build_match(query)``, one per quoted term (a term
-    given twice in different spellings counts twice, as in FTS5)."""
-    return list(_phrases_of(query))
-
-
-@functools.lru_cache(maxsize=256)
-def _phrases_of(query: str) -> tuple[Phrase, ...]:
-    # Cached: recall searches memories and messages with the same query, and
-    # parsing it (terms, roots, quoting) cost ~0.1 ms a search.
-    return tuple(_parse_phrases(query))
-
-
-def _parse_phrases(query: str) -> list[Phrase]:
-    latin, cjk = query_terms(query)
-    out = [_phrase(TEXT_COLUMN, w) for w in latin]
-    out += [_phrase(STEM_COLUMN, r) for r in word_roots(latin)] if latin else []
-    out += [_phrase(CJK_COLUMN, g) for g in cjk]
-    return [p for p in out if p.tokens]
-
-
-def _count(phrase: Phrase, tokens: list[str]) -> int:
-    """Occurrences of ``phrase`` in one column's ``tokens``."""
-    want = phrase.tokens
-    n = len(want)
-    if n == 1:
-        # One token (every phrase but a few CJK ones): a scan in C, not a
-        # Python loop over the column (a message matching a function word
-        # was counted token by token).
-        if not phrase.prefix:
-            return tokens.count(want[0])
-        return sum(1 for t in tokens if t.startswith(want[0]))
-    head = list(want[:-1])
-    hits = 0
-    for i in range(len(tokens) - n + 1):
-        if tokens[i : i + n - 1] != head:
-            continue
-        last = tokens[i + n - 1]
-        if last == want[-1] or (phrase.prefix and last.startswith(want[-1])):
-            hits += 1
-    return hits
-
-
-def _text_counts(phrases: list[Phrase], text: str, which: Sequence[int]) -> list[int]:
-    """Occurrences of ``phrases[i]`` for each ``i`` in ``which`` in ``text``,
-    tokenising only the columns those phrases search (stemming, the costly
-    part, only for root phrases)."""
-    latin, cjk = document_columns(text)
-    columns: dict[int, list[str]] = {}
-    for i in which:
-        column = phrases[i].column
-        if column not in columns:
-            source = latin if column == TEXT_COLUMN else cjk if column == CJK_COLUMN else None
-            columns[column] = fts_tokens(stem_text(latin) if source is None else source)
-    return [_count(phrases[i], columns[phrases[i].column]) for i in which]
 
 
 def _doc_length(size: bytes) -> int:
@@ -192,8 +102,12 @@ def keyword_messages(
     # statements, and SQLAlchemy's result set-up alone cost ~0.1 ms per
     # statement, a twentieth of the search.
     got = driver_rows(conn, _STATS_AND_OTHERS, {"u": user_id})
+    # Messages whose keyword rows the indexer has yet to write (a moment
+    # after their capture): scored from their text (memstore.search.tail).
+    late = waiting(conn, user_id)
+    tail = tail_of(late, phrases, session_id) if late else None
     if not got:
-        return []
+        return rank(phrases, [], 0, 0, k, tail) if tail is not None else []
     stats = got[0]
     lo = int(stats[0]) << SLOT_SHIFT
     if hot is not None and all(len(p.tokens) == 1 for p in phrases):
@@ -201,9 +115,9 @@ def keyword_messages(
         raw = conn.connection.driver_connection
         copy = hot.current(raw, user_id, int(stats[0]), int(stats[1]), int(stats[2]))
         if copy is not None:
-            return rank_copy(copy, phrases, k, session_id)
+            return rank_copy(copy, phrases, k, session_id, tail)
     params: dict[str, Any] = {"lo": lo, "hi": lo + (1 << SLOT_SHIFT) - 1, "u": user_id}
-    if sole_user_shortcut and not stats[3]:
+    if sole_user_shortcut and not stats[3] and tail is None:
         # The only user: the table's statistics are the user's, and FTS5's
         # bm25() computes the same ranking in C, faster than the per-term
         # statements below when most messages match (tested to agree).
@@ -224,9 +138,9 @@ def keyword_messages(
         f"LEFT JOIN l0_term_repeats x ON x.key = g.r {join}"
     )
     rows = driver_rows(conn, sql, params)
-    if not rows:
+    if not rows and tail is None:
         return []
-    return rank(phrases, rows, int(stats[1]), int(stats[2]), k)
+    return rank(phrases, rows, int(stats[1]), int(stats[2]), k, tail)
 
 
 def tagged_matches(table: str, phrases: Sequence[Phrase], params: dict[str, Any]) -> str:
@@ -270,7 +184,7 @@ def _sole_user(
 def _lengths(sizes: Sequence[bytes]) -> Any:
     """Token counts of FTS5 docsize blobs, as a float array."""
     joined = b"".join(sizes)
-    if len(joined) == len(_COLUMN_NAMES) * len(sizes):
+    if len(joined) == len(COLUMN_NAMES) * len(sizes):
         # Every column of every message under 128 tokens: one byte each.
         per_column = np.frombuffer(joined, dtype=np.uint8).reshape(len(sizes), -1)
         return per_column.sum(axis=1).astype(np.float64)
@@ -314,12 +228,58 @@ def _stored_counts(
 
 
 def rank(
-    phrases: list[Phrase], rows: Sequence[Any], user_docs: int, user_tokens: int, k: int
+    phrases: list[Phrase],
+    rows: Sequence[Any],
+    user_docs: int,
+    user_tokens: int,
+    k: int,
+    tail: Tail | None = None,
 ) -> list[tuple[int, float]]:
     """BM25 over ``rows`` = ``(message id, phrase bits 0-31, phrase bits
-    32-63, docsize, repeats, kept, text)``, one per matched message."""
+    32-63, docsize, repeats, kept, text)``, one per matched message, and the
+    user's messages waiting for their keyword rows (``tail``), which count in
+    the statistics too."""
+    n_phrases = len(phrases)
+    if rows:
+        mids, has, tf, length, kept = _matched(phrases, rows)
+    else:
+        mids = np.zeros(0, dtype=np.int64)
+        has = np.zeros((0, n_phrases), dtype=np.int64)
+        tf, length, kept = np.zeros((0, n_phrases)), np.zeros(0), np.zeros(0, dtype=bool)
+    if tail is not None and tail.docs:
+        mids = np.concatenate([mids, tail.ids])
+        has = np.concatenate([has, tail.has])
+        tf = np.concatenate([tf, tail.tf])
+        length = np.concatenate([length, tail.lengths])
+        kept = np.concatenate([kept, tail.kept])
+        user_docs += tail.docs
+        user_tokens += tail.tokens
+    n = len(mids)
+    if n == 0:
+        return []
+    n_docs = max(user_docs, n)
+    avgdl = (user_tokens / n_docs) or 1.0
+    weights = [idf(n_docs, c) for c in has.sum(axis=0).tolist()]
+    norm = K1 * (1 - B + B * length / avgdl)
+    # Each message's terms summed in phrase order, the order FTS5 adds them
+    # (so a one-user store gets bm25()'s figures to the last bit); a phrase
+    # a message lacks adds exactly 0. Column by column of a transposed
+    # copy: contiguous rows, one temporary per step.
+    scores = np.zeros(n)
+    for w, f in zip(weights, tf.T.copy(), strict=True):
+        scores += w * ((f * _K1_PLUS_1) / (f + norm))
+    # A waiting message that matches no phrase only counts in the statistics.
+    shown = kept & has.any(axis=1)
+    order = np.lexsort((mids, -scores))
+    if not shown.all():
+        order = order[shown[order]]
+    best = order[:k].tolist()
+    return [(int(mids[i]), -float(scores[i])) for i in best]
+
+
+def _matched(phrases: list[Phrase], rows: Sequence[Any]) -> tuple[Any, Any, Any, Any, Any]:
+    """``(ids, has, tf, lengths, kept)`` of :func:`rank`'s ``rows``."""
     mids_, low, high, sizes, repeats, kept_, bodies = zip(*rows, strict=True)
-    n = len(rows)
     n_phrases = len(phrases)
     has = (np.array(low, dtype=np.int64)[:, None] >> _SHIFTS[: min(n_phrases, _WORD)]) & 1
     if n_phrases > _WORD:
@@ -347,55 +307,73 @@ def rank(
                 continue
             which = [i for i, f in zip(counted, flags[d], strict=True) if f]
             if which:
-                for i, c in zip(which, _text_counts(phrases, body, which), strict=True):
+                for i, c in zip(which, text_counts(phrases, body, which), strict=True):
                     tf[d, i] = max(c, 1)
-    n_docs = max(user_docs, n)
-    avgdl = (user_tokens / n_docs) or 1.0
-    weights = [idf(n_docs, c) for c in has.sum(axis=0).tolist()]
-    length = _lengths(sizes)
-    norm = K1 * (1 - B + B * length / avgdl)
-    # Each message's terms summed in phrase order, the order FTS5 adds them
-    # (so a one-user store gets bm25()'s figures to the last bit); a phrase
-    # a message lacks adds exactly 0. Column by column of a transposed
-    # copy: contiguous rows, one temporary per step.
-    scores = np.zeros(n)
-    for w, f in zip(weights, tf.T.copy(), strict=True):
-        scores += w * ((f * _K1_PLUS_1) / (f + norm))
-    order = np.lexsort((np.array(mids_, dtype=np.int64), -scores))
-    if not all(kept_):
-        order = order[np.array(kept_, dtype=bool)[order]]
-    best = order[:k].tolist()
-    return [(int(mids_[i]), -float(scores[i])) for i in best]
+    return (
+        np.array(mids_, dtype=np.int64),
+        has,
+        tf,
+        _lengths(sizes),
+        np.array(kept_, dtype=bool),
+    )
 
 
 def rank_copy(
-    copy: Copy, phrases: list[Phrase], k: int, session_id: str | None = None
+    copy: Copy,
+    phrases: list[Phrase],
+    k: int,
+    session_id: str | None = None,
+    tail: Tail | None = None,
 ) -> list[tuple[int, float]]:
     """:func:`rank`'s ranking over a user's in-memory postings: the user's
     statistics, every phrase's weight times its saturated frequency, summed
     per message in phrase order (adding nothing where a message lacks the
-    phrase, as rank adds exactly 0), best ``k`` by score then id."""
-    norm = copy.derived.get("norm")
-    if norm is None:
-        avgdl = (copy.tokens / copy.docs) or 1.0
-        norm = copy.derived["norm"] = K1 * (1 - B + B * copy.lengths / avgdl)
+    phrase, as rank adds exactly 0), best ``k`` by score then id. ``tail``:
+    the user's messages after the copy's, waiting for their keyword rows."""
+    if tail is not None and not tail.docs:
+        tail = None
+    docs_total = copy.docs + (tail.docs if tail is not None else 0)
+    if tail is None:
+        norm = copy.derived.get("norm")
+        if norm is None:
+            avgdl = (copy.tokens / copy.docs) or 1.0
+            norm = copy.derived["norm"] = K1 * (1 - B + B * copy.lengths / avgdl)
+    else:
+        # The waiting messages change the average length: not cached.
+        avgdl = ((copy.tokens + tail.tokens) / docs_total) or 1.0
+        norm = K1 * (1 - B + B * copy.lengths / avgdl)
+        tail_norm = K1 * (1 - B + B * tail.lengths / avgdl)
+        tail_scores = np.zeros(tail.docs)
     scores = np.zeros(len(copy.ids))
-    for p in phrases:
+    for i, p in enumerate(phrases):
         docs, f = copy.postings(p.column, p.tokens[0], p.prefix)
+        hits = len(docs) + (int(tail.has[:, i].sum()) if tail is not None else 0)
+        if not hits:
+            continue
+        w = idf(docs_total, hits)
         if len(docs):
-            w = idf(copy.docs, len(docs))
             scores[docs] += w * ((f * (K1 + 1.0)) / (f + norm[docs]))
+        if tail is not None:
+            t = tail.tf[:, i]
+            tail_scores += w * ((t * (K1 + 1.0)) / (t + tail_norm))
     matched = scores > 0.0
     if session_id is not None:
         code = copy.session_codes.get(session_id)
         if code is None:
-            return []
-        matched &= copy.sessions == code
+            matched[:] = False
+        else:
+            matched &= copy.sessions == code
     found = np.flatnonzero(matched)
     if len(found) > k > 0:
         # Everything scoring at least the k-th best (ties at the edge go by id).
         edge = -np.partition(-scores[found], k - 1)[k - 1]
         found = found[scores[found] >= edge]
-    # Message indexes ascend with ids, so the index breaks ties as the id does.
-    best = found[np.lexsort((found, -scores[found]))][:k]
-    return [(int(copy.ids[i]), -float(scores[i])) for i in best]
+    if tail is None:
+        # Message indexes ascend with ids, so the index breaks ties as the id does.
+        best = found[np.lexsort((found, -scores[found]))][:k]
+        return [(int(copy.ids[i]), -float(scores[i])) for i in best]
+    shown = tail.kept & tail.has.any(axis=1)
+    ids = np.concatenate([copy.ids[found], tail.ids[shown]])
+    got = np.concatenate([scores[found], tail_scores[shown]])
+    order = np.lexsort((ids, -got))[:k]
+    return [(int(ids[i]), -float(got[i])) for i in order]

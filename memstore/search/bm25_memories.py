@@ -28,9 +28,10 @@ from typing import Any
 from sqlalchemy import Connection
 
 from memstore.db.sqlfn import driver_rows
-from memstore.derive.messages.projection import SLOT_SHIFT
+from memstore.derive.messages.keywords import SLOT_SHIFT
 from memstore.search import bm25
 from memstore.search.filters import row_filters
+from memstore.search.phrases import query_phrases
 from memstore.text.fts import build_match
 
 # The user's statistics and whether anyone else has a slot, in one statement.
@@ -58,7 +59,7 @@ def keyword_memories(
     generation and status count); it is code, never user input.
     ``sole_user_shortcut=False`` ranks per user even where ``bm25()`` gives
     the same (the tests compare the two)."""
-    phrases = bm25.query_phrases(query)
+    phrases = query_phrases(query)
     if not phrases:
         return []
     # Plain SQL through driver_rows, as in bm25.keyword_messages: compiling a

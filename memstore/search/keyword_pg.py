@@ -26,7 +26,7 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from memstore.derive.messages.projection import SLOT_SHIFT
+from memstore.derive.messages.keywords import SLOT_SHIFT
 from memstore.search.filters import row_filters
 from memstore.text.cjk import CJK_CHAR_CLASS
 from memstore.text.fold import fold_diacritics
@@ -86,7 +86,7 @@ def keyword(
         else ("l1_fts", "l1_memories", "l1_user_slots")
     )
     # Both tables' rowids carry the user's slot above the row id
-    # (memstore.derive.messages.projection.fts_key, memstore.derive.memories.fts_index);
+    # (memstore.derive.messages.keywords.fts_key, memstore.derive.memories.fts_index);
     # the low bits are the message or memory id.
     sql = (
         f"SELECT m.id, -ts_rank_cd(f.tsv, q.q) AS s FROM (SELECT {q} AS q) q "

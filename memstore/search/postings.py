@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection
 
+from memstore.derive.messages.columns import labelled_sql
 from memstore.logtext import loggable
 from memstore.text import document_columns, stem_text
 from memstore.text.terms import column_tokens
@@ -63,9 +64,15 @@ Array = np.ndarray[Any, Any]
 
 log = logging.getLogger("memstore.search")
 
+# Only indexed messages (up to the keyword cursor), as the totals in
+# l0_user_slots count them; the ranking adds the waiting ones
+# (memstore.search.tail). The text as FTS5 indexed it, with the speaker's
+# name (a copy of the bare text never added up for a host that passes names
+# as metadata, and those users stayed on SQL).
 _ROWS = (
-    "SELECT id, session_id, message_id, text FROM l0_messages "
-    "WHERE user_id = :u AND id > :after ORDER BY id"
+    f"SELECT m.id, m.session_id, m.message_id, {labelled_sql('m')} FROM l0_messages m "
+    "WHERE m.user_id = :u AND m.id > :after "
+    "AND m.id <= (SELECT through FROM l0_keyword_cursor) ORDER BY m.id"
 )
 _LAST = "SELECT user_id, session_id, message_id FROM l0_messages WHERE id = :i"
 _STATS = "SELECT slot, docs, tokens FROM l0_user_slots WHERE user_id = :u"

@@ -490,8 +490,13 @@ class BackgroundIndexer:
         settle_s: float = 0.5,
         batch: int = 16,
         yield_ratio: float = 1.0,
+        keywords: Callable[[], int] | None = None,
     ) -> None:
         self.indexer = indexer
+        # Writes the keyword rows captures left to this thread
+        # (memstore.derive.messages.keywords): before every embedding batch,
+        # so a slow embedder never holds them back.
+        self.keywords = keywords
         self.interval_s = interval_s
         self.settle_s = settle_s
         self.batch = batch
@@ -514,6 +519,8 @@ class BackgroundIndexer:
 
     def _pace(self, _rows: int) -> None:
         """After each batch: rest if captures arrived while it ran."""
+        if self.keywords is not None:
+            self.keywords()
         now = time.monotonic()
         took = now - self._step_started
         if self.yield_ratio > 0 and self._last_notify >= self._step_started:
@@ -538,6 +545,8 @@ class BackgroundIndexer:
                 self._wake.clear()
             try:
                 self._step_started = time.monotonic()
+                if self.keywords is not None:
+                    self.keywords()
                 self.indexer.run_until_idle(
                     batch=self.batch, progress=self._pace, should_stop=self._stop.is_set
                 )

@@ -9,13 +9,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection
 
 from memstore.bench.snapshot import snapshot
 from memstore.derive.messages.capture import capture_event, prepare_messages
 from memstore.derive.messages.events import MessagesCaptured, l0_stream
 from memstore.events.log import NewEvent
 from memstore.store import Store
+from tests.derive_support import fts_index
 
 _TEXTS = [
     "I am allergic to peanuts and my sister lives in Lyon.",
@@ -29,18 +29,9 @@ _TEXTS = [
 ]
 
 
-def _fts_index(conn: Connection) -> list[tuple[Any, ...]]:
-    """Every (term, rowid, column, offset) l0_fts holds: the index itself, which
-    a contentless table cannot show through SELECT."""
-    conn.exec_driver_sql(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.l0_vocab USING fts5vocab(main, l0_fts, instance)"
-    )
-    return list(conn.exec_driver_sql("SELECT term, doc, col, offset FROM temp.l0_vocab").all())
-
-
 def _state(store: Store) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
     with store._db.read() as conn:
-        return snapshot(store), _fts_index(conn)
+        return snapshot(store), fts_index(conn)
 
 
 def _captured(user: str, session: str, msgs: list[tuple[str, str]]) -> NewEvent:
@@ -92,7 +83,7 @@ def test_a_message_id_the_log_holds_twice_is_stored_once(store: Store) -> None:
     store.append([again])
     with store._db.read() as conn:
         rows = conn.exec_driver_sql("SELECT message_id, text FROM l0_messages ORDER BY id").all()
-        terms = {t for t, *_ in _fts_index(conn)}
+        terms = {t for t, *_ in fts_index(conn)}
     assert [tuple(r) for r in rows] == [
         ("m1", "the dinner was on Friday"),
         ("m2", "in Lyon"),

@@ -16,6 +16,7 @@ from memstore.config import Settings
 from memstore.db import migrate
 from memstore.derive.messages.projection import user_fts_range
 from memstore.search import bm25
+from memstore.search import phrases as phrases_mod
 from memstore.store import Store, default_projections
 from memstore.text import build_match, document_columns, stem_text
 from memstore.text.terms import column_tokens, document_stats, fts_tokens, parse_repeats
@@ -270,7 +271,7 @@ def test_docsize_blobs_decode(size: bytes) -> None:
     assert bm25._doc_length(size) == {b"\x05\x00\x07": 12, b"\x81\x00\x02\x03": 133}[size]
 
 
-def _window_count(phrase: bm25.Phrase, tokens: list[str]) -> int:
+def _window_count(phrase: phrases_mod.Phrase, tokens: list[str]) -> int:
     """Occurrences of ``phrase`` by a plain sliding window (the reference)."""
     n, want = len(phrase.tokens), phrase.tokens
     return sum(
@@ -294,5 +295,5 @@ def test_counts_from_text_equal_a_whole_message_count() -> None:
             phrases = bm25.query_phrases(query)
             which = list(range(len(phrases)))
             want = [_window_count(p, columns[p.column]) for p in phrases]
-            assert bm25._text_counts(phrases, text_, which) == want, (text_, query)
-            assert bm25._text_counts(phrases, text_, which[1::2]) == want[1::2]
+            assert phrases_mod.text_counts(phrases, text_, which) == want, (text_, query)
+            assert phrases_mod.text_counts(phrases, text_, which[1::2]) == want[1::2]

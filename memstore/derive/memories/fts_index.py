@@ -23,7 +23,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, text
 
 from memstore.derive.messages.columns import message_columns
-from memstore.derive.messages.projection import fts_key
+from memstore.derive.messages.keywords import fts_key
 
 _SLOT_OF = text("SELECT slot FROM l1_user_slots WHERE user_id = :u")
 _TOP = text("SELECT coalesce(max(slot), 0) FROM l1_user_slots")

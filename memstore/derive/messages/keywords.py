@@ -1,0 +1,186 @@
+"""The keyword rows of stored messages: their FTS5 row, repeated terms and
+their user's BM25 totals, written with the message or a moment later.
+
+What BM25 reads of a message (memstore.search.bm25) is three writes beside
+its ``l0_messages`` row: the ``l0_fts`` row, an ``l0_term_repeats`` row when
+a term repeats, and the user's message and token totals in
+``l0_user_slots``. FTS5 also writes and merges a segment at every commit. On
+a capture of chat text that was about a fifth of the call's CPU: the
+statements, deriving the three full-text columns, and a COMMIT twice as
+long (BENCHMARKS.md, "Idle capture").
+
+On SQLite, while a background indexer runs, a capture therefore writes only
+the message rows, and :func:`index_waiting` writes the keyword rows later, in
+id order, many captures per transaction. ``l0_keyword_cursor.through`` is the
+highest id indexed: every message up to it has its keyword rows, none after
+it. Keyword search reads the messages after it and scores them from their
+text with the same figures (memstore.search.tail), so a message is found the
+moment its capture returns, ranked as it will be once indexed.
+
+A rebuild, a catch-up and a capture without a background indexer index in
+the same transaction as the rows (the projection's ``apply``); they first
+index whatever an earlier process left waiting, so slots are still handed
+out in order of each user's first message, as a replay of the log gives.
+PostgreSQL keeps its ``tsvector`` rows inline and has no cursor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, func, select
+
+from memstore.db import rawexec
+from memstore.db.schema import l0_user_slots
+from memstore.derive.messages.columns import labelled_text, message_columns
+from memstore.errors import StorageError
+from memstore.text import is_low_information
+
+__all__ = [
+    "SLOT_SHIFT",
+    "KeywordRows",
+    "fts_key",
+    "index_waiting",
+    "indexed_text",
+    "low_info",
+    "set_through",
+    "slots",
+]
+
+SLOT_SHIFT = 40
+"""l0_messages ids stay below 2**40 (10**12 messages); slots below 2**23."""
+
+_FTS_INSERT = "INSERT INTO l0_fts(rowid, text, cjk, stem) VALUES (?, ?, ?, ?)"
+# Per-user BM25 statistics (memstore.search.bm25): messages and tokens.
+_COUNT = "UPDATE l0_user_slots SET docs = docs + ?, tokens = tokens + ? WHERE user_id = ?"
+_REPEATS = "INSERT INTO l0_term_repeats (key, repeats) VALUES (?, ?)"
+_THROUGH = "SELECT through FROM l0_keyword_cursor"
+# An upsert: a rebuild's clear puts the row back should it be missing.
+_SET_THROUGH = (
+    "INSERT INTO l0_keyword_cursor (id, through) VALUES (1, ?) "
+    "ON CONFLICT (id) DO UPDATE SET through = excluded.through"
+)
+# Forced onto the primary key (the waiting messages are the last ids).
+_WAITING = (
+    "SELECT id, user_id, text, speaker FROM l0_messages WHERE id > ? ORDER BY id LIMIT ?"
+)
+# Keys per lookup: one parameter each, well under SQLite's parameter limit.
+_LOOKUP = 300
+
+
+def fts_key(slot: int, message_row: int) -> int:
+    """The l0_fts rowid of ``l0_messages.id == message_row`` of the user in ``slot``."""
+    return (slot << SLOT_SHIFT) | message_row
+
+
+def indexed_text(speaker: str | None, text: str) -> str:
+    """A message's text as its keyword row and its low-information flag see it."""
+    return labelled_text(speaker, text) if speaker else text
+
+
+def low_info(indexed: str) -> int:
+    """``l0_messages.low_info`` of a message whose keyword rows come later:
+    :func:`message_columns`' flag, without deriving the full-text columns."""
+    return int(is_low_information(indexed))
+
+
+class KeywordRows:
+    """The keyword rows of some messages, collected then written at once."""
+
+    __slots__ = ("counts", "fts", "repeated")
+
+    def __init__(self) -> None:
+        self.fts: list[tuple[Any, ...]] = []
+        self.repeated: list[tuple[int, str]] = []
+        self.counts: dict[str, list[int]] = {}
+
+    def add(self, user: str, key: int, indexed: str) -> int:
+        """Add the rows of one message (``key``: its :func:`fts_key`);
+        returns its low-information flag."""
+        flag, latin, cjk, stem, length, repeats = message_columns(indexed)
+        self.fts.append((key, latin, cjk, stem))
+        if repeats is not None:
+            self.repeated.append((key, repeats))
+        count = self.counts.get(user)
+        if count is None:
+            count = self.counts[user] = [0, 0]
+        count[0] += 1
+        count[1] += length
+        return flag
+
+    def write(self, conn: Connection) -> None:
+        # In rowid order: FTS5 writes out its pending terms whenever a rowid
+        # is not above the last one, and users' keys interleave in log order.
+        self.fts.sort(key=_first)
+        rawexec.run_many(conn, _FTS_INSERT, self.fts)
+        rawexec.run_many(conn, _REPEATS, self.repeated)
+        rawexec.run_many(conn, _COUNT, [(d, t, u) for u, (d, t) in self.counts.items() if d])
+
+
+def _first(row: tuple[Any, ...]) -> Any:
+    return row[0]
+
+
+def slots(conn: Connection, users: Sequence[str]) -> dict[str, int]:
+    """Each of ``users``' slot, new ones numbered in the order given (log order,
+    so a rebuild hands out the same slots)."""
+    wanted = list(dict.fromkeys(users))
+    out: dict[str, int] = {}
+    if len(wanted) == 1:
+        # A capture: a plain statement is cheaper than an IN list to compile.
+        slot = rawexec.scalar(conn, "SELECT slot FROM l0_user_slots WHERE user_id = ?", wanted[:1])
+        if slot is not None:
+            out[wanted[0]] = int(slot)
+    else:
+        # A replay batch holds many users: one statement per _LOOKUP of them.
+        for i in range(0, len(wanted), _LOOKUP):
+            chunk = wanted[i : i + _LOOKUP]
+            marks = ", ".join("?" for _ in chunk)
+            sql = f"SELECT user_id, slot FROM l0_user_slots WHERE user_id IN ({marks})"
+            out.update((str(u), int(n)) for u, n in rawexec.rows(conn, sql, chunk))
+    new = [u for u in wanted if u not in out]
+    if new:
+        top = int(
+            conn.execute(select(func.coalesce(func.max(l0_user_slots.c.slot), 0))).scalar_one()
+        )
+        given = {u: top + i for i, u in enumerate(new, start=1)}
+        conn.execute(l0_user_slots.insert(), [{"user_id": u, "slot": n} for u, n in given.items()])
+        out.update(given)
+    return out
+
+
+def through(conn: Connection) -> int:
+    """The highest message id with its keyword rows written."""
+    got = rawexec.scalar(conn, _THROUGH)
+    if got is None:
+        raise missing_cursor()
+    return int(got)
+
+
+def missing_cursor() -> StorageError:
+    return StorageError(
+        "l0_keyword_cursor has no row, so which messages have keyword rows is unknown; "
+        "run `memstore projections rebuild` to rebuild them from the log"
+    )
+
+
+def set_through(conn: Connection, last_id: int) -> None:
+    rawexec.run(conn, _SET_THROUGH, (last_id,))
+
+
+def index_waiting(conn: Connection, limit: int = 2000) -> int:
+    """Write the keyword rows of up to ``limit`` messages after the cursor,
+    in id order, and move the cursor past them; returns how many (0: none
+    waiting). Runs in the caller's write transaction (SQLite only)."""
+    after = through(conn)
+    waiting = rawexec.rows(conn, _WAITING, (after, limit))
+    if not waiting:
+        return 0
+    given = slots(conn, [str(r[1]) for r in waiting])
+    out = KeywordRows()
+    for row_id, user, text, speaker in waiting:
+        out.add(user, fts_key(given[user], int(row_id)), indexed_text(speaker, text))
+    out.write(conn)
+    set_through(conn, int(waiting[-1][0]))
+    return len(waiting)

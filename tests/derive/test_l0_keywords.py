@@ -1,0 +1,153 @@
+"""Keyword rows written after the capture (memstore.derive.messages.keywords).
+
+Whatever mix of captures left their keyword rows to the indexer and captures
+that wrote them inline, once nothing waits the store holds exactly what a
+replay of the log gives: the same FTS5 index, term repeats, per-user totals
+and slots (handed out in order of each user's first message). A process
+killed with messages waiting loses none of them: the next capture, indexer
+or rebuild writes them, and search finds them meanwhile.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from memstore import Settings
+from memstore.bench.snapshot import snapshot
+from memstore.db import migrate
+from memstore.store import Store
+from memstore.store_projections import default_projections
+from tests.derive_support import fts_index, waiting_messages
+
+
+def _state(store: Store) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+    with store._db.read() as conn:
+        return snapshot(store), fts_index(conn)
+
+
+def _say(store: Store, user: str, text: str, name: str | None = None) -> None:
+    message = {"role": "user", "content": text, **({"name": name} if name else {})}
+    store.capture(user, "s", [message, {"role": "assistant", "content": f"{text}, noted"}])
+
+
+def test_deferred_and_inline_captures_equal_a_replay(tmp_path: Path, settings: Settings) -> None:
+    with Store.open(tmp_path / "m.db", settings=settings) as store:
+        parts = store.internals
+        assert parts.defer_keywords(True)
+        _say(store, "u1", "the pottery class on Friday")
+        _say(store, "u2", "peanut peanut allergy", name="Bob")
+        assert waiting_messages(store) == 4
+        # An inline capture of a new user writes what waits first: u1 and u2
+        # keep slots 1 and 2, as a replay gives them.
+        parts.defer_keywords(False)
+        _say(store, "u3", "我每天早上喝咖啡")
+        assert waiting_messages(store) == 0
+        with store._db.read() as conn:
+            slots = conn.exec_driver_sql(
+                "SELECT user_id, slot FROM l0_user_slots ORDER BY slot"
+            ).all()
+        assert [tuple(r) for r in slots] == [("u1", 1), ("u2", 2), ("u3", 3)]
+        parts.defer_keywords(True)
+        _say(store, "u4", "a brand new user while others wait")
+        _say(store, "u1", "pottery again, with Caroline", name="Caroline")
+        assert waiting_messages(store) == 4
+        assert parts.index_keywords() == 4
+        captured = _state(store)
+        store.rebuild()
+        assert _state(store) == captured
+        assert waiting_messages(store) == 0
+
+
+def test_a_rebuild_writes_what_waits(tmp_path: Path, settings: Settings) -> None:
+    with Store.open(tmp_path / "m.db", settings=settings) as store:
+        _say(store, "u1", "indexed at capture")
+        store.internals.defer_keywords(True)
+        _say(store, "u1", "a kiwi left to the indexer")
+        store.rebuild()
+        assert waiting_messages(store) == 0
+        hits = store.search_conversations("u1", "kiwi", strategy="keyword")
+        assert sorted(h.text for h in hits) == [
+            "a kiwi left to the indexer",
+            "a kiwi left to the indexer, noted",
+        ]
+
+
+def test_closing_a_store_writes_what_waits(tmp_path: Path, settings: Settings) -> None:
+    with_indexer = settings.replace(background_indexer=True)
+    with Store.open(tmp_path / "m.db", settings=with_indexer) as store:
+        assert store.internals.defer_keywords(True)  # what the running indexer set
+        _say(store, "u1", "captured right before closing")
+    with Store.open(tmp_path / "m.db", settings=settings) as store:
+        assert waiting_messages(store) == 0
+
+
+def test_messages_waiting_when_the_process_dies_are_not_lost(
+    tmp_path: Path, settings: Settings
+) -> None:
+    db = tmp_path / "m.db"
+    with Store.open(db, settings=settings) as store:
+        _say(store, "u1", "before the crash")
+    child = textwrap.dedent(
+        f"""
+        import os
+        from memstore import Settings
+        from memstore.store import Store
+        s = Store.open({str(db)!r}, settings=Settings().replace(
+            embedder="hashing", scheduler=False, background_indexer=False))
+        s.internals.defer_keywords(True)
+        s.capture("u1", "s", [{{"role": "user", "content": "the quokka crash test"}}])
+        s.capture("u9", "s", [{{"role": "user", "content": "a quokka of another user"}}])
+        os._exit(0)  # no close: the keyword rows are never written here
+        """
+    )
+    subprocess.run([sys.executable, "-c", child], check=True, timeout=120)
+    with Store.open(db, settings=settings) as store:
+        assert waiting_messages(store) == 2
+        hits = store.search_conversations("u1", "quokka", strategy="keyword")
+        assert [h.text for h in hits] == ["the quokka crash test"]
+        # The next capture (no indexer here) writes them first.
+        _say(store, "u2", "after the crash")
+        assert waiting_messages(store) == 0
+        again = store.search_conversations("u1", "quokka", strategy="keyword")
+        assert [(h.text, h.score) for h in again] == [(h.text, h.score) for h in hits]
+        captured = _state(store)
+        store.rebuild()
+        assert _state(store) == captured
+
+
+def test_downgrade_with_messages_waiting_rebuilds_them(
+    tmp_path: Path, settings: Settings
+) -> None:
+    owners = migrate.projection_tables(default_projections())
+    db = tmp_path / "m.db"
+    with Store.open(db, settings=settings) as store:
+        _say(store, "u1", "indexed at capture")
+        store.internals.defer_keywords(True)
+        _say(store, "u1", "the zebra waits")
+        migrate.downgrade(store._db, "0024_int8", owners=owners)
+        with store._db.read() as conn:
+            names = {n for (n,) in conn.exec_driver_sql("SELECT name FROM projection_checkpoints")}
+        assert "l0_messages" not in names  # so the next open replays it
+        migrate.upgrade(store._db, owners=owners)
+    with Store.open(db, settings=settings) as store:  # rebuilt from the log
+        assert waiting_messages(store) == 0
+        hits = store.search_conversations("u1", "zebra", strategy="keyword")
+        assert sorted(h.text for h in hits) == ["the zebra waits", "the zebra waits, noted"]
+
+
+def test_the_background_indexer_writes_them(tmp_path: Path, settings: Settings) -> None:
+    with_indexer = settings.replace(background_indexer=True)
+    with Store.open(tmp_path / "m.db", settings=with_indexer) as store:
+        for i in range(5):
+            _say(store, f"u{i % 2}", f"turn {i} about the pottery class")
+        deadline = time.monotonic() + 60
+        while waiting_messages(store) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert waiting_messages(store) == 0
+        assert store.internals.background is not None
+        assert store.internals.background.last_error is None
