@@ -89,13 +89,15 @@ class Parts:
         return self.kernel.clock
 
     def start(self) -> None:
-        """After the schema is current: bring the projections up to the log,
-        finish an erasure an earlier process left half done, then start what
-        the settings ask to run in the background (the vector indexer, the
-        pipeline's timers)."""
+        """After the schema is current: bring the projections up to the log
+        (with the keyword rows of messages still waiting), finish an erasure
+        an earlier process left half done, then start what the settings ask
+        to run in the background (the vector indexer, the pipeline's timers)."""
         k = self.kernel
         with k.db.write() as conn:
             k.projections.bring_current(conn)
+        # Keyword rows a process that died left unwritten: a catch-up too.
+        self.index_keywords()
         k.compactor.on_open()
         if k.settings.pipeline.background_indexer:
             self.start_background()
@@ -131,11 +133,13 @@ class Parts:
             return 0
         total = 0
         while True:
+            # Looked at first in a read: the indexer asks before every batch,
+            # and an empty write transaction would still take the write lock.
+            with self.kernel.db.read() as conn:
+                if not keywords.any_waiting(conn):
+                    return total
             with self.kernel.db.write() as conn:
-                n = keywords.index_waiting(conn)
-            if not n:
-                return total
-            total += n
+                total += keywords.index_waiting(conn)
 
     def defer_keywords(self, on: bool) -> bool:
         """Whether captures leave their messages' keyword rows to

@@ -385,6 +385,8 @@ SQLITE_ONLY_TESTS: dict[str, str] = {
             "test_migrations.py",
             "test_reliability_migrations.py",
             "test_event_packing.py",
+            "test_l0_keywords.py",
+            "test_search_waiting.py",
         ),
         "SQLite's own files, pragmas, WAL, FTS5 or sqlite-vec internals, or SQLite revisions",
     ),

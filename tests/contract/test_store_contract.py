@@ -289,3 +289,16 @@ def test_a_speaker_named_only_in_metadata_is_found_and_filtered(store: Store) ->
     store.rebuild()
     hits = store.search_conversations("room", "ben", strategy="keyword", limit=2)
     assert {h.ref for h in hits} == {"r2", "r3"}
+
+
+def test_keyword_search_finds_a_capture_at_once_with_the_indexer_running(
+    target: str, backend: str, settings: Settings
+) -> None:
+    # SQLite leaves the keyword rows to the running indexer and scores the
+    # waiting message from its text; PostgreSQL writes them with the message.
+    with Store.open(target, settings=settings.replace(background_indexer=True)) as s:
+        deferred = s.internals.defer_keywords(True)
+        assert deferred == (backend == "sqlite")
+        s.capture("alice", "s1", [{"role": "user", "content": "my quokka is called Zed"}])
+        hits = s.search_conversations("alice", "quokka", strategy="keyword")
+        assert [h.text for h in hits] == ["my quokka is called Zed"]

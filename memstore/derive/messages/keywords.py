@@ -40,6 +40,7 @@ from memstore.text import is_low_information
 __all__ = [
     "SLOT_SHIFT",
     "KeywordRows",
+    "any_waiting",
     "fts_key",
     "index_waiting",
     "indexed_text",
@@ -64,6 +65,9 @@ _SET_THROUGH = (
 # Forced onto the primary key (the waiting messages are the last ids).
 _WAITING = (
     "SELECT id, user_id, text, speaker FROM l0_messages WHERE id > ? ORDER BY id LIMIT ?"
+)
+_ANY_WAITING = (
+    "SELECT EXISTS (SELECT 1 FROM l0_messages WHERE id > (SELECT through FROM l0_keyword_cursor))"
 )
 # Keys per lookup: one parameter each, well under SQLite's parameter limit.
 _LOOKUP = 300
@@ -167,6 +171,11 @@ def missing_cursor() -> StorageError:
 
 def set_through(conn: Connection, last_id: int) -> None:
     rawexec.run(conn, _SET_THROUGH, (last_id,))
+
+
+def any_waiting(conn: Connection) -> bool:
+    """Whether any message waits for its keyword rows."""
+    return bool(rawexec.scalar(conn, _ANY_WAITING))
 
 
 def index_waiting(conn: Connection, limit: int = 2000) -> int:

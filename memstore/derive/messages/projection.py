@@ -87,6 +87,16 @@ def user_fts_range(conn: Connection, user_id: str) -> tuple[int, int] | None:
     return lo, lo + (1 << SLOT_SHIFT) - 1
 
 
+DEFER_AT_MOST = 64
+"""Messages in one append, at most, whose keyword rows may be left to the indexer."""
+
+
+def _messages(events: Sequence[StoredEvent]) -> int:
+    return sum(
+        len(ev.payload.messages) for ev in events if isinstance(ev.payload, MessagesCaptured)
+    )
+
+
 class _Batch:
     """What a batch of captures writes: l0_messages rows and, unless they
     are left to the keyword indexer, their keyword rows."""
@@ -181,7 +191,12 @@ class L0Projection(Projection):
         self._apply(conn, events, defer=False)
 
     def apply_live(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
-        self._apply(conn, events, defer=self.defer_keywords)
+        # A large append (an import, many captures committed together) writes
+        # its keyword rows at once: FTS5 indexes a big batch cheaply per
+        # message, and search would otherwise score all of it from its text
+        # until the indexer's next pass.
+        defer = self.defer_keywords and _messages(events) <= DEFER_AT_MOST
+        self._apply(conn, events, defer=defer)
 
     def _apply(self, conn: Connection, events: Sequence[StoredEvent], *, defer: bool) -> None:
         # Driver-level: once per capture, and the Core select cost ~5x the
