@@ -22,6 +22,7 @@ from memstore.db.schema import (
     l3_persona,
 )
 from memstore.db.sqlfn import driver_rows, driver_sql
+from memstore.db.sqlfn import limit as limit_sql
 from memstore.derive.messages.events import ContentErased, UserErased
 from memstore.validate import check_int
 
@@ -211,8 +212,8 @@ def standing_instructions(
     conn: Connection, user_id: str, generation: int, limit: int
 ) -> list[dict[str, Any]]:
     """Active global instructions (priority -1), oldest first."""
-    sql = driver_sql(conn, _STANDING)
-    rows = driver_rows(conn, sql, (user_id, generation, int(limit)))
+    sql = driver_sql(conn, _STANDING + limit_sql(int(limit)))
+    rows = driver_rows(conn, sql, (user_id, generation))
     return [_decoded(dict(zip(_L1_NAMES, r, strict=True))) for r in rows]
 
 
@@ -223,7 +224,7 @@ _L1_NAMES = tuple(l1_memories.c.keys())
 _L1_BY_ID = f"SELECT {', '.join(_L1_NAMES)} FROM l1_memories WHERE user_id = ? AND memory_id IN "
 _STANDING = (
     f"SELECT {', '.join(_L1_NAMES)} FROM l1_memories WHERE user_id = ? AND generation = ? "
-    "AND status = 'active' AND type = 'instruction' AND priority < 0 ORDER BY id LIMIT ?"
+    "AND status = 'active' AND type = 'instruction' AND priority < 0 ORDER BY id "
 )
 
 

@@ -29,6 +29,7 @@ from sqlalchemy import Connection, exc, select
 from memstore.db import rawexec
 from memstore.db.schema import events as events_t
 from memstore.db.sqlfn import driver_rows, driver_sql
+from memstore.db.sqlfn import limit as limit_sql
 from memstore.errors import ConcurrencyError, InvalidInputError
 from memstore.events.types import Event, Registry, registry
 from memstore.timeutil import Clock, system_clock, to_iso
@@ -312,8 +313,7 @@ class EventLog:
             params.append(user_id)
         sql = f"SELECT {_SELECT} FROM events WHERE {' AND '.join(conds)} ORDER BY position"
         if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
+            sql += f" {limit_sql(limit)}"
         rows = driver_rows(conn, driver_sql(conn, sql), tuple(params))
         decode = self._decode
         return [decode(r) for r in rows]

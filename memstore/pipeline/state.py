@@ -35,6 +35,7 @@ from sqlalchemy import Connection, delete, text
 from memstore.config import Settings
 from memstore.db import rawexec
 from memstore.db.schema import pipeline_pending, pipeline_sessions
+from memstore.db.sqlfn import limit
 from memstore.derive.messages.events import MessagesCaptured, SessionEnded
 from memstore.events.log import StoredEvent
 from memstore.projections.base import Projection
@@ -240,7 +241,7 @@ WHERE s.user_id = ? AND s.session_id = ?
 _ROUNDS_UP_TO = (
     "SELECT COALESCE(sum(rounds), 0) FROM (SELECT rounds FROM pipeline_pending "
     "WHERE user_id = ? AND session_id = ? AND position > ? AND rounds > 0 "
-    "ORDER BY position LIMIT ?) r"
+    "ORDER BY position {limit}) r"
 )
 
 
@@ -255,7 +256,8 @@ def pending_reached(
         return None
     last, cursor, extractions = int(row[0]), int(row[1]), int(row[2])
     need = threshold_for(extractions, settings)
-    rounds = rawexec.scalar(conn, _ROUNDS_UP_TO, (user_id, session_id, cursor, need))
+    sql = _ROUNDS_UP_TO.format(limit=limit(need))
+    rounds = rawexec.scalar(conn, sql, (user_id, session_id, cursor))
     return last, int(rounds) >= need
 
 

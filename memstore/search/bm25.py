@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection
 
-from memstore.db.sqlfn import driver_rows
+from memstore.db.sqlfn import driver_rows, limit
 from memstore.derive.messages.keywords import SLOT_SHIFT
 from memstore.search.filters import row_filters
 from memstore.search.phrases import COLUMN_NAMES, Phrase, query_phrases, text_counts
@@ -170,13 +170,13 @@ def _sole_user(
     match = build_match(query)
     if match is None:
         return []
-    params.update(q=match, k=k)
+    params.update(q=match)
     filters = row_filters("l0", params, session_id=session_id)
     join = f"JOIN l0_messages m ON m.id = f.rowid - :lo AND m.user_id = :u{filters} "
     sql = (
         "SELECT f.rowid - :lo AS id, bm25(l0_fts, 1.0, 1.0, 1.0) AS s FROM l0_fts f "
         f"{join if filters else ''}WHERE l0_fts MATCH :q AND f.rowid BETWEEN :lo AND :hi "
-        "ORDER BY s, f.rowid LIMIT :k"
+        f"ORDER BY s, f.rowid {limit(k)}"
     )
     return [(int(i), float(s)) for i, s in driver_rows(conn, sql, params)]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from memstore.db.sqlfn import driver_rows
+from memstore.db.sqlfn import driver_rows, limit
 from memstore.derive.messages.keywords import SLOT_SHIFT
 from memstore.search import bm25
 from memstore.search.filters import row_filters
@@ -96,11 +96,11 @@ def _sole_user(
     match = build_match(query)
     if match is None:
         return []
-    params.update(q=match, k=k)
+    params.update(q=match)
     sql = (
         "SELECT f.rowid - :lo AS id, bm25(l1_fts, 1.0, 1.0, 1.0) AS s FROM l1_fts f "
         "JOIN l1_memories m ON m.id = f.rowid - :lo "
         f"WHERE l1_fts MATCH :q AND f.rowid BETWEEN :lo AND :hi AND {kept} "
-        "ORDER BY s, f.rowid LIMIT :k"
+        f"ORDER BY s, f.rowid {limit(k)}"
     )
     return [(int(i), float(s)) for i, s in driver_rows(conn, sql, params)]

@@ -30,6 +30,7 @@ from memstore.db import backend
 from memstore.db.backend import upsert
 from memstore.db.engine import Database
 from memstore.db.schema import embedding_cache, vector_index, vector_spaces
+from memstore.db.sqlfn import limit as limit_sql
 from memstore.derive.messages.columns import labelled_sql
 from memstore.embeddings import Embedder, check_vectors, content_hash, to_blob
 from memstore.errors import EmbeddingError, MemstoreError
@@ -90,8 +91,8 @@ def _l0_rows(conn: Connection, space: Space, where: str, params: dict[str, Any])
 
 
 def _pending_l0(conn: Connection, space: Space, limit: int) -> list[_Row]:
-    params = {"c": space.cursor, "n": limit}
-    return _l0_rows(conn, space, "m.id > :c ORDER BY m.id LIMIT :n", params)
+    params = {"c": space.cursor}
+    return _l0_rows(conn, space, f"m.id > :c ORDER BY m.id {limit_sql(limit)}", params)
 
 
 def context_texts(conn: Connection, user_id: str) -> dict[tuple[str, str, str], str]:
@@ -128,8 +129,8 @@ def _pending_l1(conn: Connection, space: Space, limit: int) -> list[_Row]:
         "LEFT JOIN vector_index vi "
         "ON vi.space = :s AND vi.source_id = m.id AND vi.content_hash = m.content_hash "
         f"WHERE m.status = 'active' AND vi.source_id IS NULL AND {quarantine.NOT_QUARANTINED} "
-        "ORDER BY m.id LIMIT :n",
-        {"s": space.name, "n": limit},
+        f"ORDER BY m.id {limit_sql(limit)}",
+        {"s": space.name},
     )
 
 

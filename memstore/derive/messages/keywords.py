@@ -33,6 +33,7 @@ from sqlalchemy import Connection, func, select
 
 from memstore.db import rawexec
 from memstore.db.schema import l0_user_slots
+from memstore.db.sqlfn import limit as limit_sql
 from memstore.derive.messages.columns import labelled_text, message_columns
 from memstore.errors import StorageError
 from memstore.text import is_low_information
@@ -63,9 +64,7 @@ _SET_THROUGH = (
     "ON CONFLICT (id) DO UPDATE SET through = excluded.through"
 )
 # Forced onto the primary key (the waiting messages are the last ids).
-_WAITING = (
-    "SELECT id, user_id, text, speaker FROM l0_messages WHERE id > ? ORDER BY id LIMIT ?"
-)
+_WAITING = "SELECT id, user_id, text, speaker FROM l0_messages WHERE id > ? ORDER BY id "
 _ANY_WAITING = (
     "SELECT EXISTS (SELECT 1 FROM l0_messages WHERE id > (SELECT through FROM l0_keyword_cursor))"
 )
@@ -183,7 +182,7 @@ def index_waiting(conn: Connection, limit: int = 2000) -> int:
     in id order, and move the cursor past them; returns how many (0: none
     waiting). Runs in the caller's write transaction (SQLite only)."""
     after = through(conn)
-    waiting = rawexec.rows(conn, _WAITING, (after, limit))
+    waiting = rawexec.rows(conn, _WAITING + limit_sql(limit), (after,))
     if not waiting:
         return 0
     given = slots(conn, [str(r[1]) for r in waiting])
