@@ -20,6 +20,7 @@ from typing import Any
 from memstore import Settings
 from memstore.bench.snapshot import snapshot
 from memstore.db import migrate
+from memstore.derive.messages import keywords
 from memstore.derive.messages.projection import DEFER_AT_MOST
 from memstore.store import Store
 from memstore.store_projections import default_projections
@@ -160,3 +161,57 @@ def test_a_large_append_writes_its_keyword_rows_at_once(
         assert waiting_messages(store) == 0
         store.capture("u1", "s", [{"role": "user", "content": "one more"}])
         assert waiting_messages(store) == 1
+
+
+def _read_and_derive(store: Store) -> tuple[keywords.Waiting, list[tuple[Any, ...]]]:
+    with store._db.read() as conn:
+        waiting = keywords.read_waiting(conn, keywords.BATCH)
+    assert waiting is not None
+    return waiting, waiting.derive()
+
+
+def test_rows_derived_outside_the_lock_are_written_only_if_unchanged(
+    tmp_path: Path, settings: Settings
+) -> None:
+    with Store.open(tmp_path / "m.db", settings=settings) as store:
+        parts = store.internals
+        parts.defer_keywords(True)
+        _say(store, "u1", "the pottery class on Friday")
+        waiting, columns = _read_and_derive(store)
+        with store._db.write() as conn:
+            assert keywords.write_waiting(conn, waiting, columns) == 2
+        assert waiting_messages(store) == 0
+        # A second write of the same read finds the cursor moved: nothing twice.
+        _say(store, "u1", "a second class")
+        stale, stale_columns = waiting, columns
+        with store._db.write() as conn:
+            assert keywords.write_waiting(conn, stale, stale_columns) == 0
+        assert parts.index_keywords() == 2
+        captured = _state(store)
+        store.rebuild()
+        assert _state(store) == captured
+
+
+def test_an_erasure_between_the_read_and_the_write_leaves_no_erased_text(
+    tmp_path: Path, settings: Settings
+) -> None:
+    with Store.open(tmp_path / "m.db", settings=settings) as store:
+        parts = store.internals
+        _say(store, "u1", "the pottery class")  # ids 1-2, written at capture
+        parts.defer_keywords(True)
+        _say(store, "u2", "my secret kiwi password")  # ids 3-4, waiting
+        stale, columns = _read_and_derive(store)
+        store.forget_user("u2")  # the rebuild sets the cursor back to 2
+        parts.defer_keywords(True)
+        _say(store, "u3", "a plain melon")  # ids 3-4 again, other text
+        with store._db.write() as conn:
+            assert keywords.write_waiting(conn, stale, columns) == 0
+        assert parts.index_keywords() == 2
+        with store._db.read() as conn:
+            terms = {str(t) for t, *_ in fts_index(conn)}
+        assert "melon" in terms
+        assert not {"secret", "kiwi", "password"} & terms
+        assert store.search_conversations("u3", "kiwi", strategy="keyword") == []
+        captured = _state(store)
+        store.rebuild()
+        assert _state(store) == captured

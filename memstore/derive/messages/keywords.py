@@ -10,8 +10,12 @@ statements, deriving the three full-text columns, and a COMMIT twice as
 long (BENCHMARKS.md, "Idle capture").
 
 On SQLite, while a background indexer runs, a capture therefore writes only
-the message rows, and :func:`index_waiting` writes the keyword rows later, in
-id order, many captures per transaction. ``l0_keyword_cursor.through`` is the
+the message rows, and the indexer writes the keyword rows later, in id order,
+many captures per transaction: it reads the waiting messages
+(:func:`read_waiting`), derives their columns outside any transaction (three
+quarters of the work: word roots of new words) and writes them in a short
+write transaction (:func:`write_waiting`) if they are still the messages it
+read, so captures never queue behind the derivation. ``l0_keyword_cursor.through`` is the
 highest id indexed: every message up to it has its keyword rows, none after
 it. Keyword search reads the messages after it and scores them from their
 text with the same figures (memstore.search.tail), so a message is found the
@@ -27,6 +31,7 @@ PostgreSQL keeps its ``tsvector`` rows inline and has no cursor.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, func, select
@@ -39,16 +44,23 @@ from memstore.errors import StorageError
 from memstore.text import is_low_information
 
 __all__ = [
+    "BATCH",
     "SLOT_SHIFT",
     "KeywordRows",
-    "any_waiting",
+    "Waiting",
     "fts_key",
     "index_waiting",
     "indexed_text",
     "low_info",
+    "read_waiting",
     "set_through",
     "slots",
+    "write_waiting",
 ]
+
+BATCH = 64
+"""Messages per background write of keyword rows: about 2 ms of the write
+lock, which captures of the same process wait for."""
 
 SLOT_SHIFT = 40
 """l0_messages ids stay below 2**40 (10**12 messages); slots below 2**23."""
@@ -65,8 +77,8 @@ _SET_THROUGH = (
 )
 # Forced onto the primary key (the waiting messages are the last ids).
 _WAITING = "SELECT id, user_id, text, speaker FROM l0_messages WHERE id > ? ORDER BY id "
-_ANY_WAITING = (
-    "SELECT EXISTS (SELECT 1 FROM l0_messages WHERE id > (SELECT through FROM l0_keyword_cursor))"
+_READ_AGAIN = (
+    "SELECT id, user_id, text, speaker FROM l0_messages WHERE id > ? AND id <= ? ORDER BY id"
 )
 # Keys per lookup: one parameter each, well under SQLite's parameter limit.
 _LOOKUP = 300
@@ -101,7 +113,11 @@ class KeywordRows:
     def add(self, user: str, key: int, indexed: str) -> int:
         """Add the rows of one message (``key``: its :func:`fts_key`);
         returns its low-information flag."""
-        flag, latin, cjk, stem, length, repeats = message_columns(indexed)
+        return self.add_derived(user, key, message_columns(indexed))
+
+    def add_derived(self, user: str, key: int, columns: tuple[Any, ...]) -> int:
+        """:meth:`add` with the message's ``message_columns`` derived already."""
+        flag, latin, cjk, stem, length, repeats = columns
         self.fts.append((key, latin, cjk, stem))
         if repeats is not None:
             self.repeated.append((key, repeats))
@@ -110,7 +126,7 @@ class KeywordRows:
             count = self.counts[user] = [0, 0]
         count[0] += 1
         count[1] += length
-        return flag
+        return int(flag)
 
     def write(self, conn: Connection) -> None:
         # In rowid order: FTS5 writes out its pending terms whenever a rowid
@@ -172,9 +188,48 @@ def set_through(conn: Connection, last_id: int) -> None:
     rawexec.run(conn, _SET_THROUGH, (last_id,))
 
 
-def any_waiting(conn: Connection) -> bool:
-    """Whether any message waits for its keyword rows."""
-    return bool(rawexec.scalar(conn, _ANY_WAITING))
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """Messages after the cursor as one read found them (``rows``: id, user,
+    text, speaker), and the cursor then (``after``)."""
+
+    after: int
+    rows: tuple[tuple[Any, ...], ...]
+
+    def derive(self) -> list[tuple[Any, ...]]:
+        """Each message's ``message_columns``, derived outside any transaction."""
+        return [message_columns(indexed_text(r[3], r[2])) for r in self.rows]
+
+
+def read_waiting(conn: Connection, limit: int) -> Waiting | None:
+    """Up to ``limit`` messages after the cursor, in id order (None: none wait)."""
+    after = through(conn)
+    rows = rawexec.rows(conn, _WAITING + limit_sql(limit), (after,))
+    return Waiting(after, tuple(tuple(r) for r in rows)) if rows else None
+
+
+def write_waiting(conn: Connection, waiting: Waiting, columns: Sequence[tuple[Any, ...]]) -> int:
+    """In the caller's write transaction: write the keyword rows of ``waiting``
+    from their ``columns`` (:meth:`Waiting.derive`) and move the cursor past
+    them; returns how many. Nothing is written (0) unless the cursor and
+    those messages are still as read: meanwhile an inline capture may have
+    indexed them, or a rebuild after an erasure given their ids to other
+    messages, whose rows must never carry the erased text."""
+    last = int(waiting.rows[-1][0])
+    if through(conn) != waiting.after:
+        return 0
+    now = rawexec.rows(conn, _READ_AGAIN, (waiting.after, last))
+    if len(now) != len(waiting.rows) or any(
+        tuple(a) != b for a, b in zip(now, waiting.rows, strict=True)
+    ):
+        return 0
+    given = slots(conn, [str(r[1]) for r in waiting.rows])
+    out = KeywordRows()
+    for r, derived in zip(waiting.rows, columns, strict=True):
+        out.add_derived(str(r[1]), fts_key(given[str(r[1])], int(r[0])), derived)
+    out.write(conn)
+    set_through(conn, last)
+    return len(waiting.rows)
 
 
 def index_waiting(conn: Connection, limit: int = 2000) -> int:
