@@ -25,6 +25,7 @@ from memstore.db.backend import SQLITE
 from memstore.db.backend.base import Backend
 from memstore.db.checkpoint import Checkpointer
 from memstore.db.driver import load_vec, sqlite_module
+from memstore.db.sqlfn import STATEMENT_CACHE
 from memstore.db.target import looks_like_url, safe_url
 from memstore.errors import ConfigError, InvalidInputError, LockedError, StorageError
 
@@ -227,7 +228,11 @@ class SqliteDatabase(Database):
             # re-reading the pages the others had changed (measured on idle
             # capture).
             pool_use_lifo=True,
-            connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},
+            connect_args={
+                "check_same_thread": False,
+                "timeout": busy_timeout_ms / 1000,
+                "cached_statements": STATEMENT_CACHE,
+            },
         )
         event.listen(self.engine, "connect", self._on_connect)
         event.listen(self.engine, "begin", self._on_begin)

@@ -6,11 +6,26 @@ them on the DB-API connection when that is safe, in its placeholder style.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, exc
 
 from memstore.errors import InvalidInputError
+
+T = TypeVar("T")
+
+# Prepared statements each DB-API SQLite connection keeps (the driver's
+# ``cached_statements``; its default is 128). sqlean.py and pysqlite3 carry the
+# sqlite3 module's cache from before Python 3.11: entries are ordered by use
+# count, a new one joins at the tail, and a full cache evicts the tail, so a
+# statement first run after the cache filled is evicted by the next new one
+# and prepared again on every run. Opening a store runs ~130 distinct
+# statements on its first connection; every capture then prepared its ~14
+# (~0.3 ms of its ~0.8 ms of CPU). Room for every statement text memstore
+# writes (``in_list`` keeps lists of values from multiplying them), ~4 KB each
+# when used.
+STATEMENT_CACHE = 1024
 
 
 def driver_sql(conn: Connection, sql: str) -> str:
@@ -18,6 +33,31 @@ def driver_sql(conn: Connection, sql: str) -> str:
     connection's driver takes (psycopg: "%s"). The text must hold no other "?"
     or "%": ``exec_driver_sql`` hands it to the driver as it is."""
     return sql if conn.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
+
+
+def in_list(values: Sequence[T]) -> tuple[str, list[T]]:
+    """Placeholders for ``IN (...)`` over ``values`` (not empty) and their
+    parameters, the list padded with its last value to a power of two.
+
+    Every statement text is a prepared statement in the driver's cache
+    (``STATEMENT_CACHE``): ids written into the text made a new statement per
+    call, and a list of every length one per length. Padded, a list of up to
+    1,024 values takes one of 11 texts; a repeated value changes nothing in
+    an ``IN``."""
+    out = list(values)
+    if not out:
+        raise InvalidInputError("an IN list needs at least one value")
+    size = 1 << (len(out) - 1).bit_length()
+    out.extend([out[-1]] * (size - len(out)))
+    return ",".join("?" * size), out
+
+
+def in_named(values: Sequence[T], name: str) -> tuple[str, dict[str, T]]:
+    """``in_list`` for a ``text()`` clause: ``:name0,:name1,...`` and their values."""
+    _, padded = in_list(values)
+    return ",".join(f":{name}{i}" for i in range(len(padded))), {
+        f"{name}{i}": v for i, v in enumerate(padded)
+    }
 
 
 def limit(n: int) -> str:
@@ -73,6 +113,8 @@ def driver_rows(conn: Connection, sql: str, params: Any = ()) -> list[Any]:
     (tuples), on the driver's connection when ``direct_connection`` allows
     it. Either way SQLAlchemy's per-row result objects are skipped, which on
     a hot read cost more than the statement (keyword search)."""
+    if isinstance(params, list):  # one statement's parameters, not executemany's rows
+        params = tuple(params)
     raw = direct_connection(conn)
     if raw is not None:
         try:

@@ -28,7 +28,7 @@ from sqlalchemy import Connection, exc, select
 
 from memstore.db import rawexec
 from memstore.db.schema import events as events_t
-from memstore.db.sqlfn import driver_rows, driver_sql
+from memstore.db.sqlfn import driver_rows, driver_sql, in_list
 from memstore.db.sqlfn import limit as limit_sql
 from memstore.errors import ConcurrencyError, InvalidInputError
 from memstore.events.types import Event, Registry, registry
@@ -273,11 +273,10 @@ class EventLog:
         out: dict[str, int] = {}
         ordered = sorted(streams)
         for i in range(0, len(ordered), 500):
-            chunk = ordered[i : i + 500]
             # Driver-level: a capture to a session this instance has not
             # written since another writer appended asks this, and the Core
             # select cost several times the statement to build.
-            marks = ",".join("?" for _ in chunk)
+            marks, chunk = in_list(ordered[i : i + 500])
             sql = f"SELECT stream, max(seq) FROM events WHERE stream IN ({marks}) GROUP BY stream"
             out.update({str(s): int(m) for s, m in rawexec.rows(conn, sql, chunk)})
         return out

@@ -41,7 +41,7 @@ import numpy as np
 from sqlalchemy import Connection, text
 
 from memstore.db import backend
-from memstore.db.sqlfn import driver_rows
+from memstore.db.sqlfn import driver_rows, driver_sql, in_list
 from memstore.derive.messages.columns import labelled_text
 from memstore.derive.queries import forgotten_sources, memories_by_id
 from memstore.embeddings import from_blob
@@ -406,9 +406,10 @@ _MSG_NAMES = tuple(MSG_COLS.split(", "))
 def message_rows(conn: Connection, rowids: list[int]) -> dict[int, dict[str, Any]]:
     if not rowids:
         return {}
-    ids = ",".join(str(int(i)) for i in rowids)
-    # Driver-level: a text() clause with inlined ids is compiled anew each time.
-    rows = driver_rows(conn, f"SELECT {MSG_COLS} FROM l0_messages WHERE id IN ({ids})")
+    marks, ids = in_list([int(i) for i in rowids])
+    # Driver-level: a text() clause is compiled by SQLAlchemy on each call.
+    sql = f"SELECT {MSG_COLS} FROM l0_messages WHERE id IN ({marks})"
+    rows = driver_rows(conn, driver_sql(conn, sql), ids)
     return {int(r[0]): dict(zip(_MSG_NAMES, r, strict=True)) for r in rows}
 
 
@@ -437,7 +438,7 @@ def neighbours(conn: Connection, wanted: dict[int, bool]) -> dict[int, dict[str,
     answer, and explains nothing."""
     if not wanted:
         return {}
-    ids = ",".join(str(int(i)) for i in wanted)
+    marks, ids = in_list([int(i) for i in wanted])
     # Messages of one capture call share their event's position; row ids
     # follow log order, so (position, id) orders every turn of a session.
     adjacent = (
@@ -445,11 +446,11 @@ def neighbours(conn: Connection, wanted: dict[int, bool]) -> dict[int, dict[str,
         "n.session_id = m.session_id AND n.position {op}= m.position AND n.id {op} m.id "
         "AND n.low_info = 0 ORDER BY n.position {order}, n.id {order} LIMIT 1)"
     )
-    pairs = driver_rows(
-        conn,
+    sql = (
         f"SELECT m.id, {adjacent.format(op='<', order='DESC')}, "
-        f"{adjacent.format(op='>', order='ASC')} FROM l0_messages m WHERE m.id IN ({ids})",
+        f"{adjacent.format(op='>', order='ASC')} FROM l0_messages m WHERE m.id IN ({marks})"
     )
+    pairs = driver_rows(conn, driver_sql(conn, sql), ids)
     picked = {
         int(r[0]): (int(r[1]) if r[1] is not None else None)
         if wanted[int(r[0])]

@@ -20,7 +20,7 @@ from sqlalchemy import Connection
 from memstore.config import Settings
 from memstore.db import backend
 from memstore.db.engine import Database
-from memstore.db.sqlfn import driver_rows, driver_sql
+from memstore.db.sqlfn import driver_rows, driver_sql, in_list
 from memstore.embeddings import Embedder, from_blob
 from memstore.errors import InvalidInputError, MemstoreError
 from memstore.search import keyword, rescore
@@ -367,14 +367,16 @@ class SearchEngine:
         """``found`` without retired memories and other generations (they keep
         their vectors), cut to ``k``; their rows go to ``rows`` for the hits."""
         if found:
-            ids = ",".join(str(i) for i, _ in found)
-            # Driver-level: the inlined ids make a new statement each time,
-            # and compiling it cost more than the read. The hits' columns come
+            marks, ids = in_list([int(i) for i, _ in found])
+            # Driver-level: a text() clause is compiled by SQLAlchemy on each
+            # call, which cost more than the read. The hits' columns come
             # with it, so the hits need no second read of the same rows.
-            sql = f"SELECT {L1_COLS} FROM l1_memories m WHERE m.id IN ({ids}) AND m.user_id = ? "
+            sql = f"SELECT {L1_COLS} FROM l1_memories m WHERE m.id IN ({marks}) AND m.user_id = ? "
             live = {
                 int(r[0]): r
-                for r in driver_rows(conn, driver_sql(conn, f"{sql}AND {_L1_ACTIVE}"), (user_id,))
+                for r in driver_rows(
+                    conn, driver_sql(conn, f"{sql}AND {_L1_ACTIVE}"), (*ids, user_id)
+                )
             }
             found = [r for r in found if r[0] in live][:k]
             if rows is not None:

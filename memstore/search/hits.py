@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from memstore.db import backend
-from memstore.db.sqlfn import driver_rows, driver_sql
+from memstore.db.sqlfn import driver_rows, driver_sql, in_list
 
 
 @dataclass(frozen=True)
@@ -63,15 +63,16 @@ def read_rows(conn: Connection, kind: str, user_id: str, ids: Iterable[int]) -> 
     Conversation search reads its candidates' rows once, before ranking: the
     same read says which are content-free (``LOW_INFO``) and gives the hits
     their text, so the rows' pages are visited once per search."""
-    marks = ",".join(str(int(i)) for i in ids)
-    if not marks:
+    wanted = [int(i) for i in ids]
+    if not wanted:
         return {}
+    marks, params = in_list(wanted)
     cols, table = (L0_COLS, "l0_messages") if kind == "l0" else (L1_COLS, "l1_memories")
     # The ~10-40 ids by primary key, the user test kept off the (user_id, ...)
     # indexes (the backend says how).
     user = backend.of(conn).by_primary_key("m.user_id")
     sql = f"SELECT {cols} FROM {table} m WHERE m.id IN ({marks}) AND {user} = ?"
-    return {int(r[0]): r for r in driver_rows(conn, driver_sql(conn, sql), (user_id,))}
+    return {int(r[0]): r for r in driver_rows(conn, driver_sql(conn, sql), (*params, user_id))}
 
 
 def materialise(

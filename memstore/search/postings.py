@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection
 
+from memstore.db.sqlfn import in_list
 from memstore.derive.messages.columns import labelled_sql
 from memstore.logtext import loggable
 from memstore.text import document_columns, stem_text
@@ -382,10 +383,10 @@ class HotPostings:
         others = [u for u in self._copies if u != user_id]
         for i in range(0, len(others), _SLOTS_CHUNK):
             chunk = others[i : i + _SLOTS_CHUNK]
-            marks = ", ".join("?" for _ in chunk)
+            marks, params = in_list(chunk)
             slots = dict(
                 raw.execute(
-                    f"SELECT user_id, slot FROM l0_user_slots WHERE user_id IN ({marks})", chunk
+                    f"SELECT user_id, slot FROM l0_user_slots WHERE user_id IN ({marks})", params
                 ).fetchall()
             )
             for other in chunk:

@@ -19,6 +19,7 @@ import re
 from sqlalchemy import Connection
 
 from memstore.db import rawexec
+from memstore.db.sqlfn import in_list
 from memstore.search.hits import LOW_INFO, Rows
 
 _WORD = re.compile(r"\w+")
@@ -122,13 +123,14 @@ def conversation_context(
     if not ranked or (not neighbour_weight and not speaker_boost):
         return ranked
     scores = dict(ranked)
-    ids = ",".join(str(i) for i in scores)
-    # Driver-level, as every statement of a search with inlined ids: compiling
-    # a new text() clause per query cost about as much as running it.
+    marks, ids = in_list([int(i) for i in scores])
+    # Driver-level, as every statement of a search: compiling a text() clause
+    # per query cost about as much as running it.
     rows = rawexec.rows(
         conn,
         f"SELECT m.id, m.speaker, {_ADJACENT.format(op='<', agg='max')}, "
-        f"{_ADJACENT.format(op='>', agg='min')} FROM l0_messages m WHERE m.id IN ({ids})",
+        f"{_ADJACENT.format(op='>', agg='min')} FROM l0_messages m WHERE m.id IN ({marks})",
+        ids,
     )
     out = dict(scores)
     if neighbour_weight:
@@ -142,9 +144,9 @@ def conversation_context(
         speakers = {int(r[0]): r[1] for r in rows}
         extra = [i for i in out if i not in speakers]
         if extra:
-            marks = ",".join(str(i) for i in extra)
+            marks, wanted = in_list([int(i) for i in extra])
             sql = f"SELECT id, speaker FROM l0_messages WHERE id IN ({marks})"
-            speakers.update({int(r[0]): r[1] for r in rawexec.rows(conn, sql)})
+            speakers.update({int(r[0]): r[1] for r in rawexec.rows(conn, sql, wanted)})
         words = {w.casefold() for w in _WORD.findall(query)}
         named = {s for s in speakers.values() if s and s.casefold() in words}
         if len(named) == 1:
@@ -161,10 +163,8 @@ def of_speaker(
     """``ranked`` without the messages of other speakers (names case-folded)."""
     if not ranked:
         return ranked
-    ids = ",".join(str(int(i)) for i, _ in ranked)
-    who = {
-        int(r[0]): r[1]
-        for r in rawexec.rows(conn, f"SELECT id, speaker FROM l0_messages WHERE id IN ({ids})")
-    }
+    marks, ids = in_list([int(i) for i, _ in ranked])
+    sql = f"SELECT id, speaker FROM l0_messages WHERE id IN ({marks})"
+    who = {int(r[0]): r[1] for r in rawexec.rows(conn, sql, ids)}
     want = speaker.casefold()
     return [(i, s) for i, s in ranked if (who.get(i) or "").casefold() == want]

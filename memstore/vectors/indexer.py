@@ -26,10 +26,11 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, select, text, update
 
-from memstore.db import backend
+from memstore.db import backend, rawexec
 from memstore.db.backend import upsert
 from memstore.db.engine import Database
 from memstore.db.schema import embedding_cache, vector_index, vector_spaces
+from memstore.db.sqlfn import in_list, in_named
 from memstore.db.sqlfn import limit as limit_sql
 from memstore.derive.messages.columns import labelled_sql
 from memstore.embeddings import Embedder, check_vectors, content_hash, to_blob
@@ -135,13 +136,17 @@ def _pending_l1(conn: Connection, space: Space, limit: int) -> list[_Row]:
 
 
 def _ids_l0(conn: Connection, space: Space, ids: list[int]) -> list[_Row]:
-    marks = ",".join(str(int(i)) for i in ids)
-    return _l0_rows(conn, space, f"m.id IN ({marks}) ORDER BY m.id", {})
+    if not ids:
+        return []
+    marks, params = in_named([int(i) for i in ids], "i")
+    return _l0_rows(conn, space, f"m.id IN ({marks}) ORDER BY m.id", params)
 
 
 def _ids_l1(conn: Connection, space: Space, ids: list[int]) -> list[_Row]:
-    marks = ",".join(str(int(i)) for i in ids)
-    return _l1_rows(conn, f"WHERE m.status = 'active' AND m.id IN ({marks}) ORDER BY m.id", {})
+    if not ids:
+        return []
+    marks, params = in_named([int(i) for i in ids], "i")
+    return _l1_rows(conn, f"WHERE m.status = 'active' AND m.id IN ({marks}) ORDER BY m.id", params)
 
 
 _PENDING = {"l0": _pending_l0, "l1": _pending_l1}
@@ -404,7 +409,7 @@ class Indexer:
         erased since they were read are skipped: a later step catches up)."""
         if not rows:
             return []
-        marks = ",".join(str(r.id) for r in rows)
+        marks, ids = in_list([r.id for r in rows])
         sql = (
             f"SELECT id, user_id, text FROM l0_messages WHERE id IN ({marks})"
             if kind == "l0"
@@ -412,7 +417,7 @@ class Indexer:
         )
         current = {
             int(i): (u, content_hash(v) if kind == "l0" else v)
-            for i, u, v in conn.execute(text(sql))
+            for i, u, v in rawexec.rows(conn, sql, ids)
         }
         rows = [r for r in rows if current.get(r.id) == (r.user_id, r.src_hash)]
         if not rows:

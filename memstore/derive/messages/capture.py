@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from memstore.db import rawexec
+from memstore.db.sqlfn import in_list
 from memstore.derive.messages.events import MessagesCaptured, l0_stream
 from memstore.errors import InvalidInputError
 from memstore.events.log import NewEvent
@@ -158,8 +159,7 @@ def known_message_ids(
     a message)."""
     known: set[str] = set()
     for i in range(0, len(ids), 500):
-        chunk = list(ids[i : i + 500])
-        marks = ",".join("?" for _ in chunk)
+        marks, chunk = in_list(ids[i : i + 500])
         sql = (
             "SELECT message_id FROM l0_messages WHERE user_id = ? AND session_id = ? "
             f"AND message_id IN ({marks})"

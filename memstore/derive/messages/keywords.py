@@ -38,6 +38,7 @@ from sqlalchemy import Connection, func, select
 
 from memstore.db import rawexec
 from memstore.db.schema import l0_user_slots
+from memstore.db.sqlfn import in_list
 from memstore.db.sqlfn import limit as limit_sql
 from memstore.derive.messages.columns import labelled_text, message_columns
 from memstore.errors import StorageError
@@ -154,8 +155,7 @@ def slots(conn: Connection, users: Sequence[str]) -> dict[str, int]:
     else:
         # A replay batch holds many users: one statement per _LOOKUP of them.
         for i in range(0, len(wanted), _LOOKUP):
-            chunk = wanted[i : i + _LOOKUP]
-            marks = ", ".join("?" for _ in chunk)
+            marks, chunk = in_list(wanted[i : i + _LOOKUP])
             sql = f"SELECT user_id, slot FROM l0_user_slots WHERE user_id IN ({marks})"
             out.update((str(u), int(n)) for u, n in rawexec.rows(conn, sql, chunk))
     new = [u for u in wanted if u not in out]
