@@ -11,7 +11,8 @@ and erasure purges the pipeline's rows of the erased user.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from memstore.config import Settings
 from memstore.db.engine import Database
@@ -125,15 +126,17 @@ class Parts:
         p = self.kernel.projections.get("l0_messages")
         return p if isinstance(p, L0Projection) else None
 
-    def index_keywords(self) -> int:
+    def index_keywords(self, pace: Callable[[float], bool] | None = None) -> int:
         """Write the keyword rows of every message still waiting for them
         (memstore.derive.messages.keywords), in short transactions; returns
-        how many."""
+        how many. ``pace(started)`` runs after each transaction (``started``:
+        when its batch was read, ``time.monotonic``); True stops the pass."""
         if self.kernel.db.backend.keyword_index != "fts5":
             return 0
         db = self.kernel.db
         total = 0
         while True:
+            started = time.monotonic()
             # Read in a read transaction, derived outside any, written in a
             # short write transaction: under load, deriving a few hundred
             # messages under the write lock held captures up to 90 ms.
@@ -149,6 +152,8 @@ class Parts:
                     # pass makes progress whatever else writes.
                     done = keywords.index_waiting(conn, keywords.BATCH)
             total += done
+            if pace is not None and pace(started):
+                return total
 
     def defer_keywords(self, on: bool) -> bool:
         """Whether captures leave their messages' keyword rows to

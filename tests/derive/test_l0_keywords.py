@@ -215,3 +215,25 @@ def test_an_erasure_between_the_read_and_the_write_leaves_no_erased_text(
         captured = _state(store)
         store.rebuild()
         assert _state(store) == captured
+
+
+def test_a_keyword_pass_paces_after_each_batch(tmp_path: Path, settings: Settings) -> None:
+    with Store.open(tmp_path / "m.db", settings=settings) as store:
+        parts = store.internals
+        parts.defer_keywords(True)
+        for i in range(100):
+            _say(store, f"u{i % 3}", f"glaze firing number {i}")
+        assert waiting_messages(store) == 200
+        # Told to stop after the first transaction: one batch written, the
+        # rest still waiting (and found by search meanwhile).
+        assert parts.index_keywords(pace=lambda _started: True) == keywords.BATCH
+        assert waiting_messages(store) == 200 - keywords.BATCH
+        calls: list[float] = []
+        before = time.monotonic()
+        done = parts.index_keywords(pace=lambda started: calls.append(started) is not None)
+        assert done == 200 - keywords.BATCH and waiting_messages(store) == 0
+        # Once per transaction, each given when its batch began.
+        assert len(calls) == -(-done // keywords.BATCH)
+        assert before <= calls[0] and calls == sorted(calls)
+        hits = store.search_conversations("u1", "glaze firing number 97", strategy="keyword")
+        assert hits and "97" in hits[0].text

@@ -55,3 +55,21 @@ def test_a_store_captures_and_indexes_with_the_pacing_on(store: Store) -> None:
     while store._parts.indexer is not None and store._parts.indexer.pending("l0"):
         assert time.monotonic() < deadline, "the indexer never caught up"
         time.sleep(0.05)
+
+
+def test_keyword_batches_rest_like_vector_batches(store: Store) -> None:
+    assert store._parts.indexer is not None
+    given: list[object] = []
+    bg = Recording(store._parts.indexer, yield_ratio=2.0, keywords=lambda p: given.append(p) or 0)
+    bg._step_started = time.monotonic()
+    bg._pace(16)
+    # The keyword pass gets the same rule, applied after each of its batches.
+    assert given == [bg._rest_if_busy]
+    started = time.monotonic()
+    assert bg._rest_if_busy(started) is False and bg.rests == []  # nothing captured
+    bg.notify()
+    time.sleep(0.002)
+    assert bg._rest_if_busy(started) is False
+    assert len(bg.rests) == 1 and 2 * 0.002 <= bg.rests[0] <= 2 * (time.monotonic() - started)
+    bg._stop.set()
+    assert bg._rest_if_busy(time.monotonic()) is True  # a stopping store ends the pass
