@@ -486,10 +486,9 @@ class BackgroundIndexer:
     interpreter lock and the write lock with the captures, and without a
     pause a backlog took most of both (8 capturing threads ran at 0.35-0.4x
     their rate with the indexer stopped). Keyword rows without the pause:
-    8 threads captured ~15% less and their p99 was 5.4-6.1x p50 (3.3-3.4x
-    with it), and the rows fell further behind, the thread losing time to
-    the same contention. With nothing captured during a batch it goes on at
-    full speed.
+    8 threads captured ~15% less and their p99 was 5.4-6.1x p50 (3.2-3.6x
+    with it), and the rows were no further ahead at the end. With nothing
+    captured during a batch it goes on at full speed.
     """
 
     def __init__(
