@@ -39,17 +39,21 @@ class UserSearch:
         self._check_open()
         session_id = v.opt_id("session_id", session_id)
         asked = v.search_limit(limit)  # lenient: text from a tool call is clamped
+        # One read transaction: the forgotten sources and the hits from one
+        # snapshot, and one pooled connection's checkout and BEGIN per search
+        # instead of two (~15% of a keyword search's CPU).
         with self._db.read() as conn:
             hidden = forgotten_sources(conn, v.check_id("user_id", user_id))
-        hits = self._search_engine.search(
-            "l0",
-            query,
-            user_id=user_id,
-            session_id=session_id,
-            limit=asked + len(hidden) if hidden and isinstance(asked, int) else asked,
-            strategy=strategy,
-            speaker=v.opt_name("speaker", speaker),
-        )
+            hits = self._search_engine.search(
+                "l0",
+                query,
+                user_id=user_id,
+                session_id=session_id,
+                limit=asked + len(hidden) if hidden and isinstance(asked, int) else asked,
+                strategy=strategy,
+                speaker=v.opt_name("speaker", speaker),
+                conn=conn,
+            )
         if not hidden:
             return hits
         kept = [h for h in hits if h.ref not in hidden]

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
+from sqlalchemy import event
 
 from memstore import Settings
 from memstore.search import clamp_limit
@@ -236,3 +238,27 @@ def test_vector_search_falls_back_to_keyword_while_a_reset_space_refills(store: 
     store.reindex()
     hits = store.search_conversations("u", "zebra", strategy="vector")
     assert hits and hits[0].vector_rank == 1
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_conversation_search_is_one_read_transaction(filled: Store, strategy: str) -> None:
+    """The forgotten sources it leaves out and the hits come from one snapshot
+    (and one connection checkout, a share of a keyword search's CPU)."""
+    filled.search_conversations("alice", "cat tuna", strategy=strategy)  # warm
+    begun: list[object] = []
+    caller = threading.get_ident()
+
+    def on_begin(conn: object) -> None:
+        # The search's own: a background load (a user's in-memory postings or
+        # vectors) may begin one on its thread meanwhile.
+        if threading.get_ident() == caller:
+            begun.append(conn)
+
+    engine = filled.internals.db.engine
+    event.listen(engine, "begin", on_begin)
+    try:
+        hits = filled.search_conversations("alice", "cat tuna", strategy=strategy)
+    finally:
+        event.remove(engine, "begin", on_begin)
+    assert hits
+    assert len(begun) == 1
