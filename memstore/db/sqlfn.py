@@ -20,9 +20,10 @@ T = TypeVar("T")
 # sqlite3 module's cache from before Python 3.11: entries are ordered by use
 # count, a new one joins at the tail, and a full cache evicts the tail, so a
 # statement first run after the cache filled is evicted by the next new one
-# and prepared again on every run. Opening a store runs ~130 distinct
-# statements on its first connection; every capture then prepared its ~14
-# (~0.3 ms of its ~0.8 ms of CPU). Room for every statement text memstore
+# and prepared again on every run. Creating a store (its migrations) runs
+# ~140 statements on its first connection, the write connection; every
+# capture of that process then prepared its ~14 (~0.3 ms of its ~0.8 ms of
+# CPU). Room for every statement text memstore
 # writes (``in_list`` keeps lists of values from multiplying them), ~4 KB each
 # when used.
 STATEMENT_CACHE = 1024
