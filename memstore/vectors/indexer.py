@@ -527,10 +527,11 @@ class BackgroundIndexer:
         self._wake.set()
 
     def _pace(self, _rows: int) -> None:
-        """After each batch: rest if captures arrived while it ran."""
+        """After each batch: rest if captures arrived while it ran, then the
+        keyword rows waiting (their pass rests after each of its own)."""
+        self._rest_if_busy(self._step_started)
         if self.keywords is not None:
             self.keywords(self._rest_if_busy)
-        self._rest_if_busy(self._step_started)
         self._step_started = time.monotonic()
 
     def _rest_if_busy(self, started: float) -> bool:
@@ -557,7 +558,6 @@ class BackgroundIndexer:
                 self._stop.wait(self.settle_s)
                 self._wake.clear()
             try:
-                self._step_started = time.monotonic()
                 if self.keywords is not None:
                     self.keywords(self._rest_if_busy)
                 self._step_started = time.monotonic()
