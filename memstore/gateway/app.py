@@ -25,6 +25,7 @@ from memstore.errors import (
 from memstore.gateway.config import GatewayConfig, is_loopback
 from memstore.gateway.deps import NotServing
 from memstore.gateway.guard import Guard
+from memstore.gateway.offload import turn_pool
 from memstore.logtext import loggable
 from memstore.porting.seed import SeedValidationError
 from memstore.redact import redact
@@ -45,6 +46,8 @@ def create_app(
         app.state.started = time.monotonic()
         try:
             async with AsyncExitStack() as stack:
+                # Shut down (its calls finished) before the store closes.
+                await stack.enter_async_context(turn_pool())
                 for host in app.state.hosts:  # e.g. /mcp's session manager
                     await stack.enter_async_context(host())
                 yield

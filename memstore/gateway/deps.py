@@ -14,7 +14,9 @@ class NotServing(StorageError):
     """The store is not open: the gateway is starting or shutting down (503)."""
 
 
-def current_store(request: Request) -> Store:
+async def current_store(request: Request) -> Store:
+    # async: FastAPI runs a plain ``def`` dependency on a worker thread, a
+    # hand-off per request for an attribute read (memstore.gateway.offload).
     store: Store | None = getattr(request.app.state, "store", None)
     if store is None:
         raise NotServing("the gateway's store is not open (starting or shutting down)")

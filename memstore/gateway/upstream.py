@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from memstore.gateway.deps import StoreDep
+from memstore.gateway.offload import in_turn_pool
 from memstore.porting.seed import SeedSession, parse_seed, seed_store
 from memstore.records import MemoryType
 from memstore.search import Hit
@@ -94,7 +95,7 @@ def _strategy(store: Store) -> str:
 
 
 @router.get("/health")
-def health(store: StoreDep, request: Request) -> dict[str, Any]:
+async def health(store: StoreDep, request: Request) -> dict[str, Any]:
     from memstore import __version__
 
     embeddings = store.embedding_model is not None
@@ -107,24 +108,28 @@ def health(store: StoreDep, request: Request) -> dict[str, Any]:
 
 
 @router.post("/recall")
-def recall(store: StoreDep, body: RecallRequest, request: Request) -> dict[str, Any]:
-    rec = store.recall(_user(request, body.user_id), body.query, session_id=body.session_key)
+async def recall(store: StoreDep, body: RecallRequest, request: Request) -> dict[str, Any]:
+    user = _user(request, body.user_id)
+    rec = await in_turn_pool(store.recall, user, body.query, session_id=body.session_key)
     return {"context": rec.text, "strategy": _strategy(store), "memory_count": len(rec.memories)}
 
 
 @router.post("/capture")
-def capture(store: StoreDep, body: CaptureRequest, request: Request) -> dict[str, Any]:
+async def capture(store: StoreDep, body: CaptureRequest, request: Request) -> dict[str, Any]:
     messages: list[dict[str, Any]] = body.messages or [
         {"role": "user", "content": body.user_content},
         {"role": "assistant", "content": body.assistant_content},
     ]
-    res = store.capture(_user(request, body.user_id), body.session_key, messages)
+    user = _user(request, body.user_id)
+    res = await in_turn_pool(store.capture, user, body.session_key, messages)
     return {"l0_recorded": len(res.stored), "scheduler_notified": store.has_pipeline}
 
 
 @router.post("/search/memories")
-def search_memories(store: StoreDep, body: MemorySearchRequest, request: Request) -> dict[str, Any]:
-    hits = store.search_memories(
+async def search_memories(
+    store: StoreDep, body: MemorySearchRequest, request: Request
+) -> dict[str, Any]:
+    hits = await in_turn_pool(store.search_memories,
         _user(request, body.user_id), body.query,
         type=cast(MemoryType | None, body.type or None),  # the store checks it
         scene=body.scene or None, limit=body.limit,
@@ -133,10 +138,10 @@ def search_memories(store: StoreDep, body: MemorySearchRequest, request: Request
 
 
 @router.post("/search/conversations")
-def search_conversations(
+async def search_conversations(
     store: StoreDep, body: ConversationSearchRequest, request: Request
 ) -> dict[str, Any]:
-    hits = store.search_conversations(
+    hits = await in_turn_pool(store.search_conversations,
         _user(request, body.user_id), body.query,
         session_id=opt_id("session_key", body.session_key), limit=body.limit,
     )  # fmt: skip

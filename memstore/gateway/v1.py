@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from memstore.gateway.deps import StoreDep
+from memstore.gateway.offload import in_turn_pool
 from memstore.porting.events_io import event_to_dict
 from memstore.porting.inventory import list_users
 
@@ -65,10 +66,12 @@ def users(store: StoreDep) -> list[dict[str, Any]]:
 
 
 @router.post("/capture")
-def capture(store: StoreDep, body: CaptureBody) -> dict[str, Any]:
+async def capture(store: StoreDep, body: CaptureBody) -> dict[str, Any]:
     """Store messages of a session (idempotent by message id)."""
     msgs = [m.model_dump(exclude_none=True) for m in body.messages]
-    res = store.capture(body.user_id, body.session_id, msgs, agent_id=body.agent_id)
+    res = await in_turn_pool(
+        store.capture, body.user_id, body.session_id, msgs, agent_id=body.agent_id
+    )
     return {
         "position": res.event_position,
         "stored": res.stored,
@@ -185,26 +188,26 @@ def scenes(
 
 
 @router.post("/search")
-def search(store: StoreDep, body: SearchBody) -> list[dict[str, Any]]:
+async def search(store: StoreDep, body: SearchBody) -> list[dict[str, Any]]:
     """Keyword, vector or hybrid search of memories (L1) or conversations (L0)."""
     if body.layer == "memories":
-        hits = store.search_memories(body.user_id, body.query, type=body.type, scene=body.scene,
-            limit=body.limit, strategy=body.strategy,
+        hits = await in_turn_pool(store.search_memories, body.user_id, body.query,
+            type=body.type, scene=body.scene, limit=body.limit, strategy=body.strategy,
         )  # fmt: skip
     else:
-        hits = store.search_conversations(body.user_id, body.query, session_id=body.session_id,
-            limit=body.limit, strategy=body.strategy,
+        hits = await in_turn_pool(store.search_conversations, body.user_id, body.query,
+            session_id=body.session_id, limit=body.limit, strategy=body.strategy,
         )  # fmt: skip
     return [h.to_dict() for h in hits]
 
 
 @router.post("/recall")
-def recall(store: StoreDep, body: RecallBody) -> dict[str, Any]:
+async def recall(store: StoreDep, body: RecallBody) -> dict[str, Any]:
     """The context to inject before a turn, split into the stable part (persona,
     navigation, standing instructions: cache it in the system prompt) and the
     per-turn part (memories relevant to this query)."""
-    rec = store.recall(body.user_id, body.query, session_id=body.session_id,
-        budget_chars=body.budget_chars,
+    rec = await in_turn_pool(store.recall, body.user_id, body.query,
+        session_id=body.session_id, budget_chars=body.budget_chars,
     )  # fmt: skip
     standing = [asdict(m) for m in rec.memories if m.standing]
     memories = [asdict(m) for m in rec.memories if not m.standing]
