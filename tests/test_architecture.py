@@ -388,6 +388,7 @@ SQLITE_ONLY_TESTS: dict[str, str] = {
             "test_l0_keywords.py",
             "test_search_waiting.py",
             "test_prepared_statements.py",
+            "test_held_readers.py",
         ),
         "SQLite's own files, pragmas, WAL, FTS5 or sqlite-vec internals, or SQLite revisions",
     ),

@@ -113,22 +113,28 @@ def test_next_run_after_reads_the_partial_index(store: Store) -> None:
 
 # SQLite only: the LIFO pool of SQLite file connections.
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_the_pool_hands_back_the_connection_returned_last(store: Store) -> None:
-    # Two connections in the pool, returned in the order a, b.
+def test_reads_run_on_the_connection_used_last(store: Store) -> None:
+    # Read transactions keep their connection between them (the engine's
+    # ``_reader``), so each finds in its page cache what the previous one read.
+    with store._db.read() as conn:
+        kept = conn.connection.driver_connection
+    used = []
+    for _ in range(3):
+        with store._db.read() as conn:
+            used.append(conn.connection.driver_connection)
+            rawexec.rows(conn, "SELECT count(*) FROM l0_user_slots")
+    assert all(u is kept for u in used)
+    # Beyond the kept ones (concurrent or nested reads) the pool hands back
+    # the connection returned last; first-in-first-out alternated them.
     first, second = store._db.engine.connect(), store._db.engine.connect()
     a = first.connection.driver_connection
     b = second.connection.driver_connection
     assert a is not b
     first.close()
     second.close()
-    # Each read transaction gets b (returned last), whose page cache holds
-    # what the previous one read; first-in-first-out alternated a and b.
-    used = []
     for _ in range(3):
-        with store._db.read() as conn:
-            used.append(conn.connection.driver_connection)
-            rawexec.rows(conn, "SELECT count(*) FROM l0_user_slots")
-    assert all(u is b for u in used)
+        with store._db.engine.connect() as conn:
+            assert conn.connection.driver_connection is b
 
 
 # SQLite only: the one held writer connection of a SQLite file.

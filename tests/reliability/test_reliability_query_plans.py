@@ -60,13 +60,20 @@ def _traced(store: Store) -> Iterator[list[tuple[str, Any]]]:
     def on_checkin(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.set_trace_callback(None)
 
+    def kept(callback: Any) -> None:
+        # Read connections kept between reads are checked out already.
+        for conn in getattr(store._db, "_idle", ()):
+            conn.connection.driver_connection.set_trace_callback(callback)
+
     event.listen(store._db.engine, "checkout", on_checkout)
     event.listen(store._db.engine, "checkin", on_checkin)
+    kept(on_trace)
     try:
         yield seen
     finally:
         event.remove(store._db.engine, "checkout", on_checkout)
         event.remove(store._db.engine, "checkin", on_checkin)
+        kept(None)
 
 
 def full_scans(detail: str) -> str | None:
