@@ -8,6 +8,7 @@ the store (pipeline timers, background indexer, database).
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import signal
 import socket
@@ -43,6 +44,22 @@ def listen_url(sock: socket.socket) -> str:
     return f"http://{shown}:{port}"
 
 
+def freeze_startup_objects() -> None:
+    """Exempt what exists once the gateway serves from the garbage collector's
+    full passes.
+
+    Everything a serving process imported and opened (FastAPI, pydantic,
+    SQLAlchemy, the store and its caches) lives until it exits, yet each full
+    collection walks all of it: ~100 ms with every request thread stopped,
+    several times a minute under load, which set the gateway's p99 latency
+    (50 capturing clients: p99 166 ms against p50 41). Frozen after one
+    collection (so no garbage is frozen), a full pass walks only what was
+    created since. Only for the process ``memstore serve`` runs: a library
+    never changes its host's collector."""
+    gc.collect()
+    gc.freeze()
+
+
 def make_server(
     db: str | Path | None,
     config: GatewayConfig,
@@ -50,8 +67,10 @@ def make_server(
     *,
     drain_s: int = 10,
     on_ready: Callable[[], None] | None = None,
+    freeze_gc: bool = False,
 ) -> Any:
-    """A ``uvicorn.Server`` for the app (not started)."""
+    """A ``uvicorn.Server`` for the app (not started); ``freeze_gc``: the
+    process is the gateway's own (``freeze_startup_objects`` once serving)."""
     import uvicorn
 
     from memstore.gateway.app import create_app
@@ -76,6 +95,8 @@ def make_server(
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets=sockets)
+            if self.started and freeze_gc:
+                freeze_startup_objects()
             if self.started and on_ready is not None:
                 on_ready()
 
@@ -107,7 +128,11 @@ def serve(
     sock = bind(config.host, config.port)
     url = listen_url(sock)
     server = make_server(
-        db, config, settings, on_ready=(lambda: on_ready(url)) if on_ready else None
+        db,
+        config,
+        settings,
+        on_ready=(lambda: on_ready(url)) if on_ready else None,
+        freeze_gc=True,
     )
     try:
         server.run(sockets=[sock])
@@ -115,4 +140,4 @@ def serve(
         sock.close()
 
 
-__all__ = ["bind", "listen_url", "make_server", "serve"]
+__all__ = ["bind", "freeze_startup_objects", "listen_url", "make_server", "serve"]

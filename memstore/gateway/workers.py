@@ -73,7 +73,12 @@ def _worker(
     # which passes one SIGTERM on (a second signal would skip the drain).
     os.setpgrp()
     server = make_server(
-        db, config, settings, drain_s=drain_s, on_ready=lambda: ready.put(os.getpid())
+        db,
+        config,
+        settings,
+        drain_s=drain_s,
+        on_ready=lambda: ready.put(os.getpid()),
+        freeze_gc=True,
     )
     server.run(sockets=[sock])
     if not server.started:
