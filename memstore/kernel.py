@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,7 +99,9 @@ class Kernel:
 
     def close(self) -> None:
         """Refuse appends and reads from now on (work still running in a
-        background thread fails with "store is closed" instead of writing)."""
+        background thread fails with "store is closed" instead of writing).
+        Captures queued for the group committer's writer thread commit first."""
+        self.group.close()
         self.closed = True
 
     def check_open(self) -> None:
@@ -177,6 +180,13 @@ class Kernel:
         claimed) and must not return a ``Batch``; the registered hooks run."""
         self.check_open()
         return self.group.submit(build)
+
+    def append_grouped_later(self, build: GroupBuild) -> Future[list[StoredEvent]]:
+        """``append_grouped`` for a caller that cannot wait (an event loop):
+        returns at once with a future that resolves once the transaction
+        holding its events committed (memstore.events.groupcommit)."""
+        self.check_open()
+        return self.group.submit_later(build)
 
     def _commit_many(
         self, builds: Sequence[GroupBuild]

@@ -47,6 +47,7 @@ has a typed, read-only accessor:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from datetime import datetime
 from pathlib import Path
 
@@ -57,7 +58,7 @@ from memstore.db import migrate, presence
 from memstore.db.connect import open_database, resolve
 from memstore.db.engine import Database
 from memstore.db.presence import Hold
-from memstore.derive.messages.capture import CaptureResult, capture, turn_messages
+from memstore.derive.messages.capture import CapturePlan, CaptureResult, plan, turn_messages
 from memstore.errors import InvalidInputError, MigrationError, StorageError
 from memstore.events.log import NewEvent, StoredEvent
 from memstore.forgetting.erasure import ErasureReport, erase_user
@@ -299,16 +300,40 @@ class Store(Searching, Views, Forgetting):
         Returns as soon as the event is committed; embeddings and derivation
         happen later. Messages already captured (same id) are not stored again.
         """
+        return self._plan_capture(user_id, session_id, messages, agent_id).commit(self._kernel)
+
+    def submit_capture(
+        self,
+        user_id: str,
+        session_id: str,
+        messages: Sequence[NewMessage] | Sequence[Mapping[str, object]],
+        *,
+        agent_id: str | None = None,
+    ) -> Future[CaptureResult]:
+        """``capture`` for a caller that must not block, an event loop:
+        the arguments are checked now (bad input raises here) and the
+        returned future resolves with the ``CaptureResult`` once the messages
+        are committed (or with the error ``capture`` would raise). With
+        asyncio: ``await asyncio.wrap_future(store.submit_capture(...))``.
+        Concurrent submissions share transactions with each other and with
+        ``capture`` calls; a store's own thread commits them."""
+        planned = self._plan_capture(user_id, session_id, messages, agent_id)
+        return planned.commit_later(self._kernel)
+
+    def _plan_capture(
+        self,
+        user_id: str,
+        session_id: str,
+        messages: Sequence[NewMessage] | Sequence[Mapping[str, object]],
+        agent_id: str | None,
+    ) -> CapturePlan:
         self._check_open()
-        user_id = v.check_id("user_id", user_id)
-        session_id = v.check_id("session_id", session_id)
-        agent_id = v.opt_id("agent_id", agent_id)
-        return capture(
+        return plan(
             self._kernel,
-            user_id,
-            session_id,
+            v.check_id("user_id", user_id),
+            v.check_id("session_id", session_id),
             messages,
-            agent_id=agent_id,
+            agent_id=v.opt_id("agent_id", agent_id),
             max_bytes=self._settings.storage.max_message_bytes,
         )
 

@@ -1,4 +1,4 @@
-"""Where the routes a host calls on every turn run their store call.
+"""Where the routes a host calls on every turn run their store calls.
 
 FastAPI runs a route written as ``def`` on anyio's worker threads, and with
 it the validation of that route's response: each request then crosses from
@@ -7,18 +7,20 @@ a thread that must take the interpreter lock. Under fifty clients that was
 most of the gateway's CPU per capture, more than the capture itself.
 
 Capture, recall and search are ``async`` routes instead: the request is
-parsed, validated and answered on the event loop, and only the store call
-goes to a thread, from a pool of their own (``TURN_THREADS``). Sixteen is
-enough for group commit to gather large batches (memstore.events.groupcommit)
-without the lock contention of forty threads (anyio's default), and the
-pool keeps these routes apart from the slow ones (a session end waiting for
-its derivation, a seed import), which stay ``def`` routes on anyio's threads
-and so cannot take the threads captures need.
+parsed, validated and answered on the event loop. A capture is queued with
+``Store.submit_capture`` and awaited, committed by the store's writer thread
+with whatever else is queued (memstore.events.groupcommit): no thread waits
+for it. Recall and search hand their store call to a pool of their own
+(``TURN_THREADS``): sixteen threads, not the forty of anyio's default, whose
+lock contention cost more than they gave, and apart from the slow routes (a
+session end waiting for its derivation, a seed import), which stay ``def``
+routes on anyio's threads and so cannot take the threads recall needs.
 
 The pool belongs to the app's lifespan: created once the store is open and
 shut down, waiting for the calls still running, before the store closes. A
 request cancelled while its call runs (a client that went away, a shutdown
-past its drain time) thus never leaves a capture writing to a closed store.
+past its drain time) thus never leaves a call reading a closed store; a
+capture's queue is drained by ``Store.close`` itself.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ and ``/capture`` accepts an empty assistant reply.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, cast
 
@@ -121,7 +122,7 @@ async def capture(store: StoreDep, body: CaptureRequest, request: Request) -> di
         {"role": "assistant", "content": body.assistant_content},
     ]
     user = _user(request, body.user_id)
-    res = await in_turn_pool(store.capture, user, body.session_key, messages)
+    res = await asyncio.wrap_future(store.submit_capture(user, body.session_key, messages))
     return {"l0_recorded": len(res.stored), "scheduler_notified": store.has_pipeline}
 
 

@@ -4,6 +4,7 @@ OpenAPI document at ``/v1/openapi.json``."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from dataclasses import asdict
 from typing import Any, Literal
@@ -69,9 +70,10 @@ def users(store: StoreDep) -> list[dict[str, Any]]:
 async def capture(store: StoreDep, body: CaptureBody) -> dict[str, Any]:
     """Store messages of a session (idempotent by message id)."""
     msgs = [m.model_dump(exclude_none=True) for m in body.messages]
-    res = await in_turn_pool(
-        store.capture, body.user_id, body.session_id, msgs, agent_id=body.agent_id
-    )
+    # Checked here (a 400 at once), committed by the store's writer thread
+    # with whatever else is queued: no thread of ours waits for it.
+    pending = store.submit_capture(body.user_id, body.session_id, msgs, agent_id=body.agent_id)
+    res = await asyncio.wrap_future(pending)
     return {
         "position": res.event_position,
         "stored": res.stored,

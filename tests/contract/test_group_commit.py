@@ -10,9 +10,11 @@ everything queued commits together.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,7 +22,7 @@ import pytest
 from sqlalchemy import Connection, text
 
 from memstore.derive.messages.events import MessagesCaptured
-from memstore.errors import InvalidInputError
+from memstore.errors import InvalidInputError, StorageError
 from memstore.events.log import NewEvent
 from memstore.store import Store
 from tests.snapshot import snapshot
@@ -50,25 +52,7 @@ def _run_queued(store: Store, calls: list[Callable[[], object]]) -> list[object]
     """Run ``calls`` on threads while the test holds the write transaction,
     let go once all of them are in the group committer, and return each
     call's result (or the exception it raised)."""
-    results: list[object] = [None] * len(calls)
-
-    def run(i: int) -> None:
-        try:
-            results[i] = calls[i]()
-        except Exception as e:  # the test looks at it
-            results[i] = e
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    with store._db.write():
-        for t in threads:
-            t.start()
-        deadline = time.monotonic() + 60
-        while sum(store._kernel.group.pending) < len(calls):
-            assert time.monotonic() < deadline, "the captures never queued"
-            time.sleep(0.005)
-    for t in threads:
-        t.join(60)
-    return results
+    return _queued_with_futures(store, [], calls)[1]
 
 
 def _l0_ids(store: Store, user: str) -> list[tuple[str, str]]:
@@ -179,3 +163,113 @@ def test_captures_of_one_session_in_one_batch_queue_its_work_once(store: Store) 
     before_rebuild = snapshot(store)
     store.rebuild()
     assert snapshot(store) == before_rebuild
+
+
+def _msg(i: int, prefix: str = "t") -> list[dict[str, str]]:
+    return [{"role": "user", "content": f"tea {i}", "id": f"{prefix}{i}"}]
+
+
+def _queued_with_futures(
+    store: Store, submit: list[Callable[[], Future[Any]]], calls: list[Callable[[], object]]
+) -> tuple[list[Future[Any]], list[object]]:
+    """``submit`` run on this thread (each returns a future at once, committed
+    by the store's writer thread) and the blocking ``calls`` on threads of
+    their own, all while the test holds the write transaction; it lets go
+    once every one of them is in the group committer."""
+    results: list[object] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        try:
+            results[i] = calls[i]()
+        except Exception as e:  # the test looks at it
+            results[i] = e
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    with store._db.write():
+        futures = [s() for s in submit]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 60
+        while sum(store._kernel.group.pending) < len(submit) + len(calls):
+            assert time.monotonic() < deadline, "the captures never queued"
+            time.sleep(0.005)
+    for t in threads:
+        t.join(60)
+    return futures, results
+
+
+def test_submitted_captures_share_commits_with_waiting_ones(store: Store) -> None:
+    commits = Commits(store)
+    submit: list[Callable[[], Future[Any]]] = [
+        (lambda i=i: store.submit_capture("u", f"a{i}", _msg(i, "a"))) for i in range(4)
+    ]
+    calls: list[Callable[[], object]] = [
+        (lambda i=i: store.capture_turn("u", f"b{i}", f"coffee {i}", turn_id=f"b{i}"))
+        for i in range(4)
+    ]
+    before = commits.n + 1  # the test's own transaction
+    futures, results = _queued_with_futures(store, submit, calls)
+    done = [f.result(timeout=60) for f in futures]
+    assert [r.stored for r in done] == [[f"a{i}"] for i in range(4)]
+    assert all(not isinstance(r, Exception) and r.stored for r in results), results  # type: ignore[union-attr]
+    # The writer's first batch (the first submission, held up by the test)
+    # and one for everything queued behind it, whoever leads it.
+    assert commits.n - before == 2
+    assert len(_l0_ids(store, "u")) == 8
+    before_rebuild = snapshot(store)
+    store.rebuild()
+    assert snapshot(store) == before_rebuild
+
+
+def test_a_failing_submission_fails_only_its_own_future(store: Store) -> None:
+    def bad(_conn: Any, _claimed: dict[Any, Any]) -> list[NewEvent]:
+        return [NewEvent("", MessagesCaptured(session_id="s", messages=[]), user_id="u")]
+
+    submit: list[Callable[[], Future[Any]]] = [
+        (lambda i=i: store.submit_capture("u", "s1", _msg(i))) for i in range(5)
+    ]
+    submit.insert(2, lambda: store._kernel.append_grouped_later(bad))
+    futures, _ = _queued_with_futures(store, submit, [])
+    with pytest.raises(InvalidInputError):
+        futures[2].result(timeout=60)
+    good = [f.result(timeout=60) for i, f in enumerate(futures) if i != 2]
+    assert [r.stored for r in good] == [[f"t{i}"] for i in range(5)]
+    # Bad input raises at once, before anything is queued.
+    with pytest.raises(InvalidInputError):
+        store.submit_capture("u", "s1", [{"role": "robot", "content": "x"}])
+
+
+def test_closing_commits_what_was_submitted_then_refuses(store: Store) -> None:
+    closed = threading.Event()
+    with store._db.write():
+        futures = [store.submit_capture("u", "s1", _msg(i)) for i in range(3)]
+        closer = threading.Thread(target=lambda: (store._kernel.group.close(), closed.set()))
+        closer.start()
+        # close waits for the queue, which waits for this transaction.
+        assert not closed.wait(0.3)
+    closer.join(60)
+    assert [f.result(timeout=60).stored for f in futures] == [["t0"], ["t1"], ["t2"]]
+    with pytest.raises(StorageError):
+        store.submit_capture("u", "s1", [{"role": "user", "content": "late", "id": "late"}])
+    assert [m for _, m in _l0_ids(store, "u")] == ["t0", "t1", "t2"]
+
+
+def test_a_cancelled_wait_neither_stops_the_writer_nor_loses_the_capture(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    with store._db.write():
+        futures = [store.submit_capture("u", "s1", _msg(i)) for i in range(3)]
+        # A caller that stops waiting (an HTTP client gone): at the store's
+        # level and at the kernel's.
+        assert futures[1].cancel()
+        low = store._kernel.append_grouped_later(lambda _c, _s: [])
+        assert low.cancel()
+        deadline = time.monotonic() + 60
+        while sum(store._kernel.group.pending) < 4:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+    assert [futures[i].result(timeout=60).stored for i in (0, 2)] == [["t0"], ["t2"]]
+    # The writer still commits what comes next, and the cancelled capture is stored.
+    assert store.submit_capture("u", "s1", _msg(3)).result(timeout=60).stored == ["t3"]
+    assert [m for _, m in _l0_ids(store, "u")] == ["t0", "t1", "t2", "t3"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text

@@ -1,7 +1,7 @@
-"""The per-turn routes (capture, recall, search) run their store call on the
-gateway's turn pool: concurrent captures over HTTP reach group commit
-together, and the pool outlives no store and serves no request after
-shutdown."""
+"""The per-turn routes: captures over HTTP are committed by the store's
+writer thread with no request thread waiting, recall and search run their
+store call on the gateway's turn pool, and the pool outlives no store and
+serves no request after shutdown."""
 
 from __future__ import annotations
 
@@ -32,13 +32,22 @@ def _spy_threads(gw: Running, names: list[str], *methods: str) -> None:
         setattr(store, name, spy)
 
 
-def test_concurrent_http_captures_share_commits_on_the_turn_pool(tmp_path: Path) -> None:
-    n = 12
-    assert n <= TURN_THREADS
+def test_concurrent_http_captures_share_commits_on_the_stores_writer(tmp_path: Path) -> None:
+    # More than the turn pool has threads: capture routes wait on no thread.
+    n = TURN_THREADS + 8
     with running_gateway(tmp_path / "gw.db") as gw:
-        names: list[str] = []
-        _spy_threads(gw, names, "capture")
+        blocking: list[str] = []
+        _spy_threads(gw, blocking, "capture")
         store = gw.store
+        committers: list[str] = []
+        group = store._kernel.group
+        commit_many = group._commit_many
+
+        def spy(builds: Any) -> Any:
+            committers.append(threading.current_thread().name)
+            return commit_many(builds)
+
+        group._commit_many = spy
         results: list[Any] = [None] * n
 
         def post(i: int) -> None:
@@ -48,21 +57,25 @@ def test_concurrent_http_captures_share_commits_on_the_turn_pool(tmp_path: Path)
                 results[i] = c.post("/v1/capture", json=body)
 
         threads = [threading.Thread(target=post, args=(i,)) for i in range(n)]
-        # Holding the write transaction: every capture's call reaches group
-        # commit (one leads and waits for it, the rest queue) before any commits.
+        # Holding the write transaction: every capture reaches group commit
+        # (the writer leads one batch and waits for it, the rest queue)
+        # before any commits.
         with store._db.write():
             for t in threads:
                 t.start()
             deadline = time.monotonic() + 60
-            while sum(store._kernel.group.pending) < n:
+            while sum(group.pending) < n:
                 assert time.monotonic() < deadline, "the captures never met in group commit"
                 time.sleep(0.005)
         for t in threads:
             t.join(60)
         assert [r.status_code for r in results] == [200] * n
         assert all(r.json()["stored"] == [f"m{i}"] for i, r in enumerate(results))
-        assert store._kernel.group.batches >= 1
-        assert len(names) == n and all(x.startswith("memstore-turn") for x in names), names
+        assert group.batches >= 1
+        # The first batch and everything queued behind it: two transactions.
+        assert len(committers) == 2, committers
+        assert set(committers) == {"memstore-group-commit"}
+        assert blocking == []
 
 
 def test_recall_and_search_routes_call_the_store_on_the_turn_pool(tmp_path: Path) -> None:

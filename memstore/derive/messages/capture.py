@@ -8,9 +8,12 @@ empty messages are dropped. Message ids make capture idempotent.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -21,7 +24,8 @@ from memstore.db import rawexec
 from memstore.db.sqlfn import in_list
 from memstore.derive.messages.events import MessagesCaptured, l0_stream
 from memstore.errors import InvalidInputError
-from memstore.events.log import NewEvent
+from memstore.events.groupcommit import GroupBuild
+from memstore.events.log import NewEvent, StoredEvent
 from memstore.kernel import Kernel
 from memstore.records import NewMessage
 from memstore.text import clean_text, sanitize_message
@@ -178,7 +182,40 @@ def new_messages(prepared: Sequence[PreparedMessage], known: set[str]) -> list[P
     return fresh
 
 
-def capture(
+@dataclass(frozen=True)
+class CapturePlan:
+    """A capture's checked messages, ready to append (``plan``): the build the
+    append runs in its transaction, and what turns the appended events into
+    the caller's ``CaptureResult``."""
+
+    build: GroupBuild
+    result: Callable[[list[StoredEvent]], CaptureResult]
+
+    def commit(self, kernel: Kernel) -> CaptureResult:
+        """Append and wait (``Store.capture``)."""
+        return self.result(kernel.append_grouped(self.build))
+
+    def commit_later(self, kernel: Kernel) -> Future[CaptureResult]:
+        """Queue the append and return at once (``Store.submit_capture``): the
+        future resolves once the messages are committed."""
+        out: Future[CaptureResult] = Future()
+
+        def done(appended: Future[list[StoredEvent]]) -> None:
+            try:
+                value = self.result(appended.result())
+            except BaseException as e:  # the caller's error, raised where it waits
+                settle: Callable[[], None] = functools.partial(out.set_exception, e)
+            else:
+                settle = functools.partial(out.set_result, value)
+            # A caller that cancelled its wait is told nothing (committed all the same).
+            with contextlib.suppress(InvalidStateError):
+                settle()
+
+        kernel.append_grouped_later(self.build).add_done_callback(done)
+        return out
+
+
+def plan(
     kernel: Kernel,
     user_id: str,
     session_id: str,
@@ -186,9 +223,10 @@ def capture(
     *,
     agent_id: str | None,
     max_bytes: int,
-) -> CaptureResult:
-    """``Store.capture`` past its argument checks: one ``l0.captured`` event of
-    the messages this session does not have yet, through the kernel's append."""
+) -> CapturePlan:
+    """``Store.capture`` past its argument checks: the messages sanitised and
+    given ids (bad input raises here), to append as one ``l0.captured`` event
+    of those this session does not have yet."""
     prepared = prepare_messages(session_id, messages, now=kernel.clock(), max_bytes=max_bytes)
     dropped = len(messages) - len(prepared)
     ids = [m.id for m in prepared]
@@ -208,20 +246,24 @@ def capture(
         seen["known"], seen["fresh"] = known, fresh
         return [capture_event(user_id, session_id, agent_id, fresh)] if fresh else []
 
-    stored = kernel.append_grouped(only_new)
-    known: set[str] = seen["known"]
-    fresh: list[PreparedMessage] = seen["fresh"]
-    if not stored:
-        return CaptureResult(None, [], ids, [], dropped)
-    # A repeat within the call is a duplicate too, reported like one stored before.
-    repeats = [i for i, n in Counter(ids).items() if n > 1 and i not in known for _ in range(n - 1)]
-    return CaptureResult(
-        stored[0].position,
-        [m.id for m in fresh],
-        [i for i in ids if i in known] + repeats,
-        [m.id for m in fresh if m.truncated],
-        dropped,
-    )
+    def result(stored: list[StoredEvent]) -> CaptureResult:
+        known: set[str] = seen["known"]
+        fresh: list[PreparedMessage] = seen["fresh"]
+        if not stored:
+            return CaptureResult(None, [], ids, [], dropped)
+        # A repeat within the call is a duplicate too, reported like one stored before.
+        repeats = [
+            i for i, n in Counter(ids).items() if n > 1 and i not in known for _ in range(n - 1)
+        ]
+        return CaptureResult(
+            stored[0].position,
+            [m.id for m in fresh],
+            [i for i in ids if i in known] + repeats,
+            [m.id for m in fresh if m.truncated],
+            dropped,
+        )
+
+    return CapturePlan(only_new, result)
 
 
 def turn_messages(
