@@ -61,7 +61,7 @@ CommitMany = Callable[[Sequence[GroupBuild]], tuple[list[list[StoredEvent]], Cal
 # The most requests one transaction takes; the rest wait for the next. Threads
 # that wait to commit rarely queue this many, but submissions (a gateway's
 # every open request) do: fifty clients through the gateway captured more per
-# second, with p99 1.4-1.6x p50 against 1.6-3.2x, at 32 than at 256 (8 did
+# second, with p99 1.4-1.7x p50 against 1.6-3.2x, at 32 than at 256 (8 did
 # worse than either).
 MAX_BATCH = 32
 
