@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
+from memstore.config import Settings
 from memstore.gateway.deps import NotServing
 from memstore.gateway.offload import TURN_THREADS, in_turn_pool, turn_pool
+from memstore.store import Store
 from tests.gateway_support import Running, running_gateway
 
 
@@ -139,3 +141,39 @@ def test_no_pool_outside_the_lifespan_is_not_serving() -> None:
 
     with pytest.raises(NotServing):
         asyncio.run(after())
+
+
+def test_stopping_while_captures_wait_for_a_commit_stores_every_one(tmp_path: Path) -> None:
+    # SIGTERM semantics: uvicorn stops accepting, lets the requests in flight
+    # finish, then the lifespan closes the store. Captures queued behind a
+    # held transaction must all commit and be answered on the way out.
+    n = 6
+    db = tmp_path / "stop.db"
+    results: list[Any] = [None] * n
+    with running_gateway(db) as gw:
+        store = gw.store
+        group = store._kernel.group
+
+        def post(i: int) -> None:
+            message = {"role": "user", "content": f"tea number {i}", "id": f"m{i}"}
+            body = {"user_id": "u", "session_id": "s", "messages": [message]}
+            with gw.client() as c:
+                results[i] = c.post("/v1/capture", json=body)
+
+        threads = [threading.Thread(target=post, args=(i,)) for i in range(n)]
+        with store._db.write():
+            for t in threads:
+                t.start()
+            deadline = time.monotonic() + 60
+            while sum(group.pending) < n:
+                assert time.monotonic() < deadline, "the captures never queued"
+                time.sleep(0.005)
+            gw.server.should_exit = True  # the stop begins while they wait
+            time.sleep(0.2)
+        for t in threads:
+            t.join(60)
+    assert [r.status_code for r in results] == [200] * n
+    settings = Settings().replace(embedder="hashing", scheduler=False)
+    with Store.open(db, settings=settings) as reopened:
+        ids = {m.message_id for m in reopened.session_messages("u", "s")}
+    assert ids == {f"m{i}" for i in range(n)}
