@@ -34,6 +34,36 @@ def _spy_threads(gw: Running, names: list[str], *methods: str) -> None:
         setattr(store, name, spy)
 
 
+def _captures_held(
+    gw: Running, n: int, user: Callable[[int], str], while_held: Callable[[], None] = lambda: None
+) -> list[Any]:
+    """``n`` concurrent ``POST /v1/capture`` (message ``m<i>`` of ``user(i)``),
+    sent while the test holds the write transaction: every capture reaches
+    group commit (the writer leads one batch and waits for it, the rest
+    queue) before any commits; ``while_held`` runs then. The responses."""
+    store = gw.store
+    results: list[Any] = [None] * n
+
+    def post(i: int) -> None:
+        message = {"role": "user", "content": f"tea number {i}", "id": f"m{i}"}
+        body = {"user_id": user(i), "session_id": "s", "messages": [message]}
+        with gw.client() as c:
+            results[i] = c.post("/v1/capture", json=body)
+
+    threads = [threading.Thread(target=post, args=(i,)) for i in range(n)]
+    with store._db.write():
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 60
+        while sum(store._kernel.group.pending) < n:
+            assert time.monotonic() < deadline, "the captures never met in group commit"
+            time.sleep(0.005)
+        while_held()
+    for t in threads:
+        t.join(60)
+    return results
+
+
 def test_concurrent_http_captures_share_commits_on_the_stores_writer(tmp_path: Path) -> None:
     # More than the turn pool has threads: capture routes wait on no thread.
     n = TURN_THREADS + 8
@@ -50,27 +80,7 @@ def test_concurrent_http_captures_share_commits_on_the_stores_writer(tmp_path: P
             return commit_many(builds)
 
         group._commit_many = spy
-        results: list[Any] = [None] * n
-
-        def post(i: int) -> None:
-            message = {"role": "user", "content": f"tea number {i}", "id": f"m{i}"}
-            body = {"user_id": f"u{i}", "session_id": "s", "messages": [message]}
-            with gw.client() as c:
-                results[i] = c.post("/v1/capture", json=body)
-
-        threads = [threading.Thread(target=post, args=(i,)) for i in range(n)]
-        # Holding the write transaction: every capture reaches group commit
-        # (the writer leads one batch and waits for it, the rest queue)
-        # before any commits.
-        with store._db.write():
-            for t in threads:
-                t.start()
-            deadline = time.monotonic() + 60
-            while sum(group.pending) < n:
-                assert time.monotonic() < deadline, "the captures never met in group commit"
-                time.sleep(0.005)
-        for t in threads:
-            t.join(60)
+        results = _captures_held(gw, n, lambda i: f"u{i}")
         assert [r.status_code for r in results] == [200] * n
         assert all(r.json()["stored"] == [f"m{i}"] for i, r in enumerate(results))
         assert group.batches >= 1
@@ -149,29 +159,13 @@ def test_stopping_while_captures_wait_for_a_commit_stores_every_one(tmp_path: Pa
     # held transaction must all commit and be answered on the way out.
     n = 6
     db = tmp_path / "stop.db"
-    results: list[Any] = [None] * n
     with running_gateway(db) as gw:
-        store = gw.store
-        group = store._kernel.group
 
-        def post(i: int) -> None:
-            message = {"role": "user", "content": f"tea number {i}", "id": f"m{i}"}
-            body = {"user_id": "u", "session_id": "s", "messages": [message]}
-            with gw.client() as c:
-                results[i] = c.post("/v1/capture", json=body)
-
-        threads = [threading.Thread(target=post, args=(i,)) for i in range(n)]
-        with store._db.write():
-            for t in threads:
-                t.start()
-            deadline = time.monotonic() + 60
-            while sum(group.pending) < n:
-                assert time.monotonic() < deadline, "the captures never queued"
-                time.sleep(0.005)
+        def stop() -> None:
             gw.server.should_exit = True  # the stop begins while they wait
             time.sleep(0.2)
-        for t in threads:
-            t.join(60)
+
+        results = _captures_held(gw, n, lambda _i: "u", stop)
     assert [r.status_code for r in results] == [200] * n
     settings = Settings().replace(embedder="hashing", scheduler=False)
     with Store.open(db, settings=settings) as reopened:
