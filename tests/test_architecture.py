@@ -400,6 +400,7 @@ SQLITE_ONLY_TESTS: dict[str, str] = {
             "test_cli_first_hour.py",
             "test_cli_light_reads.py",
             "test_gateway_client.py",
+            "test_gateway_turn_pool.py",
             "test_hermes_concurrency.py",
             "test_inspector_browser.py",
             "test_inspector_http.py",
@@ -414,7 +415,8 @@ SQLITE_ONLY_TESTS: dict[str, str] = {
         ),
         "a host, the LLM client or a benchmark in front of the Store; the engine's side of "
         "what they drive is tested on both backends (tests/contract/test_cli_contract.py, "
-        "tests/contract/test_serve_workers.py and the behaviour modules)",
+        "tests/contract/test_serve_workers.py, tests/contract/test_group_commit.py and the "
+        "behaviour modules)",
     ),
     "test_architecture.py": "reads the repository's source and opens no store: the store "
     "calls it names are examples for the rules it checks",
