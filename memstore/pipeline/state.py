@@ -228,21 +228,19 @@ def list_sessions(
 
 # What a capture's transaction needs of its session (``pending_reached``): the
 # last capture and the active generation's cursor and extraction count, not
-# the six-join ``_SESSIONS`` row (0.35 ms at load 5, for three numbers).
+# the six-join ``_SESSIONS`` row (0.35 ms at load 5, for three numbers), and
+# the rounds of at most ``{limit}`` pending captures that have any. One
+# statement, so PostgreSQL answers it in one round trip.
 _CAPTURED = f"""
-SELECT s.last_capture_position, COALESCE(c.cursor_position, 0), COALESCE(c.runs, 0)
+SELECT s.last_capture_position, COALESCE(c.cursor_position, 0), COALESCE(c.runs, 0),
+  (SELECT COALESCE(sum(r.rounds), 0) FROM (
+     SELECT p.rounds FROM pipeline_pending p WHERE p.user_id = s.user_id
+       AND p.session_id = s.session_id AND p.position > COALESCE(c.cursor_position, 0)
+       AND p.rounds > 0 ORDER BY p.position {{limit}}) r)
 FROM pipeline_sessions s LEFT JOIN l1_cursors c ON c.user_id = s.user_id
      AND c.session_id = s.session_id AND c.generation = {_ACTIVE}
 WHERE s.user_id = ? AND s.session_id = ?
 """
-# The rounds of at most ``limit`` pending captures that have any: each counts
-# at least one, so they reach a threshold of ``limit`` exactly when all
-# pending rounds do, without summing a long backlog on every capture.
-_ROUNDS_UP_TO = (
-    "SELECT COALESCE(sum(rounds), 0) FROM (SELECT rounds FROM pipeline_pending "
-    "WHERE user_id = ? AND session_id = ? AND position > ? AND rounds > 0 "
-    "ORDER BY position {limit}) r"
-)
 
 
 def pending_reached(
@@ -251,14 +249,16 @@ def pending_reached(
     """``(last capture position, whether the pending rounds reached the
     extraction threshold)`` of a session (``SessionState.rounds_pending >=
     threshold``, the same answer), or None if the session has no state."""
-    row = rawexec.first(conn, _CAPTURED, (user_id, session_id))
+    # Summing the first ``most`` pending captures (the largest threshold
+    # there is) answers for any threshold ``need`` <= ``most``: each counts
+    # at least one round, so if ``need`` of them exist both sums reach
+    # ``need``, and if fewer do both sums are the sum of all of them.
+    most = max(threshold_for(n, settings) for n in range(len(settings.pipeline.warmup) + 1))
+    row = rawexec.first(conn, _CAPTURED.format(limit=limit(most)), (user_id, session_id))
     if row is None:
         return None
-    last, cursor, extractions = int(row[0]), int(row[1]), int(row[2])
-    need = threshold_for(extractions, settings)
-    sql = _ROUNDS_UP_TO.format(limit=limit(need))
-    rounds = rawexec.scalar(conn, sql, (user_id, session_id, cursor))
-    return last, int(rounds) >= need
+    last, extractions, rounds = int(row[0]), int(row[2]), int(row[3])
+    return last, rounds >= threshold_for(extractions, settings)
 
 
 def get_user(conn: Connection, user_id: str) -> UserState | None:
