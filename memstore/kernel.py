@@ -162,6 +162,7 @@ class Kernel:
         hooks = hooks if hooks is not None else self.hooks
         lock = self.exclusive() if exclusive else contextlib.nullcontext()
         with lock, self.db.write() as conn:
+            self.log.prefetch_head(conn)
             built = build(conn)
             batch = built if isinstance(built, Batch) else Batch(built)
             if not batch.events:
@@ -199,6 +200,7 @@ class Kernel:
         stored: list[StoredEvent] = []
         deferred: list[Callable[[], object]] = []
         with self.db.write() as conn:
+            self.log.prefetch_head(conn)
             built = [list(b(conn, scratch)) for b in builds]
             flat = [e for events in built for e in events]
             if flat:

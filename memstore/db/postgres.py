@@ -32,14 +32,16 @@ processes claim at once with ``FOR UPDATE SKIP LOCKED``
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, create_engine, event, exc, text
+from sqlalchemy import Connection, create_engine, event, exc
 from sqlalchemy.engine import make_url
 
+from memstore.db import pgbatch, rawexec
 from memstore.db.backend import POSTGRES
 from memstore.db.backend.postgres import vacuum
 from memstore.db.engine import Database
@@ -50,6 +52,16 @@ from memstore.errors import ConfigError, LockedError, StorageError
 # database (advisory locks are per database, so two memstore databases on one
 # server do not contend). The number is arbitrary but fixed: ASCII "memstore".
 WRITE_LOCK_KEY = 0x6D656D73746F7265
+
+
+# Connections back in the pool for less than this are not pinged before
+# reuse (HikariCP's "alive bypass window" is 500 ms too).
+PING_AFTER_IDLE_S = 0.5
+_RETURNED_AT = "memstore.returned_at"
+
+
+def _on_checkin(_dbapi_conn: Any, record: Any) -> None:
+    record.info[_RETURNED_AT] = time.monotonic()
 
 
 def translate(err: exc.DBAPIError | Exception, what: str = "database") -> StorageError:
@@ -99,10 +111,14 @@ class PostgresDatabase(Database):
             hide_parameters=True,
             pool_size=8,
             max_overflow=16,
-            pool_pre_ping=True,
+            # Pinged at checkout only after sitting idle (``_on_checkout``).
+            pool_pre_ping=False,
             connect_args={"connect_timeout": max(1, busy_timeout_ms // 1000)},
         )
         event.listen(self.engine, "connect", self._on_connect)
+        event.listen(self.engine.pool, "checkout", self._on_checkout)
+        event.listen(self.engine.pool, "checkin", _on_checkin)
+        pgbatch.install(self.engine)
         try:
             with self.engine.connect() as conn:
                 conn.exec_driver_sql("SELECT 1")
@@ -121,6 +137,25 @@ class PostgresDatabase(Database):
                 "SELECT set_config('application_name', %s, false)", (f"memstore:{os.getpid()}",)
             )
         dbapi_conn.commit()
+        # The hot statements are prepared by memstore.db.pgwire. psycopg's own
+        # preparing sends DEALLOCATE ALL after any ROLLBACK or DDL once it has
+        # prepared something, which would drop those too.
+        dbapi_conn.prepare_threshold = None
+
+    def _on_checkout(self, dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        # A connection can have died in the pool (the server restarted, an
+        # idle timeout): one that is about to be used is pinged first, and
+        # replaced if the ping fails (the pool tries another). One that came
+        # back less than PING_AFTER_IDLE_S ago worked then; pinging it too
+        # cost a round trip (0.1-0.3 ms) on every transaction of a busy
+        # writer. A fresh connection has no return time: it just connected.
+        back = record.info.get(_RETURNED_AT)
+        if back is None or time.monotonic() - back < PING_AFTER_IDLE_S:
+            return
+        try:
+            self.engine.dialect.do_ping(dbapi_conn)
+        except Exception as e:  # any failure: the pool drops it and connects anew
+            raise exc.DisconnectionError(f"connection failed its ping: {e}") from e
 
     def translate_error(self, err: Exception, what: str = "database") -> StorageError:
         return translate(err, what)
@@ -129,8 +164,12 @@ class PostgresDatabase(Database):
     def _write_transaction(self) -> Iterator[Connection]:
         # Serialised by the advisory lock (see the module docstring).
         with self.engine.connect() as conn, conn.begin():
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
+            # Sent with the transaction's first read (memstore.db.pgbatch):
+            # the server takes the lock before it runs that read.
+            rawexec.run(conn, "SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK_KEY,))
             yield conn
+            # The kept writes and the COMMIT in one round trip.
+            pgbatch.flush(conn, commit=True)
 
     @contextmanager
     def _read_transaction(self) -> Iterator[Connection]:
@@ -151,6 +190,7 @@ class PostgresDatabase(Database):
         try:
             with self.engine.connect() as conn, conn.begin():
                 yield conn
+                pgbatch.flush(conn, commit=True)
         except exc.IntegrityError:
             raise
         except exc.DBAPIError as e:

@@ -29,11 +29,18 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from memstore.db import pgbatch
 from memstore.db.sqlfn import direct_connection, driver_error, driver_rows, driver_sql
 
 
 def run(conn: Connection, sql: str, params: Sequence[Any] = ()) -> None:
-    """Execute one statement (written with "?" placeholders), no rows wanted."""
+    """Execute one statement (written with "?" placeholders), no rows wanted.
+    On PostgreSQL it goes to the server with the next statement that needs
+    an answer (``memstore.db.pgbatch``): its error is raised there, or by
+    ``flush``."""
+    if pgbatch.keeps_writes(conn):
+        pgbatch.send(conn, driver_sql(conn, sql), tuple(params) if params else None)
+        return
     raw = direct_connection(conn)
     if raw is None:
         conn.exec_driver_sql(driver_sql(conn, sql), tuple(params) if params else None)
@@ -48,6 +55,9 @@ def run_many(conn: Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
     """``executemany`` of one statement over ``rows`` (none: nothing runs)."""
     if not rows:
         return
+    if pgbatch.keeps_writes(conn):
+        pgbatch.send(conn, driver_sql(conn, sql), list(rows), many=True)
+        return
     raw = direct_connection(conn)
     if raw is None:
         conn.exec_driver_sql(driver_sql(conn, sql), list(rows))
@@ -56,6 +66,27 @@ def run_many(conn: Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         raw.executemany(sql, rows)
     except conn.dialect.loaded_dbapi.Error as e:
         raise driver_error(conn, sql, list(rows), e) from e
+
+
+def flush(conn: Connection) -> None:
+    """Run the writes PostgreSQL keeps for the next round trip now, raising
+    their error here (a caller about to roll back to a savepoint). Nothing
+    to do on SQLite, whose statements run where they are written."""
+    if pgbatch.pending(conn):
+        pgbatch.flush(conn)
+
+
+def prefetch(
+    conn: Connection, sql: str, params: Sequence[Any] = (), *, reads: Sequence[str] | None = None
+) -> None:
+    """A read this transaction will make before it writes one of the tables
+    it ``reads`` (not given: before it writes anything): on PostgreSQL it
+    goes to the server with the next round trip, and the ``rows`` of the
+    same text and parameters get its answer (``memstore.db.pgbatch``).
+    Nothing on SQLite."""
+    if pgbatch.keeps_writes(conn):
+        values = tuple(params) if params else None
+        pgbatch.prefetch(conn, driver_sql(conn, sql), values, reads=reads)
 
 
 def rows(conn: Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -76,4 +107,4 @@ def scalar(conn: Connection, sql: str, params: Sequence[Any] = ()) -> Any:
     return None if row is None else row[0]
 
 
-__all__ = ["first", "rows", "run", "run_many", "scalar"]
+__all__ = ["first", "flush", "prefetch", "rows", "run", "run_many", "scalar"]

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, exc
 
+from memstore.db import pgbatch
 from memstore.errors import InvalidInputError
 
 T = TypeVar("T")
@@ -116,6 +117,8 @@ def driver_rows(conn: Connection, sql: str, params: Any = ()) -> list[Any]:
     a hot read cost more than the statement (keyword search)."""
     if isinstance(params, list):  # one statement's parameters, not executemany's rows
         params = tuple(params)
+    if not isinstance(params, dict) and pgbatch.keeps_writes(conn):
+        return pgbatch.rows_sent(conn, sql, params)
     raw = direct_connection(conn)
     if raw is not None:
         try:

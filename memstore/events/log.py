@@ -143,6 +143,9 @@ def _row(e: StoredEvent) -> tuple[Any, ...]:
     )
 
 
+_HEAD = "SELECT coalesce(max(position), 0) FROM events"
+
+
 class EventLog:
     def __init__(self, reg: Registry = registry, clock: Clock = system_clock) -> None:
         self.registry = reg
@@ -350,7 +353,14 @@ class EventLog:
     @staticmethod
     def last_position(conn: Connection) -> int:
         # On the driver: every append asks this first (rawexec explains why).
-        return int(rawexec.scalar(conn, "SELECT coalesce(max(position), 0) FROM events"))
+        return int(rawexec.scalar(conn, _HEAD))
+
+    @staticmethod
+    def prefetch_head(conn: Connection) -> None:
+        """An append is coming in this write transaction: on PostgreSQL its
+        ``last_position`` read goes to the server with the transaction's
+        first round trip (memstore.db.pgbatch)."""
+        rawexec.prefetch(conn, _HEAD, reads=("events",))
 
     def _decode(self, r: Any) -> StoredEvent:
         """A row of ``_COLUMNS`` (in that order) as a StoredEvent."""

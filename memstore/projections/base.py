@@ -118,6 +118,13 @@ class Projection(ABC):
         a replay must write at once."""
         self.apply(conn, events)
 
+    def read_ahead(self, conn: Connection, user_ids: Sequence[str]) -> None:
+        """An append for ``user_ids`` is coming in this write transaction:
+        send ahead the reads ``apply_live`` will make (PostgreSQL answers
+        them with an earlier round trip: memstore.db.pgbatch). Nothing by
+        default."""
+        return None
+
     def clear(self, conn: Connection) -> None:
         """Empty everything this projection owns (children before parents)."""
         for t in reversed(self.tables):
@@ -324,6 +331,11 @@ class Projections:
                     (p.apply_live if live else p.apply)(conn, mine)
                     fed.add(p.name)
         return fed
+
+    def read_ahead(self, conn: Connection, user_ids: Sequence[str]) -> None:
+        """Each inline projection's ``read_ahead``."""
+        for p in self.inline:
+            p.read_ahead(conn, user_ids)
 
     def apply_inline(self, conn: Connection, stored: Sequence[StoredEvent]) -> None:
         """Called by every append, in its transaction, with what it appended.

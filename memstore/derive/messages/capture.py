@@ -240,6 +240,8 @@ def plan(
         # same transaction before this one is not in l0_messages yet: the
         # ids it took are in ``claimed``.
         taken: set[str] = claimed.setdefault(("l0", user_id, session_id), set())
+        # PostgreSQL: the projections' first reads go with the check below.
+        kernel.projections.read_ahead(conn, [user_id])
         known = known_message_ids(conn, user_id, session_id, ids) | taken.intersection(ids)
         fresh = new_messages(prepared, known)
         taken.update(m.id for m in fresh)

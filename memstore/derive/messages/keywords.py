@@ -142,6 +142,17 @@ def _first(row: tuple[Any, ...]) -> Any:
     return row[0]
 
 
+_SLOT = "SELECT slot FROM l0_user_slots WHERE user_id = ?"
+
+
+def prefetch_slots(conn: Connection, users: Sequence[str]) -> None:
+    """``slots`` is coming for a capture of one user: on PostgreSQL its read
+    goes with an earlier round trip (memstore.db.pgbatch)."""
+    wanted = set(users)
+    if len(wanted) == 1:
+        rawexec.prefetch(conn, _SLOT, list(wanted), reads=("l0_user_slots",))
+
+
 def slots(conn: Connection, users: Sequence[str]) -> dict[str, int]:
     """Each of ``users``' slot, new ones numbered in the order given (log order,
     so a rebuild hands out the same slots)."""
@@ -149,7 +160,7 @@ def slots(conn: Connection, users: Sequence[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     if len(wanted) == 1:
         # A capture: a plain statement is cheaper than an IN list to compile.
-        slot = rawexec.scalar(conn, "SELECT slot FROM l0_user_slots WHERE user_id = ?", wanted[:1])
+        slot = rawexec.scalar(conn, _SLOT, wanted[:1])
         if slot is not None:
             out[wanted[0]] = int(slot)
     else:

@@ -44,6 +44,7 @@ _MAX_ID = "SELECT coalesce(max(id), 0) FROM l0_messages"
 _MAX_ID_THROUGH = (
     "SELECT coalesce(max(id), 0), (SELECT through FROM l0_keyword_cursor) FROM l0_messages"
 )
+_READS = ("l0_messages", "l0_keyword_cursor")
 _SLOT_OF = text("SELECT slot FROM l0_user_slots WHERE user_id = :u")
 
 
@@ -198,6 +199,12 @@ class L0Projection(Projection):
         defer = self.defer_keywords and _messages(events) <= DEFER_AT_MOST
         self._apply(conn, events, defer=defer)
 
+    def read_ahead(self, conn: Connection, user_ids: Sequence[str]) -> None:
+        # The next id and the user's slot: what ``_apply`` reads first.
+        fts5 = backend.of(conn).keyword_index == "fts5"
+        rawexec.prefetch(conn, _MAX_ID_THROUGH if fts5 else _MAX_ID, reads=_READS)
+        keywords.prefetch_slots(conn, user_ids)
+
     def _apply(self, conn: Connection, events: Sequence[StoredEvent], *, defer: bool) -> None:
         # Driver-level: once per capture, and the Core select cost ~5x the
         # statement to build (0.17 against 0.03 ms CPU).
@@ -230,6 +237,7 @@ class L0Projection(Projection):
         rawexec.run(conn, "SAVEPOINT l0_rows")
         try:
             _insert(conn, batch)
+            rawexec.flush(conn)  # PostgreSQL: the duplicate is found here, not later
         except IntegrityError:
             rawexec.run(conn, "ROLLBACK TO SAVEPOINT l0_rows")
             rawexec.run(conn, "RELEASE SAVEPOINT l0_rows")
