@@ -17,7 +17,7 @@ from sqlalchemy import exc, text
 from memstore import Store
 from memstore.db import pgbatch, pgwire, rawexec
 from memstore.db.postgres import PING_AFTER_IDLE_S
-from memstore.errors import InvalidInputError
+from memstore.errors import InvalidInputError, StorageError
 
 pytestmark = pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
 
@@ -197,5 +197,18 @@ def test_a_connection_that_died_in_the_pool_is_replaced(store: Store) -> None:
         ).fetchone()
     assert killed is not None and killed[0] >= 1
     time.sleep(PING_AFTER_IDLE_S + 0.2)  # idle long enough to be pinged
+    assert store.capture_turn("u", "s", "after", "ok").stored
+    assert len(store.search_conversations("u", "after", strategy="keyword")) == 1
+
+
+def test_a_connection_killed_in_a_transaction_fails_it_and_the_store_goes_on(
+    store: Store,
+) -> None:
+    store.capture_turn("u", "s", "before", "ok")
+    with pytest.raises(StorageError, match="connection"), store.internals.db.write() as conn:
+        pid = rawexec.scalar(conn, "SELECT pg_backend_pid()")
+        rawexec.run(conn, "UPDATE l0_user_slots SET docs = docs WHERE user_id = ?", ("u",))
+        _elsewhere(store, f"SELECT pg_terminate_backend({int(pid)})")
+        rawexec.scalar(conn, "SELECT 1")  # the kept write and this read meet a dead server
     assert store.capture_turn("u", "s", "after", "ok").stored
     assert len(store.search_conversations("u", "after", strategy="keyword")) == 1
