@@ -1,21 +1,20 @@
 """PostgreSQL: a batch of statements sent through libpq's pipeline directly.
 
-psycopg's cursors cost ~40-60 µs of CPU per statement on this machine, in
+psycopg's cursors cost 40-70 µs of CPU per statement on this machine, in
 pipeline mode too (its result sets, prepare bookkeeping and pipeline queue are
-Python), against ~8 µs to hand the same statement to libpq here, with
+Python), against ~7 µs to hand the same statement to libpq here, with
 psycopg's own ``Transformer`` dumping the parameters and loading the rows (so
-values are typed exactly as psycopg types them). A capture runs ~18 small
+values are typed exactly as psycopg types them). A capture runs ~25 small
 statements: that overhead was most of its CPU.
 
 Every statement is prepared on the connection the first time it runs with
 those parameter types (kept per connection, at most ``PREPARED`` of them;
-past that a statement is sent unprepared), as psycopg prepares a repeated
-statement. ``run`` sends BEGIN first when no transaction is open (with the
-connection's isolation level, as psycopg would), then the statements, the
-COMMIT if asked, and one sync; it waits for every result and raises the
-first error, as psycopg's pipeline does. It answers None when it cannot
-take the batch (autocommit, a pipeline already open, no ``poll``): the
-caller sends it through psycopg.
+past that a statement is sent unprepared). ``run`` sends BEGIN first when no
+transaction is open (with the connection's isolation level, as psycopg
+would), then the statements, the COMMIT if asked, and one sync; it waits for
+every result and raises the first error, as psycopg's pipeline does. Where
+``usable`` says no (autocommit, a pipeline already open, no ``poll``) the
+caller sends the batch through psycopg instead.
 """
 
 from __future__ import annotations
