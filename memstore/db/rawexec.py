@@ -76,6 +76,11 @@ def flush(conn: Connection) -> None:
         pgbatch.flush(conn)
 
 
+def reads_ahead(conn: Connection) -> bool:
+    """Whether ``prefetch`` sends anything on this connection (PostgreSQL)."""
+    return pgbatch.keeps_writes(conn)
+
+
 def prefetch(
     conn: Connection, sql: str, params: Sequence[Any] = (), *, reads: Sequence[str] | None = None
 ) -> None:
@@ -107,4 +112,4 @@ def scalar(conn: Connection, sql: str, params: Sequence[Any] = ()) -> Any:
     return None if row is None else row[0]
 
 
-__all__ = ["first", "flush", "prefetch", "rows", "run", "run_many", "scalar"]
+__all__ = ["first", "flush", "prefetch", "reads_ahead", "rows", "run", "run_many", "scalar"]

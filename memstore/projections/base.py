@@ -333,7 +333,10 @@ class Projections:
         return fed
 
     def read_ahead(self, conn: Connection, user_ids: Sequence[str]) -> None:
-        """Each inline projection's ``read_ahead``."""
+        """Each inline projection's ``read_ahead`` (nothing to do where
+        statements run one at a time: SQLite, or a watched engine)."""
+        if not rawexec.reads_ahead(conn):
+            return
         for p in self.inline:
             p.read_ahead(conn, user_ids)
 
