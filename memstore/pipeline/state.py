@@ -232,7 +232,7 @@ def list_sessions(
 # the rounds of at most ``{limit}`` pending captures that have any. One
 # statement, so PostgreSQL answers it in one round trip.
 _CAPTURED = f"""
-SELECT s.last_capture_position, COALESCE(c.cursor_position, 0), COALESCE(c.runs, 0),
+SELECT s.last_capture_position, COALESCE(c.runs, 0),
   (SELECT COALESCE(sum(r.rounds), 0) FROM (
      SELECT p.rounds FROM pipeline_pending p WHERE p.user_id = s.user_id
        AND p.session_id = s.session_id AND p.position > COALESCE(c.cursor_position, 0)
@@ -257,7 +257,7 @@ def pending_reached(
     row = rawexec.first(conn, _CAPTURED.format(limit=limit(most)), (user_id, session_id))
     if row is None:
         return None
-    last, extractions, rounds = int(row[0]), int(row[2]), int(row[3])
+    last, extractions, rounds = int(row[0]), int(row[1]), int(row[2])
     return last, rounds >= threshold_for(extractions, settings)
 
 
