@@ -62,7 +62,16 @@ def test_a_capture_is_a_few_round_trips(store: Store, trips: list[int]) -> None:
     assert [h.text for h in hits] == ["the tomatoes are ripe"]
 
 
-def test_a_kept_write_is_seen_by_the_next_statement_of_any_kind(store: Store) -> None:
+@pytest.fixture(params=["libpq", "psycopg"])
+def sender(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways a batch goes out: libpq's pipeline directly (memstore.db.pgwire),
+    and psycopg's own pipeline mode where pgwire cannot take it."""
+    if request.param == "psycopg":
+        monkeypatch.setattr(pgwire, "usable", lambda raw: False)
+    return str(request.param)
+
+
+def test_a_kept_write_is_seen_by_the_next_statement_of_any_kind(store: Store, sender: str) -> None:
     _table(store)
     with store.internals.db.write() as conn:
         kept = pgbatch.pending(conn)  # the write lock, sent with the first read
@@ -80,7 +89,7 @@ def test_a_kept_write_is_seen_by_the_next_statement_of_any_kind(store: Store) ->
     assert _count(store) == 2  # the last write went with the COMMIT
 
 
-def test_a_kept_writes_error_aborts_its_transaction(store: Store) -> None:
+def test_a_kept_writes_error_aborts_its_transaction(store: Store, sender: str) -> None:
     _table(store)
     with store.internals.db.write() as conn:
         rawexec.run(conn, "INSERT INTO batch_probe (k, v) VALUES (?, ?)", ("a", 1))
@@ -93,7 +102,7 @@ def test_a_kept_writes_error_aborts_its_transaction(store: Store) -> None:
     assert store.capture_turn("u", "s", "hello", "hi").stored
 
 
-def test_flush_raises_the_error_where_the_caller_can_roll_back(store: Store) -> None:
+def test_flush_raises_the_error_where_the_caller_can_roll_back(store: Store, sender: str) -> None:
     _table(store)
     with store.internals.db.write() as conn:
         rawexec.run(conn, "INSERT INTO batch_probe (k, v) VALUES (?, ?)", ("a", 1))
@@ -106,7 +115,7 @@ def test_flush_raises_the_error_where_the_caller_can_roll_back(store: Store) -> 
     assert _count(store) == 2
 
 
-def test_a_prefetched_answer_is_dropped_by_a_write(store: Store) -> None:
+def test_a_prefetched_answer_is_dropped_by_a_write(store: Store, sender: str) -> None:
     _table(store)
     count = "SELECT count(*) FROM batch_probe"
     with store.internals.db.write() as conn:
@@ -158,7 +167,9 @@ def test_an_answer_read_ahead_survives_writes_to_other_tables(store: Store) -> N
         assert rawexec.scalar(conn, count) == 3
 
 
-def test_text_the_driver_cannot_send_is_refused_and_nothing_breaks(store: Store) -> None:
+def test_text_the_driver_cannot_send_is_refused_and_nothing_breaks(
+    store: Store, sender: str
+) -> None:
     _table(store)
     refused = pytest.raises(InvalidInputError, match="not valid Unicode")
     with refused, store.internals.db.write() as conn:
