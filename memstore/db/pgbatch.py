@@ -74,11 +74,17 @@ def send(conn: Connection, sql: str, params: Any, *, many: bool = False) -> None
 
 
 def flush(
-    conn: Connection, read: str | None = None, params: Any = None, *, commit: bool = False
+    conn: Connection,
+    read: str | None = None,
+    params: Any = None,
+    *,
+    commit: bool = False,
+    replan: bool = False,
 ) -> list[Any]:
     """Send the kept writes, then ``read`` (its rows are returned) and the
     COMMIT if asked, in one round trip. Errors are raised as SQLAlchemy's
-    wrappers, as ``exec_driver_sql`` raises them."""
+    wrappers, as ``exec_driver_sql`` raises them. ``replan``: ``read`` is
+    never prepared (``memstore.db.pgwire``)."""
     info = conn.info
     if read is not None:
         answers: dict[tuple[str, Any], tuple[list[Any], Any]] | None = info.get(_ANSWERS)
@@ -90,7 +96,7 @@ def flush(
     if not queued and not ahead and not commit:
         if read is None:
             return []
-        return _run_read(conn, raw, read, params)
+        return _run_read(conn, raw, read, params, replan)
     reads = [(sql, p) for sql, p, _ in ahead]
     if read is not None:
         reads.append((read, params))
@@ -102,7 +108,13 @@ def flush(
                     statements.extend((sql, one) for one in p)
                 else:
                     statements.append((sql, p))
-            got = pgwire.run(raw, [*statements, *reads], len(reads), commit=commit)
+            got = pgwire.run(
+                raw,
+                [*statements, *reads],
+                len(reads),
+                commit=commit,
+                replan_last=replan and read is not None,
+            )
         else:
             got = _pipelined(raw, queued, reads, commit)
     except UnicodeEncodeError as e:  # a lone surrogate: the driver cannot send it
@@ -187,10 +199,10 @@ def pending(conn: Connection) -> int:
     return len(conn.info.get(_KEY) or ())
 
 
-def _run_read(conn: Connection, raw: Any, sql: str, params: Any) -> list[Any]:
+def _run_read(conn: Connection, raw: Any, sql: str, params: Any, replan: bool) -> list[Any]:
     try:
         if pgwire.usable(raw):
-            return pgwire.run(raw, [(sql, params)], 1)[0]
+            return pgwire.run(raw, [(sql, params)], 1, replan_last=replan)[0]
         cur = raw.cursor()
         cur.execute(sql, params)
         return list(cur.fetchall())
@@ -242,9 +254,11 @@ def install(engine: Engine) -> None:
     event.listen(engine.pool, "checkin", _checkin)
 
 
-def rows_sent(conn: Connection, sql: str, params: Sequence[Any] | None) -> list[Any]:
+def rows_sent(
+    conn: Connection, sql: str, params: Sequence[Any] | None, *, replan: bool = False
+) -> list[Any]:
     """Every row of a read (driver SQL), sent with the kept writes."""
-    return flush(conn, sql, tuple(params) if params else None)
+    return flush(conn, sql, tuple(params) if params else None, replan=replan)
 
 
 __all__ = [

@@ -9,7 +9,11 @@ statements: that overhead was most of its CPU.
 
 Every statement is prepared on the connection the first time it runs with
 those parameter types (kept per connection, at most ``PREPARED`` of them;
-past that a statement is sent unprepared). ``run`` sends BEGIN first when no
+past that a statement is sent unprepared). A read whose best plan depends on
+its values is sent unprepared (``replan_last``): after five runs of a
+prepared statement PostgreSQL may switch to a generic plan, which for the
+keyword search evaluated the query's ``plainto_tsquery`` calls on every
+candidate row and stalled searches at 200-340 ms. ``run`` sends BEGIN first when no
 transaction is open (with the connection's isolation level, as psycopg
 would), then the statements, the COMMIT if asked, and one sync; it waits for
 every result and raises the first error, as psycopg's pipeline does. Where
@@ -55,10 +59,17 @@ def usable(raw: Any) -> bool:
 
 
 def run(
-    raw: Any, statements: Sequence[Statement], reads: int, *, commit: bool = False
+    raw: Any,
+    statements: Sequence[Statement],
+    reads: int,
+    *,
+    commit: bool = False,
+    replan_last: bool = False,
 ) -> list[list[Any]]:
     """Send ``statements`` in one round trip; the rows of the last ``reads``
-    of them are returned, in order. The caller checked ``usable``."""
+    of them are returned, in order. With ``replan_last`` the last statement
+    is never prepared, so the server plans it for its values every time.
+    The caller checked ``usable``."""
     from psycopg import errors, pq
     from psycopg.adapt import PyFormat, Transformer
 
@@ -86,8 +97,9 @@ def run(
                 pg.send_query_params(_begin(raw), None)
                 sent.append(-1)
             for i, (sql, values, types, formats) in enumerate(dumped):
-                name = state.names.get((sql, types))
-                if name is None and len(state.names) < PREPARED:
+                once = replan_last and i == len(dumped) - 1
+                name = None if once else state.names.get((sql, types))
+                if name is None and not once and len(state.names) < PREPARED:
                     state.made += 1
                     name = state.names[(sql, types)] = b"memstore_%d" % state.made
                     pg.send_prepare(name, _numbered(sql), param_types=types)

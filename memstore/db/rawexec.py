@@ -94,10 +94,15 @@ def prefetch(
         pgbatch.prefetch(conn, driver_sql(conn, sql), values, reads=reads)
 
 
-def rows(conn: Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+def rows(
+    conn: Connection, sql: str, params: Sequence[Any] = (), *, replan: bool = False
+) -> list[Any]:
     """Every row of the statement, as the driver's tuples (``driver_rows``,
-    which takes the driver's connection when it may)."""
-    return driver_rows(conn, driver_sql(conn, sql), tuple(params) if params else None)
+    which takes the driver's connection when it may). ``replan``: the
+    statement's plan depends on its values, so PostgreSQL plans it for them
+    every time instead of preparing it (``memstore.db.pgwire``)."""
+    values = tuple(params) if params else None
+    return driver_rows(conn, driver_sql(conn, sql), values, replan=replan)
 
 
 def first(conn: Connection, sql: str, params: Sequence[Any] = ()) -> Any:

@@ -110,15 +110,16 @@ def driver_error(conn: Connection, sql: str, params: Any, error: Exception) -> B
     )
 
 
-def driver_rows(conn: Connection, sql: str, params: Any = ()) -> list[Any]:
+def driver_rows(conn: Connection, sql: str, params: Any = (), *, replan: bool = False) -> list[Any]:
     """All rows of ``exec_driver_sql(sql, params)`` as the driver returns them
     (tuples), on the driver's connection when ``direct_connection`` allows
     it. Either way SQLAlchemy's per-row result objects are skipped, which on
-    a hot read cost more than the statement (keyword search)."""
+    a hot read cost more than the statement (keyword search). ``replan``:
+    never a prepared statement on PostgreSQL (``memstore.db.pgwire``)."""
     if isinstance(params, list):  # one statement's parameters, not executemany's rows
         params = tuple(params)
     if not isinstance(params, dict) and pgbatch.keeps_writes(conn):
-        return pgbatch.rows_sent(conn, sql, params)
+        return pgbatch.rows_sent(conn, sql, params, replan=replan)
     raw = direct_connection(conn)
     if raw is not None:
         try:

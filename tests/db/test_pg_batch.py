@@ -38,9 +38,9 @@ def trips(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     sent: list[int] = []
     real = pgwire.run
 
-    def counted(raw: Any, statements: Any, reads: int, *, commit: bool = False) -> Any:
+    def counted(raw: Any, statements: Any, reads: int, **kw: Any) -> Any:
         sent.append(len(statements))
-        return real(raw, statements, reads, commit=commit)
+        return real(raw, statements, reads, **kw)
 
     monkeypatch.setattr(pgwire, "run", counted)
     return sent
