@@ -89,18 +89,20 @@ def keyword(
     # Both tables' rowids carry the user's slot above the row id
     # (memstore.derive.messages.keywords.fts_key, memstore.derive.memories.fts_index);
     # the low bits are the message or memory id.
+    # Each match's row is read by its key, in a subquery the planner may
+    # neither flatten nor reorder (LATERAL, OFFSET 0), so the plan does not
+    # hang on the statistics of the user's rows. With a plain join the
+    # planner chose by its estimates: a user who arrived after the last
+    # ANALYZE is estimated at one row, and it then read the user's every
+    # message once per match (61-236 ms a search for a 1k-message user);
+    # with the user's condition kept off the index, it overestimated the
+    # matches and hashed a scan of every user's messages (24 ms).
     sql = (
         f"SELECT m.id, -ts_rank_cd(f.tsv, q.q) AS s FROM (SELECT {q} AS q) q "
-        f"JOIN {table} f ON f.tsv @@ q.q JOIN {source} m ON m.id = mod(f.rowid, {1 << SLOT_SHIFT}) "
-        "WHERE (m.user_id = :u) IS TRUE"
+        f"JOIN {table} f ON f.tsv @@ q.q CROSS JOIN LATERAL (SELECT * FROM {source} r "
+        f"WHERE r.id = mod(f.rowid, {1 << SLOT_SHIFT}) OFFSET 0) m "
+        "WHERE m.user_id = :u"
     )
-    # The user's condition is written so that no index can serve it: the
-    # rowid range below already picks the user's rows, and the condition
-    # only re-checks each one. As a plain ``m.user_id = :u`` the planner,
-    # with statistics older than the user (a user who arrived after the last
-    # ANALYZE is estimated at one row), read the user's every message once
-    # per keyword match instead of each match's message by its key: 61 to
-    # 236 ms a search for a 1k-message user, against 4-5 ms.
     # The user's rows fill one rowid range (their slot above the row id).
     # With the range the planner reads only that user's entries of the
     # primary key when the user is small, instead of every user's GIN
