@@ -1,6 +1,6 @@
 """PostgreSQL plans keyword search well whatever its statistics say.
 
-Two ways it went wrong, each 20-50 times slower than the right plan:
+Two ways it went wrong, 3 and 50 times slower than the right plan:
 
 - the search statement was prepared, and after five runs the server may keep
   a generic plan, which cannot fold the query's ``plainto_tsquery`` calls
