@@ -1,18 +1,15 @@
-"""PostgreSQL: a transaction's writes do not wait for their results.
+"""PostgreSQL: a transaction's writes go to the server with its next read.
 
 Every statement on PostgreSQL is a round trip to the server (0.1-0.3 ms on
 this machine, against a few µs for SQLite in the caller's process), and a
 capture ran about twenty of them one after the other: the lock, its reads,
 and a dozen inserts whose results nothing waits for. Here the writes that
-``memstore.db.rawexec`` runs (``run``, ``run_many``) go into a libpq
-pipeline as they are written (``memstore.db.pgwire.Stream``): the server
-runs each while the caller computes the next, and their results are
-collected with the next statement that needs an answer: a read, a
-statement through SQLAlchemy, or the COMMIT. The server runs them in the
-order they were written, so a read still sees every write before it. A
-capture waits for the server four times (five when it queues an
-extraction). Where the pipeline cannot be used (an autocommit connection),
-the writes are kept and sent together through psycopg's pipeline instead.
+``memstore.db.rawexec`` runs (``run``, ``run_many``) are kept on the
+connection and sent together (through libpq's pipeline,
+``memstore.db.pgwire``) with the next statement that needs an answer: a
+read, a statement through SQLAlchemy, or the COMMIT. The server runs them in
+the order they were written, so a read still sees every write before it. A
+capture is four round trips (five when it queues an extraction).
 
 A read the code knows it will make can go ahead with those writes
 (``prefetch``): its answer is kept until the code asks for it, and dropped
@@ -23,23 +20,18 @@ what was committed when it ran: a few statements earlier is as good, as
 long as this transaction changed nothing it read in between).
 
 What changes for a caller: a write's error (a unique key, a value the
-server refuses) is raised by the statement whose round trip collects it,
-not by the write itself. The transaction is then aborted, exactly as
-before, so nothing is half stored. A caller that must see its own write's
-error where it wrote it (to roll back to a savepoint and carry on) calls
-``flush``. A rollback collects what was sent first (``discard``; the pool's
-reset and check-in too), so a connection never goes back to the pool in
-pipeline mode.
+server refuses) is raised by the statement it travelled with, not by the
+write itself. The transaction is then aborted, exactly as before, so
+nothing is half stored. A caller that must see its own write's error where
+it wrote it (to roll back to a savepoint and carry on) calls ``flush``.
 
-Writes are sent this way only while nobody listens to the engine's cursor
-events (statement counters, the query-plan tests): a listener sees each
-statement where it runs, as on SQLite
-(``memstore.db.sqlfn.direct_connection``).
+Writes are kept only while nobody listens to the engine's cursor events
+(statement counters, the query-plan tests): a listener sees each statement
+where it runs, as on SQLite (``memstore.db.sqlfn.direct_connection``).
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -50,15 +42,12 @@ from memstore.db import pgwire
 from memstore.errors import InvalidInputError
 
 _KEY = "memstore.pg_writes"
-_STREAM = "memstore.pg_stream"  # the pipeline the writes went to (pgwire.Stream)
 _AHEAD = "memstore.pg_reads_ahead"  # reads to send with the next round trip
 _ANSWERS = "memstore.pg_answers"  # their rows, until asked for or a write
 
 Write = tuple[str, Any, bool]  # driver SQL, parameters, executemany
 # A read sent ahead: driver SQL, parameters, the tables it reads (None: any).
 Ahead = tuple[str, Any, "frozenset[str] | None"]
-
-_log = logging.getLogger(__name__)
 
 # The table a plain write changes; any other statement may change anything.
 _WRITES = re.compile(r"\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+([A-Za-z_]\w*)", re.I)
@@ -76,38 +65,12 @@ def keeps_writes(conn: Connection) -> bool:
 
 
 def send(conn: Connection, sql: str, params: Any, *, many: bool = False) -> None:
-    """Send one write (driver SQL, ``%s`` placeholders) without waiting for
-    its result, which the next round trip collects; where libpq's pipeline
-    cannot take it, keep it for the next round trip."""
+    """Keep one write (driver SQL, ``%s`` placeholders) for the next round trip."""
     _outdate(conn, sql)
-    info = conn.info
-    stream: pgwire.Stream | None = info.get(_STREAM)
-    if stream is None:
-        raw = conn.connection.driver_connection
-        if not pgwire.usable(raw):
-            queued: list[Write] | None = info.get(_KEY)
-            if queued is None:
-                queued = info[_KEY] = []
-            queued.append((sql, params, many))
-            return
-        stream = info[_STREAM] = pgwire.Stream(raw)
-    try:
-        stream.send(_expanded([(sql, params, many)]))
-    except UnicodeEncodeError as e:  # a lone surrogate: the driver cannot send it
-        raise InvalidInputError(f"text is not valid Unicode: {e}") from e
-    except conn.dialect.loaded_dbapi.Error as e:
-        info.pop(_STREAM, None)  # the connection is closed
-        raise _wrapped(conn, sql, e) from e
-
-
-def _expanded(writes: Sequence[Write]) -> list[pgwire.Statement]:
-    out: list[pgwire.Statement] = []
-    for sql, p, many in writes:
-        if many:
-            out.extend((sql, one) for one in p)
-        else:
-            out.append((sql, p))
-    return out
+    queued: list[Write] | None = conn.info.get(_KEY)
+    if queued is None:
+        queued = conn.info[_KEY] = []
+    queued.append((sql, params, many))
 
 
 def flush(
@@ -127,22 +90,27 @@ def flush(
         answers: dict[tuple[str, Any], tuple[list[Any], Any]] | None = info.get(_ANSWERS)
         if answers is not None and (read, params) in answers:
             return answers.pop((read, params))[0]
-    stream: pgwire.Stream | None = info.pop(_STREAM, None)
     queued: list[Write] = info.pop(_KEY, None) or []
     ahead: list[Ahead] = info.pop(_AHEAD, None) or []
     raw = conn.connection.driver_connection
-    if stream is None and not queued and not ahead and not commit:
+    if not queued and not ahead and not commit:
         if read is None:
             return []
         return _run_read(conn, raw, read, params, replan)
     reads = [(sql, p) for sql, p, _ in ahead]
     if read is not None:
         reads.append((read, params))
-    sent = stream.statements if stream is not None else len(queued)
     try:
-        if stream is not None or pgwire.usable(raw):
-            got = (stream or pgwire.Stream(raw)).finish(
-                [*_expanded(queued), *reads],
+        if pgwire.usable(raw):
+            statements: list[pgwire.Statement] = []
+            for sql, p, many in queued:
+                if many:
+                    statements.extend((sql, one) for one in p)
+                else:
+                    statements.append((sql, p))
+            got = pgwire.run(
+                raw,
+                [*statements, *reads],
                 len(reads),
                 commit=commit,
                 replan_last=replan and read is not None,
@@ -153,7 +121,7 @@ def flush(
         raise InvalidInputError(f"text is not valid Unicode: {e}") from e
     except conn.dialect.loaded_dbapi.Error as e:
         last = read or ("COMMIT" if commit else "nothing else")
-        what = f"{sent} statements sent together, then {last}"
+        what = f"{len(queued)} statements sent together, then {last}"
         raise _wrapped(conn, what, e) from e
     if ahead and not commit:
         kept = info.setdefault(_ANSWERS, {})
@@ -219,31 +187,16 @@ def _outdate(conn: Connection, sql: str | None) -> None:
 
 
 def discard(conn: Connection) -> None:
-    """Drop the kept writes and answers (the transaction ended), after the
-    results of what was sent (it is rolled back)."""
+    """Drop the kept writes and answers (the transaction ended)."""
     if conn.invalidated:  # its DB-API connection is gone, and what was kept with it
         return
-    _drop(conn.info)
-
-
-def _drop(info: dict[Any, Any]) -> None:
-    stream: pgwire.Stream | None = info.pop(_STREAM, None)
     for key in (_KEY, _AHEAD, _ANSWERS):
-        info.pop(key, None)
-    if stream is not None:
-        try:
-            stream.abandon()
-        except Exception as e:
-            # The connection was closed by it: the rollback that follows
-            # fails on it and the pool replaces it.
-            _log.warning("PostgreSQL connection lost while rolling back: %s", e)
+        conn.info.pop(key, None)
 
 
 def pending(conn: Connection) -> int:
-    """How many writes are kept on this connection, or sent without their
-    results collected."""
-    stream: pgwire.Stream | None = conn.info.get(_STREAM)
-    return len(conn.info.get(_KEY) or ()) + (stream.statements if stream is not None else 0)
+    """How many writes are kept on this connection."""
+    return len(conn.info.get(_KEY) or ())
 
 
 def _run_read(conn: Connection, raw: Any, sql: str, params: Any, replan: bool) -> list[Any]:
@@ -275,24 +228,19 @@ def _before_statement(conn: Connection, *_: Any) -> None:
     # A statement we cannot see into may write: no answer survives it, and
     # the kept writes go first.
     _outdate(conn, None)
-    if conn.info.get(_KEY) or _STREAM in conn.info:
+    if conn.info.get(_KEY):
         flush(conn)
 
 
 def _before_commit(conn: Connection) -> None:
-    if conn.info.get(_KEY) or _STREAM in conn.info:
+    if conn.info.get(_KEY):
         flush(conn)
     discard(conn)
 
 
 def _checkin(_dbapi_conn: Any, record: Any) -> None:
-    _drop(record.info)
-
-
-def _reset(_dbapi_conn: Any, record: Any, _state: Any) -> None:
-    # The pool's rollback of a connection given back mid-transaction: the
-    # pipeline must be closed before it.
-    _drop(record.info)
+    for key in (_KEY, _AHEAD, _ANSWERS):
+        record.info.pop(key, None)
 
 
 def install(engine: Engine) -> None:
@@ -303,7 +251,6 @@ def install(engine: Engine) -> None:
     event.listen(engine, "before_cursor_execute", _before_statement)
     event.listen(engine, "commit", _before_commit)
     event.listen(engine, "rollback", discard)
-    event.listen(engine.pool, "reset", _reset)
     event.listen(engine.pool, "checkin", _checkin)
 
 

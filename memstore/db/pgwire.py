@@ -13,15 +13,12 @@ past that a statement is sent unprepared). A read whose best plan depends on
 its values is sent unprepared (``replan_last``): after five runs of a
 prepared statement PostgreSQL may keep a generic plan, which for the keyword
 search evaluated the query's ``plainto_tsquery`` calls on every candidate row
-(14 ms against 4.5 planned for the values).
-
-A ``Stream`` opens a pipeline (with BEGIN first when no transaction is open,
-at the connection's isolation level, as psycopg would), sends statements as
-they come without waiting, and ``finish`` sends the last ones, the COMMIT if
-asked and one sync, waits for every result and raises the first error, as
-psycopg's pipeline does. ``run`` is one ``Stream`` sent and finished at
-once. Where ``usable`` says no (autocommit, a pipeline already open, no
-``poll``) the caller sends the batch through psycopg instead.
+(14 ms against 4.5 planned for the values). ``run`` sends BEGIN first when no
+transaction is open (with the connection's isolation level, as psycopg
+would), then the statements, the COMMIT if asked, and one sync; it waits for
+every result and raises the first error, as psycopg's pipeline does. Where
+``usable`` says no (autocommit, a pipeline already open, no ``poll``) the
+caller sends the batch through psycopg instead.
 """
 
 from __future__ import annotations
@@ -61,144 +58,6 @@ def usable(raw: Any) -> bool:
     )
 
 
-class Stream:
-    """Statements sent as they come, inside one pipeline; their results are
-    collected by ``finish`` (or ``abandon``). The server runs each as soon
-    as it arrives, while the caller goes on computing the next ones.
-
-    Opened on a connection ``usable`` said yes to; until it is finished the
-    connection is in pipeline mode and nothing else may use it."""
-
-    def __init__(self, raw: Any) -> None:
-        from psycopg.adapt import Transformer
-
-        self.raw = raw
-        self.pg = raw.pgconn
-        self.tx = Transformer(raw)
-        state = _prepared.get(raw)
-        if state is None:
-            state = _prepared[raw] = _Prepared()
-        self.state = state
-        self.statements = 0  # sent so far (BEGIN, prepares and COMMIT aside)
-        # Per command sent: the statement's index, or the name a prepare
-        # makes (BEGIN and COMMIT: -1).
-        self.sent: list[int | bytes] = []
-        self.opened = False
-
-    def send(self, statements: Sequence[Statement], *, replan_last: bool = False) -> None:
-        """Send ``statements`` now; their errors are raised by ``finish``.
-        With ``replan_last`` the last of them is never prepared, so the
-        server plans it for its values every time."""
-        from psycopg import pq
-        from psycopg.adapt import PyFormat
-
-        tx = self.tx
-        # Every value dumped before anything is sent: a value the driver
-        # cannot send (text with a lone surrogate) raises here, and nothing
-        # of this call reaches the server.
-        dumped: list[tuple[str, Any, tuple[int, ...], Any]] = []
-        for sql, params in statements:
-            values = params or ()
-            out = tx.dump_sequence(values, [PyFormat.AUTO] * len(values))
-            dumped.append((sql, out, tuple(tx.types or ()), list(tx.formats or ())))
-        pg, state, sent = self.pg, self.state, self.sent
-        with self.raw.lock:
-            try:
-                if not self.opened:
-                    pg.enter_pipeline_mode()
-                    self.opened = True
-                    if pg.transaction_status == pq.TransactionStatus.IDLE:
-                        pg.send_query_params(_begin(self.raw), None)
-                        sent.append(-1)
-                for i, (sql, values, types, formats) in enumerate(dumped):
-                    once = replan_last and i == len(dumped) - 1
-                    name = None if once else state.names.get((sql, types))
-                    if name is None and not once and len(state.names) < PREPARED:
-                        state.made += 1
-                        name = state.names[(sql, types)] = b"memstore_%d" % state.made
-                        pg.send_prepare(name, _numbered(sql), param_types=types)
-                        sent.append(name)
-                    if name is None:
-                        pg.send_query_params(
-                            _numbered(sql), values, param_types=types, param_formats=formats
-                        )
-                    else:
-                        pg.send_query_prepared(name, values, param_formats=formats)
-                    sent.append(self.statements)
-                    self.statements += 1
-                # As much as the socket takes now, without waiting (psycopg's
-                # connections are non-blocking): the rest goes with the next
-                # send, or ``finish``.
-                pg.flush()
-            except BaseException:
-                # Half way through a pipeline the connection's state is
-                # unknown: close it, so the pool replaces it.
-                self.raw.close()
-                raise
-
-    def finish(
-        self,
-        statements: Sequence[Statement],
-        reads: int,
-        *,
-        commit: bool = False,
-        replan_last: bool = False,
-    ) -> list[list[Any]]:
-        """Send ``statements`` (and the COMMIT if asked), wait for every
-        result since the stream opened and raise the first error; the rows of
-        the last ``reads`` statements are returned, in order."""
-        from psycopg import errors, pq
-
-        if statements or not self.opened:
-            if not statements and self.pg.transaction_status == pq.TransactionStatus.IDLE:
-                return []  # no transaction to commit, nothing to send
-            self.send(statements, replan_last=replan_last)
-        results = self._collect(commit)
-        error: Exception | None = None
-        rows: list[list[Any]] = []
-        first_read = self.statements - reads
-        tx, state = self.tx, self.state
-        for command, res in zip(self.sent, results, strict=True):
-            if isinstance(command, bytes) and res.status != pq.ExecStatus.COMMAND_OK:
-                # Never made: prepared again the next time.
-                state.names = {k: v for k, v in state.names.items() if v != command}
-            if res.status == pq.ExecStatus.FATAL_ERROR:
-                error = error or errors.error_from_result(res, encoding=self.raw.info.encoding)
-            elif isinstance(command, int) and command >= first_read and error is None:
-                tx.set_pgresult(res)
-                rows.append(list(tx.load_rows(0, res.ntuples, tuple)))
-        if error is not None:
-            if getattr(error, "sqlstate", None) == "26000":
-                # A prepared statement is gone (a DEALLOCATE on this
-                # connection that was not ours): prepare everything again.
-                _prepared.pop(self.raw, None)
-            raise error
-        return rows
-
-    def abandon(self) -> None:
-        """Wait for what was sent and leave pipeline mode, dropping results
-        and errors: the transaction is being rolled back."""
-        if not self.opened or self.raw.closed:
-            return
-        self._collect(False)
-
-    def _collect(self, commit: bool) -> list[Any]:
-        pg = self.pg
-        with self.raw.lock:
-            try:
-                if commit:
-                    pg.send_query_params(b"COMMIT", None)
-                    self.sent.append(-1)
-                pg.pipeline_sync()
-                results = _exchange(pg)
-                pg.exit_pipeline_mode()
-                self.opened = False
-            except BaseException:
-                self.raw.close()
-                raise
-        return results
-
-
 def run(
     raw: Any,
     statements: Sequence[Statement],
@@ -211,7 +70,77 @@ def run(
     of them are returned, in order. With ``replan_last`` the last statement
     is never prepared, so the server plans it for its values every time.
     The caller checked ``usable``."""
-    return Stream(raw).finish(statements, reads, commit=commit, replan_last=replan_last)
+    from psycopg import errors, pq
+    from psycopg.adapt import PyFormat, Transformer
+
+    pg = raw.pgconn
+    if not statements and pg.transaction_status == pq.TransactionStatus.IDLE:
+        return []  # no transaction to commit, nothing to send
+    tx = Transformer(raw)
+    # Every value dumped before anything is sent: a value the driver cannot
+    # send (text with a lone surrogate) raises here, the connection untouched.
+    dumped: list[tuple[str, Any, tuple[int, ...], Any]] = []
+    for sql, params in statements:
+        values = params or ()
+        out = tx.dump_sequence(values, [PyFormat.AUTO] * len(values))
+        dumped.append((sql, out, tuple(tx.types or ()), list(tx.formats or ())))
+    state = _prepared.get(raw)
+    if state is None:
+        state = _prepared[raw] = _Prepared()
+    # Per command sent: the statement's index, or the name a prepare makes
+    # (BEGIN and COMMIT: -1).
+    sent: list[int | bytes] = []
+    with raw.lock:
+        pg.enter_pipeline_mode()
+        try:
+            if pg.transaction_status == pq.TransactionStatus.IDLE:
+                pg.send_query_params(_begin(raw), None)
+                sent.append(-1)
+            for i, (sql, values, types, formats) in enumerate(dumped):
+                once = replan_last and i == len(dumped) - 1
+                name = None if once else state.names.get((sql, types))
+                if name is None and not once and len(state.names) < PREPARED:
+                    state.made += 1
+                    name = state.names[(sql, types)] = b"memstore_%d" % state.made
+                    pg.send_prepare(name, _numbered(sql), param_types=types)
+                    sent.append(name)
+                if name is None:
+                    pg.send_query_params(
+                        _numbered(sql), values, param_types=types, param_formats=formats
+                    )
+                else:
+                    pg.send_query_prepared(name, values, param_formats=formats)
+                sent.append(i)
+            if commit:
+                pg.send_query_params(b"COMMIT", None)
+                sent.append(-1)
+            pg.pipeline_sync()
+            results = _exchange(pg)
+            pg.exit_pipeline_mode()
+        except BaseException:
+            # Half way through a pipeline the connection's state is unknown:
+            # close it, so the pool replaces it.
+            raw.close()
+            raise
+    error: Exception | None = None
+    rows: list[list[Any]] = []
+    first_read = len(statements) - reads
+    for command, res in zip(sent, results, strict=True):
+        if isinstance(command, bytes) and res.status != pq.ExecStatus.COMMAND_OK:
+            # Never made: prepared again the next time.
+            state.names = {k: v for k, v in state.names.items() if v != command}
+        if res.status == pq.ExecStatus.FATAL_ERROR:
+            error = error or errors.error_from_result(res, encoding=raw.info.encoding)
+        elif isinstance(command, int) and command >= first_read and error is None:
+            tx.set_pgresult(res)
+            rows.append(list(tx.load_rows(0, res.ntuples, tuple)))
+    if error is not None:
+        if getattr(error, "sqlstate", None) == "26000":
+            # A prepared statement is gone (a DEALLOCATE on this connection
+            # that was not ours): prepare everything again from the next batch.
+            _prepared.pop(raw, None)
+        raise error
+    return rows
 
 
 def _begin(raw: Any) -> bytes:
@@ -268,4 +197,4 @@ def _exchange(pg: Any) -> list[Any]:
         out.append(res)
 
 
-__all__ = ["PREPARED", "Stream", "run", "usable"]
+__all__ = ["PREPARED", "run", "usable"]
