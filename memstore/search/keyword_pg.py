@@ -125,7 +125,13 @@ def keyword(
     # every plainto_tsquery per candidate row (14 ms against 4.5 planned
     # for the values).
     plain, values = _positional(sql, params)
+    # Without parallel workers: costed by the matches of every user, the
+    # per-match lookups made the planner start a worker for a 1k-message
+    # user, and starting it took 8-9 ms of an 11 ms search (auto_explain).
+    # Both SETs travel with the search, in its round trip or the next.
+    rawexec.run(conn, "SET LOCAL max_parallel_workers_per_gather = 0")
     got = rawexec.rows(conn, plain, values, replan=True)
+    rawexec.run(conn, "SET LOCAL max_parallel_workers_per_gather TO DEFAULT")
     return [(int(r[0]), float(r[1])) for r in got]
 
 
