@@ -158,8 +158,14 @@ def partition(
     in id order: one indexed read (memstore.vectors.hot's copies)."""
     import numpy as np
 
-    sql = f'SELECT id, vector_send(embedding) FROM "{table}" WHERE user_id = :u AND id > :a'
-    params: dict[str, Any] = {"u": user_id, "a": int(after)}
+    sql = f'SELECT id, vector_send(embedding) FROM "{table}" WHERE user_id = :u'
+    params: dict[str, Any] = {"u": user_id}
+    if after > 0:
+        # Only when it selects something: "id > 0" (a user's whole copy) led
+        # the planner, on statistics that overestimated the user, to AND a
+        # bitmap of every row's key with the user's (10 of 21 ms, auto_explain).
+        sql += " AND id > :a"
+        params["a"] = int(after)
     if upto is not None:
         sql += " AND id <= :b"
         params["b"] = int(upto)
