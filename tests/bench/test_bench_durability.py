@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from memstore.bench.probe_durability import CONFIGS, measure
+from memstore.bench.probe_durability import CONFIGS, measure, measure_all
 
 _PG = os.environ.get("MEMSTORE_TEST_PG_URL", "")
 
@@ -21,3 +21,14 @@ def test_each_configuration_measures_all_figures(config: str) -> None:
     assert res["capture_turn"]["n"] == res["raw_commit"]["n"] == 6
     assert res["keyword"]["n"] == 3
     assert res["reindexed"] == 12  # every message of the six turns embedded
+
+
+def test_configurations_are_measured_side_by_side() -> None:
+    # Interleaved: every store gets every turn and query, each its own copy.
+    configs = [c for c in CONFIGS if _PG or c.startswith("sqlite")]
+    rows = measure_all(configs, _PG, turns=5, n_queries=4)
+    assert [r["config"] for r in rows] == configs
+    for r in rows:
+        assert r["capture_turn"]["n"] == r["raw_commit"]["n"] == 5
+        assert r["keyword"]["n"] == 4
+        assert r["reindexed"] == 10
