@@ -48,6 +48,7 @@ from memstore.bench.chattext import ChatText
 from memstore.bench.keyword import chat_queries
 from memstore.bench.scale_db import fresh_pg
 from memstore.config import Settings
+from memstore.errors import MemstoreError
 from memstore.store import Store
 
 _USERS = 5
@@ -201,13 +202,27 @@ def measure(config: str, url: str, turns: int, n_queries: int) -> dict[str, Any]
 
 
 def main(argv: list[str]) -> None:
-    if not argv:
-        raise SystemExit("usage: memstore bench durability URL [TURNS] [QUERIES]")
+    usage = "usage: memstore bench durability URL [TURNS] [QUERIES]"
+    if not argv or len(argv) > 3:
+        raise SystemExit(usage)
     url = argv[0]
-    turns = int(argv[1]) if len(argv) > 1 else 400
-    n_queries = int(argv[2]) if len(argv) > 2 else 200
+    try:
+        turns = int(argv[1]) if len(argv) > 1 else 400
+        n_queries = int(argv[2]) if len(argv) > 2 else 200
+    except ValueError:
+        raise SystemExit(f"TURNS and QUERIES are whole numbers; {usage}") from None
+    if turns < 1 or n_queries < 1:
+        raise SystemExit(f"TURNS and QUERIES must be at least 1; {usage}")
+    import psycopg
+    from sqlalchemy.exc import SQLAlchemyError
+
     load = os.getloadavg()
-    rows = measure_all(CONFIGS, url, turns, n_queries)
+    try:
+        rows = measure_all(CONFIGS, url, turns, n_queries)
+    except (psycopg.Error, SQLAlchemyError, MemstoreError) as e:
+        # The server is unreachable or refuses: one line, not a traceback.
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SystemExit(f"PostgreSQL at {url}: {first}") from None
     print(f"{turns} turns ({2 * turns} messages) of {_USERS} users, {n_queries} keyword queries")
     print(
         f"{'':<16}{'capture p50/p99 ms':>22}{'raw commit p50 ms':>19}"

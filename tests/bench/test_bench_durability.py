@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from memstore.bench.probe_durability import CONFIGS, measure, measure_all
+from memstore.bench.probe_durability import CONFIGS, main, measure, measure_all
 
 _PG = os.environ.get("MEMSTORE_TEST_PG_URL", "")
 
@@ -32,3 +32,20 @@ def test_configurations_are_measured_side_by_side() -> None:
         assert r["capture_turn"]["n"] == r["raw_commit"]["n"] == 5
         assert r["keyword"]["n"] == 4
         assert r["reindexed"] == 10
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        ([], "usage: memstore bench durability"),
+        (["u", "abc"], "whole numbers"),
+        (["u", "5", "0"], "at least 1"),
+        (["postgresql+psycopg://nobody@127.0.0.1:1/none", "2", "1"], "PostgreSQL at "),
+    ],
+)
+def test_bad_arguments_and_an_unreachable_server_are_one_line(argv: list[str], said: str) -> None:
+    with pytest.raises(SystemExit) as ended:
+        main(argv)
+    message = str(ended.value.code)
+    assert said in message
+    assert "\n" not in message
