@@ -22,6 +22,7 @@ from sqlalchemy import Connection
 
 from memstore.db import rawexec
 from memstore.db.sqlfn import in_list
+from memstore.derive.messages import checked
 from memstore.derive.messages.events import MessagesCaptured, l0_stream
 from memstore.errors import InvalidInputError
 from memstore.events.groupcommit import GroupBuild
@@ -245,6 +246,7 @@ def plan(
         known = known_message_ids(conn, user_id, session_id, ids) | taken.intersection(ids)
         fresh = new_messages(prepared, known)
         taken.update(m.id for m in fresh)
+        checked.note_new(conn, user_id, session_id, (m.id for m in fresh))
         seen["known"], seen["fresh"] = known, fresh
         return [capture_event(user_id, session_id, agent_id, fresh)] if fresh else []
 
