@@ -9,7 +9,7 @@ connection and sent together (through libpq's pipeline,
 ``memstore.db.pgwire``) with the next statement that needs an answer: a
 read, a statement through SQLAlchemy, or the COMMIT. The server runs them in
 the order they were written, so a read still sees every write before it. A
-capture is four round trips (five when it queues an extraction).
+capture is three round trips (four when it first queues an extraction).
 
 A read the code knows it will make can go ahead with those writes
 (``prefetch``): its answer is kept until the code asks for it, and dropped

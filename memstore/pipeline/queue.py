@@ -112,6 +112,17 @@ _NEW_ITEM = (
 )
 
 
+def read_open_ahead(conn: Connection, user_id: str, stage: str, *, session_id: str = "") -> None:
+    """``enqueue`` of this key will follow in this transaction (likely, not
+    surely): on PostgreSQL its read of the open item goes to the server with
+    the next round trip instead of one of its own. The read locks the item
+    it finds until the transaction ends, as ``enqueue``'s own does."""
+    lock = backend.of(conn).claim_lock()
+    rawexec.prefetch(
+        conn, _UNCLAIMED + lock, (user_id, session_id, stage), reads=("pipeline_queue",)
+    )
+
+
 def enqueue(
     conn: Connection,
     user_id: str,
@@ -459,6 +470,7 @@ __all__ = [
     "pending",
     "purge_user",
     "q",
+    "read_open_ahead",
     "release",
     "release_lock",
     "renew_lock",

@@ -275,6 +275,13 @@ class PipelineService:
         for ev in stored:
             if not ev.duplicate and isinstance(ev.payload, MessagesCaptured):
                 last[(ev.user_id, ev.payload.session_id)] = ev
+        with self._captured_lock:
+            open_items = [k for k in last if k in self._queued]
+        for user, session in open_items:
+            # The session's last capture queued work that nobody has taken
+            # yet: this one most likely reaches the threshold too, and its
+            # enqueue's read can travel with the state read below.
+            queue.read_open_ahead(conn, user, "l1", session_id=session)
         for (_, session), ev in last.items():
             got = pending_reached(conn, ev.user_id, session, self.settings)
             if got is None or got[0] < ev.position:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memstore.pipeline import PipelineService
+from memstore.pipeline import PipelineService, queue
 from memstore.pipeline.scheduler import DRAIN_JOB_ID, idle_job_id
 from memstore.timeutil import timedelta
 from tests.backends import Targets
@@ -93,6 +93,45 @@ def test_a_capture_that_queues_new_work_arms_the_drain(
         capture(store, svc, "u", "s")
         assert len(passes) == 2
         assert svc.timers.get(DRAIN_JOB_ID) is not None
+    finally:
+        svc.stop()
+        store.close()
+
+
+def _l1_items(store: Any) -> list[tuple[str | None, int]]:
+    with store._db.read() as conn:
+        return [(i.claimed_by, i.id) for i in queue.pending(conn, "u") if i.stage == "l1"]
+
+
+def test_a_capture_reuses_its_sessions_open_work_and_queues_anew_once_it_is_taken(
+    new_target: Targets, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Once a session has work queued, each capture reads that item ahead (on
+    # PostgreSQL, with the session's state): the answer must be the item as
+    # it is when the capture runs, even after a worker took it meanwhile.
+    store, svc = _env(new_target, clock, warmup=(2,))
+    ahead: list[tuple[Any, ...]] = []
+    real = queue.read_open_ahead
+
+    def counted(*args: Any, **kwargs: Any) -> None:
+        ahead.append(args[1:])
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(queue, "read_open_ahead", counted)
+    try:
+        capture(store, svc, "u", "s", rounds=2)
+        (first,) = _l1_items(store)
+        assert first[0] is None
+        capture(store, svc, "u", "s")
+        assert ahead == [("u", "l1")]
+        assert _l1_items(store) == [first]  # the open item took the new work too
+        taken = queue.claim_in(store._db, "worker-x", now=clock, ttl_s=60)
+        assert taken is not None and taken.id == first[1]
+        capture(store, svc, "u", "s")
+        assert len(ahead) == 2  # read ahead although the item was taken since
+        items = _l1_items(store)
+        assert len(items) == 2 and ("worker-x", first[1]) in items
+        assert [c for c, i in items if i != first[1]] == [None]  # new work, unclaimed
     finally:
         svc.stop()
         store.close()
