@@ -43,7 +43,9 @@ class UserSearch:
         # snapshot, and one pooled connection's checkout and BEGIN per search
         # instead of two (~15% of a keyword search's CPU).
         with self._db.read() as conn:
-            hidden = forgotten_sources(conn, v.check_id("user_id", user_id))
+            user_id = v.check_id("user_id", user_id)
+            self._search_engine.read_ahead(conn, "l0", user_id, strategy)
+            hidden = forgotten_sources(conn, user_id)
             hits = self._search_engine.search(
                 "l0",
                 query,

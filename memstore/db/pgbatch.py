@@ -51,6 +51,8 @@ Ahead = tuple[str, Any, "frozenset[str] | None"]
 
 # The table a plain write changes; any other statement may change anything.
 _WRITES = re.compile(r"\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+([A-Za-z_]\w*)", re.I)
+_SELECT = re.compile(r"\s*SELECT\b", re.I)
+_SETTING = re.compile(r"\s*(?:SET|RESET)\s", re.I)
 
 
 def keeps_writes(conn: Connection) -> bool:
@@ -92,6 +94,9 @@ def flush(
             return answers.pop((read, params))[0]
     queued: list[Write] = info.pop(_KEY, None) or []
     ahead: list[Ahead] = info.pop(_AHEAD, None) or []
+    if read is not None and ahead:
+        # The read itself may be one sent ahead: sent once, as the read.
+        ahead = [a for a in ahead if a[0] != read or a[1] != params]
     raw = conn.connection.driver_connection
     if not queued and not ahead and not commit:
         if read is None:
@@ -171,6 +176,8 @@ def _outdate(conn: Connection, sql: str | None) -> None:
     change: those of the table it writes, or all of them (``None``, or a
     statement that is not a plain write)."""
     info = conn.info
+    if sql is not None and _SETTING.match(sql):
+        return  # a setting of the session or transaction: no table changes
     written = _WRITES.match(sql) if sql is not None else None
     if written is None:
         info.pop(_ANSWERS, None)
@@ -224,10 +231,12 @@ def _wrapped(conn: Connection, sql: str, error: Exception) -> BaseException:
     )
 
 
-def _before_statement(conn: Connection, *_: Any) -> None:
-    # A statement we cannot see into may write: no answer survives it, and
-    # the kept writes go first.
-    _outdate(conn, None)
+def _before_statement(conn: Connection, _cursor: Any, statement: str, *_: Any) -> None:
+    # The kept writes go first. A plain SELECT changes no table (memstore
+    # defines no function that writes), so answers read ahead survive it;
+    # any other statement may write anything, and none survives that.
+    if not _SELECT.match(statement):
+        _outdate(conn, None)
     if conn.info.get(_KEY):
         flush(conn)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from memstore.db import backend
+from memstore.db import backend, rawexec
 from memstore.db.schema import (
     active_generations,
     derive_failures,
@@ -299,6 +299,12 @@ _FORGOTTEN = (
     "SELECT source_message_ids FROM l1_memories "
     "WHERE user_id = ? AND status = 'retired' AND retired_by = 'forgotten'"
 )
+
+
+def forgotten_sources_ahead(conn: Connection, user_id: str) -> None:
+    """``forgotten_sources`` of ``user_id`` follows in this transaction: on
+    PostgreSQL its read goes with the next round trip."""
+    rawexec.prefetch(conn, _FORGOTTEN, (user_id,), reads=("l1_memories",))
 
 
 def forgotten_sources(conn: Connection, user_id: str) -> set[str]:

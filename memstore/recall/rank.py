@@ -43,7 +43,7 @@ from sqlalchemy import Connection, text
 from memstore.db import backend
 from memstore.db.sqlfn import driver_rows, driver_sql, in_list
 from memstore.derive.messages.columns import labelled_text
-from memstore.derive.queries import forgotten_sources, memories_by_id
+from memstore.derive.queries import forgotten_sources, forgotten_sources_ahead, memories_by_id
 from memstore.embeddings import from_blob
 from memstore.errors import MemstoreError
 from memstore.recall import expand
@@ -307,6 +307,8 @@ def collect(
     read transaction instead of one per step); the query is embedded once
     and shared by both searches and the gate (the engine's query cache)."""
     with store.db.read() as conn:
+        # PostgreSQL: asked after the searches, sent with their first read.
+        forgotten_sources_ahead(conn, user_id)
         used: dict[str, spaces.Space | None] = {}
         mem_hits, msg_hits = store.search_both(
             conn,

@@ -165,6 +165,8 @@ class SearchEngine:
         ``found_spaces``: filled with the vector space of each kind searched
         (recall reads its candidates' vectors from them); ``speaker``: as in
         ``search``, for the message searches."""
+        for kind, _, user, _ in asks:
+            self.read_ahead(conn, kind, user, "hybrid")
         begun = [
             self._begin(
                 conn,
@@ -295,6 +297,15 @@ class SearchEngine:
     def _vector_ready(self, conn: Connection, kind: str) -> bool:
         sp = self.space(conn, kind)
         return sp is not None and sp.ready
+
+    def read_ahead(self, conn: Connection, kind: str, user_id: str, strategy: str) -> None:
+        """A ``search`` of ``kind`` for ``user_id`` follows in ``conn``'s
+        transaction: send its first read with the caller's next one."""
+        if strategy != "keyword" and self.embedder is not None:
+            model = spaces.space_model_id(kind, self.embedder.model_id, self.context_vectors)
+            spaces.get_space_ahead(conn, kind, model)
+        if strategy != "vector":
+            keyword.read_ahead(conn, kind, user_id)
 
     def keyword_list(self, conn: Connection, q: Ask) -> list[tuple[int, float]]:
         return keyword.search(

@@ -14,6 +14,14 @@ from memstore.search import bm25, bm25_memories, keyword_pg
 from memstore.search.postings import HotPostings
 
 
+def read_ahead(conn: Connection, kind: str, user_id: str) -> None:
+    """A keyword search of ``user_id``'s ``kind`` follows in this
+    transaction: where the backend answers in round trips (PostgreSQL), its
+    first read travels with the transaction's next one."""
+    if backend.of(conn).keyword_index == "tsvector":
+        keyword_pg.read_ahead(conn, kind, user_id)
+
+
 def search(
     conn: Connection,
     kind: str,

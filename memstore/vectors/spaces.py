@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select, text, update
 
-from memstore.db import backend, elements
+from memstore.db import backend, elements, rawexec
 from memstore.db.schema import vector_index, vector_quarantine, vector_spaces
 from memstore.db.sqlfn import driver_rows, driver_sql
 from memstore.errors import ConfigError
@@ -66,6 +66,14 @@ _SELECT = (
     'SELECT name, kind, model_id, dims, table_name, "cursor", ready, epoch, rewrites, '
     "element FROM vector_spaces"
 )
+
+
+def get_space_ahead(conn: Connection, kind: str, model_id: str) -> None:
+    """``get_space`` follows in this transaction: on PostgreSQL its read
+    goes with the next round trip."""
+    rawexec.prefetch(
+        conn, _SELECT + " WHERE name = ?", (space_name(kind, model_id),), reads=("vector_spaces",)
+    )
 
 
 def get_space(conn: Connection, kind: str, model_id: str) -> Space | None:

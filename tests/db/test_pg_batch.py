@@ -7,6 +7,7 @@ runs each statement where it is written, so there is nothing to check there.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -239,3 +240,56 @@ def test_a_connection_killed_in_a_transaction_fails_it_and_the_store_goes_on(
         rawexec.scalar(conn, "SELECT 1")  # the kept write and this read meet a dead server
     assert store.capture_turn("u", "s", "after", "ok").stored
     assert len(store.search_conversations("u", "after", strategy="keyword")) == 1
+
+
+def test_answers_read_ahead_survive_reads_and_settings(store: Store, trips: list[int]) -> None:
+    _table(store)
+    count = "SELECT count(*) FROM batch_probe"
+    with store.internals.db.write() as conn:
+        rawexec.prefetch(conn, count)
+        assert rawexec.scalar(conn, "SELECT 1") == 1  # sent with this
+        _elsewhere(store, "INSERT INTO batch_probe (k, v) VALUES ('theirs', 0)")
+        # A SELECT through SQLAlchemy and a SET change no table: the answer
+        # read ahead is still the one a read here would have given (before
+        # the other connection's commit, which a read now would see).
+        assert conn.exec_driver_sql("SELECT 2").scalar() == 2
+        rawexec.run(conn, "SET LOCAL work_mem = '8MB'")
+        rawexec.run(conn, "RESET work_mem")
+        assert rawexec.scalar(conn, count) == 0
+        assert rawexec.scalar(conn, count) == 1  # used once; then read again
+
+
+def test_a_read_that_was_sent_ahead_is_sent_once(store: Store, trips: list[int]) -> None:
+    _table(store)
+    count = "SELECT count(*) FROM batch_probe"
+    with store.internals.db.write() as conn:
+        rawexec.run(conn, "INSERT INTO batch_probe (k, v) VALUES (?, ?)", ("a", 1))
+        rawexec.prefetch(conn, count)
+        rawexec.prefetch(conn, "SELECT max(v) FROM batch_probe")
+        trips.clear()
+        assert rawexec.scalar(conn, count) == 1
+        # The write lock, the insert, the other read ahead and this read.
+        assert trips == [4]
+        assert rawexec.scalar(conn, "SELECT max(v) FROM batch_probe") == 1
+        assert trips == [4]  # answered from what was read ahead
+
+
+def test_a_keyword_search_reads_the_users_slot_with_its_forgotten_sources(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.capture_turn("u", "s", "the tomatoes are ripe", "lovely")
+    mine: list[int] = []
+    real = pgwire.run
+    here = threading.get_ident()
+
+    def counted(raw: Any, statements: Any, reads: int, **kw: Any) -> Any:
+        if threading.get_ident() == here:  # not the pipeline's timer thread
+            mine.append(len(statements))
+        return real(raw, statements, reads, **kw)
+
+    monkeypatch.setattr(pgwire, "run", counted)
+    hits = store.search_conversations("u", "tomatoes", strategy="keyword")
+    assert [h.text for h in hits] == ["the tomatoes are ripe"]
+    # The slot and the forgotten sources together; the search; its rows
+    # (the COMMIT goes through the driver).
+    assert mine == [2, 2, 2], mine
