@@ -7,7 +7,8 @@ Two ways it went wrong, 3 and 50 times slower than the right plan:
   into a constant;
 - a user who arrived after the last ANALYZE is estimated at one row, and a
   plain ``m.user_id = $1`` then led the planner to read the user's every
-  message once per keyword match.
+  message once per keyword match. Unfiltered, the search now reads no
+  message; with a session filter, each match's by its key.
 """
 
 from __future__ import annotations
@@ -40,6 +41,35 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _nodes(child)
 
 
+def _plans(store: Store, session_id: str | None) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The newcomer's hits for one keyword search, and its statement's plan
+    nodes that read ``l0_messages``."""
+    seen: list[tuple[str, Any]] = []
+
+    def on_execute(_c: Any, _cur: Any, statement: str, params: Any, _ctx: Any, _m: bool) -> None:
+        if "ts_rank_cd" in statement:
+            seen.append((statement, params))
+
+    engine = store.internals.db.engine
+    # A listener also makes every statement go through SQLAlchemy, where it
+    # is seen with its values.
+    event.listen(engine, "before_cursor_execute", on_execute)
+    try:
+        hits = store.search_conversations(
+            "newcomer", "violin lesson Friday", strategy="keyword", limit=10, session_id=session_id
+        )
+    finally:
+        event.remove(engine, "before_cursor_execute", on_execute)
+    assert len(seen) == 1
+    sql, params = seen[0]
+    with engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        (doc,) = raw.execute(f"EXPLAIN (FORMAT JSON) {sql}", params).fetchone()
+    plan = (doc if isinstance(doc, list) else json.loads(doc))[0]["Plan"]
+    return hits, [n for n in _nodes(plan) if n.get("Relation Name") == "l0_messages"]
+
+
 def test_a_user_newer_than_the_statistics_is_read_by_key(store: Store) -> None:
     for user in ("alice", "bob", "carol"):
         _fill(store, user, 30)
@@ -53,34 +83,15 @@ def test_a_user_newer_than_the_statistics_is_read_by_key(store: Store) -> None:
         conn.commit()
     _fill(store, "newcomer", 300)
 
-    seen: list[tuple[str, Any]] = []
-
-    def on_execute(_c: Any, _cur: Any, statement: str, params: Any, _ctx: Any, _m: bool) -> None:
-        if "ts_rank_cd" in statement:
-            seen.append((statement, params))
-
-    engine = store.internals.db.engine
-    # A listener also makes every statement go through SQLAlchemy, where it
-    # is seen with its values.
-    event.listen(engine, "before_cursor_execute", on_execute)
-    try:
-        hits = store.search_conversations(
-            "newcomer", "violin lesson Friday", strategy="keyword", limit=10
-        )
-    finally:
-        event.remove(engine, "before_cursor_execute", on_execute)
+    # Unfiltered, the user's rowid range answers alone: no message is read.
+    hits, reads = _plans(store, None)
     assert len(hits) == 10
-    assert len(seen) == 1
-    sql, params = seen[0]
-    with engine.connect() as conn:
-        raw = conn.connection.driver_connection
-        assert raw is not None
-        (doc,) = raw.execute(f"EXPLAIN (FORMAT JSON) {sql}", params).fetchone()
-    plan = (doc if isinstance(doc, list) else json.loads(doc))[0]["Plan"]
-    reads = [n for n in _nodes(plan) if n.get("Relation Name") == "l0_messages"]
-    assert reads, plan
+    assert reads == []
+    # A session filter needs each match's row: one by one, by its key.
+    hits, reads = _plans(store, "s3")
+    assert hits and {h.session_id for h in hits} == {"s3"}
+    assert reads
     for node in reads:
-        # One message per keyword match, by its key.
         assert node["Node Type"] == "Index Scan", node
         assert node["Index Name"] == "pk_l0_messages", node
         assert "user_id" not in node.get("Index Cond", ""), node
