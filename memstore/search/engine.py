@@ -288,11 +288,15 @@ class SearchEngine:
 
     # -- pieces ------------------------------------------------------------------
 
-    def space(self, conn: Connection, kind: str) -> spaces.Space | None:
+    def _model(self, kind: str) -> str | None:
+        """The model id of ``kind``'s vector space, None without an embedder."""
         if self.embedder is None:
             return None
-        model = spaces.space_model_id(kind, self.embedder.model_id, self.context_vectors)
-        return spaces.get_space(conn, kind, model)
+        return spaces.space_model_id(kind, self.embedder.model_id, self.context_vectors)
+
+    def space(self, conn: Connection, kind: str) -> spaces.Space | None:
+        model = self._model(kind)
+        return None if model is None else spaces.get_space(conn, kind, model)
 
     def _vector_ready(self, conn: Connection, kind: str) -> bool:
         sp = self.space(conn, kind)
@@ -301,8 +305,8 @@ class SearchEngine:
     def read_ahead(self, conn: Connection, kind: str, user_id: str, strategy: str) -> None:
         """A ``search`` of ``kind`` for ``user_id`` follows in ``conn``'s
         transaction: send its first read with the caller's next one."""
-        if strategy != "keyword" and self.embedder is not None:
-            model = spaces.space_model_id(kind, self.embedder.model_id, self.context_vectors)
+        model = self._model(kind) if strategy != "keyword" else None
+        if model is not None:
             spaces.get_space_ahead(conn, kind, model)
         if strategy != "vector":
             keyword.read_ahead(conn, kind, user_id)
