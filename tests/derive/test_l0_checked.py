@@ -4,7 +4,10 @@ savepoint there, and guards everything else."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from sqlalchemy import event
 
 from memstore.derive.messages import checked
 from memstore.derive.messages.capture import capture_event, prepare_messages
@@ -55,3 +58,30 @@ def test_an_event_appended_past_the_capture_path_keeps_the_duplicate_guard(
     assert [h.text for h in store.search_conversations("u", "saturday", strategy="keyword")] == [
         "and Saturday"
     ]
+
+
+def test_a_capture_inserts_without_the_guard_and_an_append_with_it(store: Store) -> None:
+    seen: list[str] = []
+
+    def on_execute(_c: Any, _cur: Any, statement: str, *_: Any) -> None:
+        seen.append(statement)
+
+    engine = store._db.engine
+    # A listener also makes every statement go through SQLAlchemy, where it is seen.
+    event.listen(engine, "before_cursor_execute", on_execute)
+    try:
+        store.capture("u", "s", [{"role": "user", "content": "the dinner is on Friday"}])
+        captured = [s for s in seen if "l0_rows" in s]
+        seen.clear()
+        fresh = prepare_messages(
+            "s",
+            [{"role": "user", "content": "zebra crossing", "id": "m9"}],
+            now=system_clock(),
+            max_bytes=1000,
+        )
+        store.append([capture_event("u", "s", None, fresh)])
+        appended = [s for s in seen if "l0_rows" in s]
+    finally:
+        event.remove(engine, "before_cursor_execute", on_execute)
+    assert captured == []
+    assert appended == ["SAVEPOINT l0_rows", "RELEASE SAVEPOINT l0_rows"]
