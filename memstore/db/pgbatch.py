@@ -52,7 +52,13 @@ Ahead = tuple[str, Any, "frozenset[str] | None"]
 # The table a plain write changes; any other statement may change anything.
 _WRITES = re.compile(r"\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+([A-Za-z_]\w*)", re.I)
 _SELECT = re.compile(r"\s*SELECT\b", re.I)
-_SETTING = re.compile(r"\s*(?:SET|RESET)\s", re.I)
+# A setting that changes how statements run, not what a read returns (the
+# search path, the role and the transaction's snapshot do change that).
+_SETTING = re.compile(
+    r"\s*(?:SET(?:\s+LOCAL|\s+SESSION)?|RESET)\s+"
+    r"(?!(?:search_path|role|authorization|session_authorization|transaction|all|local|session)\b)\w",
+    re.I,
+)
 
 
 def keeps_writes(conn: Connection) -> bool:

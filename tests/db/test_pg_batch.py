@@ -259,6 +259,18 @@ def test_answers_read_ahead_survive_reads_and_settings(store: Store, trips: list
         assert rawexec.scalar(conn, count) == 1  # used once; then read again
 
 
+def test_a_setting_that_changes_what_reads_see_drops_the_answers(store: Store) -> None:
+    _table(store)
+    count = "SELECT count(*) FROM batch_probe"
+    with store.internals.db.write() as conn:
+        rawexec.prefetch(conn, count)
+        assert rawexec.scalar(conn, "SELECT 1") == 1  # sent with this
+        _elsewhere(store, "INSERT INTO batch_probe (k, v) VALUES ('theirs', 0)")
+        # Another search path could name another table: read again.
+        rawexec.run(conn, "SET LOCAL search_path = public")
+        assert rawexec.scalar(conn, count) == 1
+
+
 def test_a_read_that_was_sent_ahead_is_sent_once(store: Store, trips: list[int]) -> None:
     _table(store)
     count = "SELECT count(*) FROM batch_probe"
