@@ -242,33 +242,37 @@ def test_a_connection_killed_in_a_transaction_fails_it_and_the_store_goes_on(
     assert len(store.search_conversations("u", "after", strategy="keyword")) == 1
 
 
-def test_answers_read_ahead_survive_reads_and_settings(store: Store, trips: list[int]) -> None:
+def _count_after(store: Store, step: Any) -> tuple[int, int]:
+    """A count of batch_probe read ahead, another connection's insert
+    committed, ``step(conn)``: what the count's next two reads return."""
     _table(store)
     count = "SELECT count(*) FROM batch_probe"
     with store.internals.db.write() as conn:
         rawexec.prefetch(conn, count)
         assert rawexec.scalar(conn, "SELECT 1") == 1  # sent with this
         _elsewhere(store, "INSERT INTO batch_probe (k, v) VALUES ('theirs', 0)")
+        step(conn)
+        return rawexec.scalar(conn, count), rawexec.scalar(conn, count)
+
+
+def test_answers_read_ahead_survive_reads_and_settings(store: Store) -> None:
+    def step(conn: Any) -> None:
         # A SELECT through SQLAlchemy and a SET change no table: the answer
         # read ahead is still the one a read here would have given (before
         # the other connection's commit, which a read now would see).
         assert conn.exec_driver_sql("SELECT 2").scalar() == 2
         rawexec.run(conn, "SET LOCAL work_mem = '8MB'")
         rawexec.run(conn, "RESET work_mem")
-        assert rawexec.scalar(conn, count) == 0
-        assert rawexec.scalar(conn, count) == 1  # used once; then read again
+
+    assert _count_after(store, step) == (0, 1)  # used once; then read again
 
 
 def test_a_setting_that_changes_what_reads_see_drops_the_answers(store: Store) -> None:
-    _table(store)
-    count = "SELECT count(*) FROM batch_probe"
-    with store.internals.db.write() as conn:
-        rawexec.prefetch(conn, count)
-        assert rawexec.scalar(conn, "SELECT 1") == 1  # sent with this
-        _elsewhere(store, "INSERT INTO batch_probe (k, v) VALUES ('theirs', 0)")
-        # Another search path could name another table: read again.
+    # Another search path could name another table: read again.
+    def step(conn: Any) -> None:
         rawexec.run(conn, "SET LOCAL search_path = public")
-        assert rawexec.scalar(conn, count) == 1
+
+    assert _count_after(store, step) == (1, 1)
 
 
 def test_a_read_that_was_sent_ahead_is_sent_once(store: Store, trips: list[int]) -> None:
