@@ -29,19 +29,25 @@ def test_keys_noted_in_a_transaction_vouch_for_nothing_in_the_next(store: Store)
         assert not checked.all_new(conn, [key])
 
 
+def _append_directly(store: Store, message_id: str, text: str) -> None:
+    """A capture event of user "u", session "s", appended past the capture
+    path (nobody checks its message id)."""
+    fresh = prepare_messages(
+        "s",
+        [{"role": "user", "content": text, "id": message_id}],
+        now=system_clock(),
+        max_bytes=1000,
+    )
+    store.append([capture_event("u", "s", None, fresh)])
+
+
 def test_an_event_appended_past_the_capture_path_keeps_the_duplicate_guard(
     store: Store,
 ) -> None:
     store.capture("u", "s", [{"role": "user", "content": "the dinner is on Friday", "id": "m1"}])
     # The same id appended directly, with other text: nobody checked it, so
     # the projection finds it through the unique index and skips it.
-    fresh = prepare_messages(
-        "s",
-        [{"role": "user", "content": "zebra crossing", "id": "m1"}],
-        now=system_clock(),
-        max_bytes=1000,
-    )
-    store.append([capture_event("u", "s", None, fresh)])
+    _append_directly(store, "m1", "zebra crossing")
     got = store.capture(
         "u",
         "s",
@@ -73,13 +79,7 @@ def test_a_capture_inserts_without_the_guard_and_an_append_with_it(store: Store)
         store.capture("u", "s", [{"role": "user", "content": "the dinner is on Friday"}])
         captured = [s for s in seen if "l0_rows" in s]
         seen.clear()
-        fresh = prepare_messages(
-            "s",
-            [{"role": "user", "content": "zebra crossing", "id": "m9"}],
-            now=system_clock(),
-            max_bytes=1000,
-        )
-        store.append([capture_event("u", "s", None, fresh)])
+        _append_directly(store, "m9", "zebra crossing")
         appended = [s for s in seen if "l0_rows" in s]
     finally:
         event.remove(engine, "before_cursor_execute", on_execute)
