@@ -73,6 +73,7 @@ class Parts:
                 in_transaction=self.pipeline.on_captured,
                 on_commit=self.pipeline.after_commit,
                 on_erase=self.pipeline.purge_user,
+                before_capture=self.pipeline.before_capture,
             )
         self.kernel.add_hooks(on_commit=self._notify_indexer)
 

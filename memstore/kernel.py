@@ -38,6 +38,8 @@ from memstore.timeutil import Clock, system_clock
 InTransaction = Callable[[Connection, list[StoredEvent]], object]
 OnCommit = Callable[[list[StoredEvent]], None]
 OnErase = Callable[[Connection, str], object]
+# (connection, user id, session id): a capture's build, before its first read.
+BeforeCapture = Callable[[Connection, str, str], None]
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class Kernel:
         self._in_transaction: list[InTransaction] = []
         self._on_commit: list[OnCommit] = [lambda _stored: self.compactor.after_write()]
         self.erase_hooks: list[OnErase] = []
+        self._before_capture: list[BeforeCapture] = []
         # Held by whole-store rewrites (rebuild, erasure) so that background
         # writers of derived rows (the vector indexer) do not interleave.
         self.exclusive: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
@@ -116,11 +119,15 @@ class Kernel:
         in_transaction: InTransaction | None = None,
         on_commit: OnCommit | None = None,
         on_erase: OnErase | None = None,
+        before_capture: BeforeCapture | None = None,
     ) -> None:
         """Register what runs with every append (``in_transaction``: after the
         inline projections, in the write transaction; ``on_commit``: after the
-        commit, before the on-commit hooks registered earlier) and inside an
-        erasure's transaction (``on_erase``)."""
+        commit, before the on-commit hooks registered earlier), inside an
+        erasure's transaction (``on_erase``), and when a capture's build
+        begins, before its first read (``before_capture``)."""
+        if before_capture is not None:
+            self._before_capture.append(before_capture)
         if in_transaction is not None:
             self._in_transaction.append(in_transaction)
         if on_commit is not None:
@@ -129,6 +136,16 @@ class Kernel:
             self._on_commit.insert(len(self._on_commit) - 1, on_commit)
         if on_erase is not None:
             self.erase_hooks.append(on_erase)
+
+    def before_capture(self, conn: Connection, user_id: str, session_id: str) -> None:
+        """A capture into this session builds its events in ``conn``'s write
+        transaction, which has written nothing for it yet: the inline
+        projections and the ``before_capture`` hooks send their reads ahead
+        (PostgreSQL answers them with the capture's first round trip) and
+        note what they must read before the writes."""
+        self.projections.read_ahead(conn, [user_id])
+        for hook in self._before_capture:
+            hook(conn, user_id, session_id)
 
     @property
     def hooks(self) -> Hooks:
@@ -250,4 +267,4 @@ class Kernel:
             return self.log.last_position(conn)
 
 
-__all__ = ["Batch", "Hooks", "InTransaction", "Kernel", "OnCommit", "OnErase"]
+__all__ = ["Batch", "BeforeCapture", "Hooks", "InTransaction", "Kernel", "OnCommit", "OnErase"]

@@ -9,7 +9,8 @@ connection and sent together (through libpq's pipeline,
 ``memstore.db.pgwire``) with the next statement that needs an answer: a
 read, a statement through SQLAlchemy, or the COMMIT. The server runs them in
 the order they were written, so a read still sees every write before it. A
-capture is three round trips (four when it first queues an extraction).
+capture is two round trips (one more when it queues new extraction work,
+for the new item's id).
 
 A read the code knows it will make can go ahead with those writes
 (``prefetch``): its answer is kept until the code asks for it, and dropped

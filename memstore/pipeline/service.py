@@ -51,7 +51,7 @@ from memstore.derive.follow import FORGET_NOTE
 from memstore.derive.messages.events import MessagesCaptured
 from memstore.errors import MemstoreError, PipelineError
 from memstore.events.log import StoredEvent
-from memstore.pipeline import endsession, owners, queue, runnow, scheduler, wakeup, work
+from memstore.pipeline import before, endsession, owners, queue, runnow, scheduler, wakeup, work
 from memstore.pipeline.lease import LeaseKeeper
 from memstore.pipeline.reconcile import arm_sessions, idle_due, reconcile
 from memstore.pipeline.runner import Deriver, ModuleDeriver, Outcome, Runner
@@ -71,7 +71,9 @@ from memstore.pipeline.state import (
     UserState,
     get_session,
     get_user,
+    most_threshold,
     pending_reached,
+    threshold_for,
 )
 from memstore.pipeline.status import build_status
 from memstore.pipeline.threads import DaemonPool, log_failure, time_left
@@ -275,15 +277,12 @@ class PipelineService:
         for ev in stored:
             if not ev.duplicate and isinstance(ev.payload, MessagesCaptured):
                 last[(ev.user_id, ev.payload.session_id)] = ev
-        with self._captured_lock:
-            open_items = [k for k in last if k in self._queued]
-        for user, session in open_items:
-            # The session's last capture queued work that nobody has taken
-            # yet: this one most likely reaches the threshold too, and its
-            # enqueue's read can travel with the state read below.
-            queue.read_open_ahead(conn, user, "l1", session_id=session)
         for (_, session), ev in last.items():
-            got = pending_reached(conn, ev.user_id, session, self.settings)
+            # A capture noted its session's state before its writes (one
+            # round trip less on PostgreSQL); other appends read it now.
+            got = before.reached(conn, ev.user_id, session, self._threshold)
+            if got is None:
+                got = pending_reached(conn, ev.user_id, session, self.settings)
             if got is None or got[0] < ev.position:
                 raise PipelineError(
                     "pipeline state is behind the capture: apply the inline "
@@ -293,6 +292,21 @@ class PipelineService:
                 item = queue.enqueue(conn, ev.user_id, "l1", session_id=session, now=now)
                 with self._captured_lock:
                     self._items[(ev.user_id, session)] = item
+
+    def before_capture(self, conn: Connection, user_id: str, session_id: str) -> None:
+        """A capture's build, before its first read: the session's state
+        before the capture is to be read ahead (memstore.pipeline.before),
+        and, when its last capture queued work nobody has taken yet, the
+        enqueue's read of that item (this one most likely reaches the
+        threshold too)."""
+        before.expect(conn, user_id, session_id, most_threshold(self.settings))
+        with self._captured_lock:
+            queued = (user_id, session_id) in self._queued
+        if queued:
+            queue.read_open_ahead(conn, user_id, "l1", session_id=session_id)
+
+    def _threshold(self, extractions: int) -> int:
+        return threshold_for(extractions, self.settings)
 
     def after_commit(self, stored: Sequence[StoredEvent]) -> None:
         """After the capture committed: note its sessions for the timer

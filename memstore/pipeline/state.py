@@ -38,6 +38,7 @@ from memstore.db.schema import pipeline_pending, pipeline_sessions
 from memstore.db.sqlfn import limit
 from memstore.derive.messages.events import MessagesCaptured, SessionEnded
 from memstore.events.log import StoredEvent
+from memstore.pipeline import before
 from memstore.projections.base import Projection
 
 
@@ -47,6 +48,11 @@ def threshold_for(extractions: int, settings: Settings) -> int:
     if extractions < len(settings.pipeline.warmup):
         return max(1, settings.pipeline.warmup[extractions])
     return max(1, settings.pipeline.extract_every)
+
+
+def most_threshold(settings: Settings) -> int:
+    """The largest threshold ``threshold_for`` gives with these settings."""
+    return max(threshold_for(n, settings) for n in range(len(settings.pipeline.warmup) + 1))
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,12 @@ class PipelineStateProjection(Projection):
     version: ClassVar[int] = 3  # 3: captures only; cursors and failures read from their tables
     handles: ClassVar[frozenset[str] | None] = frozenset({MessagesCaptured.TYPE, SessionEnded.TYPE})
     tables = (pipeline_sessions, pipeline_pending)
+
+    def apply_live(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
+        # The state before these rows, for the capture's threshold check
+        # (memstore.pipeline.before): read now, before they are written.
+        before.settle(conn, events)
+        self.apply(conn, events)
 
     def apply(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
         pending: list[tuple[Any, ...]] = []
@@ -253,7 +265,7 @@ def pending_reached(
     # there is) answers for any threshold ``need`` <= ``most``: each counts
     # at least one round, so if ``need`` of them exist both sums reach
     # ``need``, and if fewer do both sums are the sum of all of them.
-    most = max(threshold_for(n, settings) for n in range(len(settings.pipeline.warmup) + 1))
+    most = most_threshold(settings)
     row = rawexec.first(conn, _CAPTURED.format(limit=limit(most)), (user_id, session_id))
     if row is None:
         return None
@@ -279,6 +291,7 @@ __all__ = [
     "get_user",
     "list_sessions",
     "list_users",
+    "most_threshold",
     "pending_reached",
     "threshold_for",
 ]

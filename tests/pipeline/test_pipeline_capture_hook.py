@@ -107,9 +107,9 @@ def test_a_capture_reuses_its_sessions_open_work_and_queues_anew_once_it_is_take
     new_target: Targets, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Once a session has work queued, each capture reads that item ahead (on
-    # PostgreSQL, with the session's state): the answer must be the item as
-    # it is when the capture runs, even after a worker took it meanwhile.
-    store, svc = _env(new_target, clock, warmup=(2,))
+    # PostgreSQL, with its first reads): the answer must be the item as it is
+    # when the capture runs, even after a worker took it meanwhile.
+    store = open_store(new_target("m.db"), clock, warmup=(2,))
     ahead: list[tuple[Any, ...]] = []
     real = queue.read_open_ahead
 
@@ -119,19 +119,19 @@ def test_a_capture_reuses_its_sessions_open_work_and_queues_anew_once_it_is_take
 
     monkeypatch.setattr(queue, "read_open_ahead", counted)
     try:
-        capture(store, svc, "u", "s", rounds=2)
+        store.capture_turn("u", "s", "first", "one")
+        store.capture_turn("u", "s", "second", "two")  # threshold 2: work queued
         (first,) = _l1_items(store)
-        assert first[0] is None
-        capture(store, svc, "u", "s")
+        assert first[0] is None and ahead == []
+        store.capture_turn("u", "s", "third", "three")
         assert ahead == [("u", "l1")]
         assert _l1_items(store) == [first]  # the open item took the new work too
         taken = queue.claim_in(store._db, "worker-x", now=clock, ttl_s=60)
         assert taken is not None and taken.id == first[1]
-        capture(store, svc, "u", "s")
+        store.capture_turn("u", "s", "fourth", "four")
         assert len(ahead) == 2  # read ahead although the item was taken since
         items = _l1_items(store)
         assert len(items) == 2 and ("worker-x", first[1]) in items
         assert [c for c, i in items if i != first[1]] == [None]  # new work, unclaimed
     finally:
-        svc.stop()
         store.close()

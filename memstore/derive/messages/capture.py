@@ -241,8 +241,9 @@ def plan(
         # same transaction before this one is not in l0_messages yet: the
         # ids it took are in ``claimed``.
         taken: set[str] = claimed.setdefault(("l0", user_id, session_id), set())
-        # PostgreSQL: the projections' first reads go with the check below.
-        kernel.projections.read_ahead(conn, [user_id])
+        # PostgreSQL: the projections' and the pipeline's first reads go
+        # with the check below.
+        kernel.before_capture(conn, user_id, session_id)
         known = known_message_ids(conn, user_id, session_id, ids) | taken.intersection(ids)
         fresh = new_messages(prepared, known)
         taken.update(m.id for m in fresh)
