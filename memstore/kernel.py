@@ -38,8 +38,9 @@ from memstore.timeutil import Clock, system_clock
 InTransaction = Callable[[Connection, list[StoredEvent]], object]
 OnCommit = Callable[[list[StoredEvent]], None]
 OnErase = Callable[[Connection, str], object]
-# (connection, user id, session id): a capture's build, before its first read.
-BeforeCapture = Callable[[Connection, str, str], None]
+# (connection, the (user id, session id) of each capture): before the
+# captures' builds make their first read.
+BeforeCapture = Callable[[Connection, Sequence[tuple[str, str]]], None]
 
 
 @dataclass(frozen=True)
@@ -137,15 +138,15 @@ class Kernel:
         if on_erase is not None:
             self.erase_hooks.append(on_erase)
 
-    def before_capture(self, conn: Connection, user_id: str, session_id: str) -> None:
-        """A capture into this session builds its events in ``conn``'s write
-        transaction, which has written nothing for it yet: the inline
-        projections and the ``before_capture`` hooks send their reads ahead
-        (PostgreSQL answers them with the capture's first round trip) and
-        note what they must read before the writes."""
-        self.projections.read_ahead(conn, [user_id])
+    def before_capture(self, conn: Connection, sessions: Sequence[tuple[str, str]]) -> None:
+        """Captures into these (user, session) pairs build their events in
+        ``conn``'s write transaction, which has written nothing for them yet:
+        the inline projections and the ``before_capture`` hooks send their
+        reads ahead (PostgreSQL answers them with the captures' first round
+        trip) and note what they must read before the writes."""
+        self.projections.read_ahead(conn, list(dict.fromkeys(u for u, _ in sessions)))
         for hook in self._before_capture:
-            hook(conn, user_id, session_id)
+            hook(conn, sessions)
 
     @property
     def hooks(self) -> Hooks:
@@ -218,6 +219,7 @@ class Kernel:
         deferred: list[Callable[[], object]] = []
         with self.db.write() as conn:
             self.log.prefetch_head(conn)
+            _read_together(conn, scratch, builds)
             built = [list(b(conn, scratch)) for b in builds]
             flat = [e for events in built for e in events]
             if flat:
@@ -265,6 +267,20 @@ class Kernel:
         self.check_open()
         with self.db.read() as conn:
             return self.log.last_position(conn)
+
+
+def _read_together(conn: Connection, scratch: dict[Any, Any], builds: Sequence[GroupBuild]) -> None:
+    # A kind of build may read for all its builds of the batch at once, before
+    # any of them runs (``read_together(conn, scratch, builds)`` on its class:
+    # a capture's stored ids): one statement per batch instead of one per
+    # build, and on PostgreSQL one round trip.
+    kinds: dict[Any, list[GroupBuild]] = {}
+    for b in builds:
+        reader = getattr(type(b), "read_together", None)
+        if reader is not None:
+            kinds.setdefault(reader, []).append(b)
+    for reader, group in kinds.items():
+        reader(conn, scratch, group)
 
 
 __all__ = ["Batch", "BeforeCapture", "Hooks", "InTransaction", "Kernel", "OnCommit", "OnErase"]

@@ -45,10 +45,12 @@ _CURSOR = (
     "SELECT {col} FROM l1_cursors c WHERE c.user_id = ? AND c.session_id = ? "
     f"AND c.generation = {_ACTIVE}"
 )
-# The session's extraction count and pending rounds (of at most ``{limit}``
-# captures that have any), whether or not it has a state row yet.
+# One session's extraction count and pending rounds (of at most ``{limit}``
+# captures that have any), whether or not it has a state row yet; the
+# sessions of one batch of captures are read by one statement, each part
+# numbered ``{i}``.
 _BEFORE = f"""
-SELECT COALESCE(({_CURSOR.format(col="c.runs")}), 0),
+SELECT {{i}}, COALESCE(({_CURSOR.format(col="c.runs")}), 0),
   (SELECT COALESCE(sum(r.rounds), 0) FROM (
      SELECT p.rounds FROM pipeline_pending p WHERE p.user_id = ? AND p.session_id = ?
        AND p.position > COALESCE(({_CURSOR.format(col="c.cursor_position")}), 0)
@@ -60,10 +62,20 @@ _READS = ("l1_cursors", "active_generations", "pipeline_pending")
 @dataclass
 class _Session:
     most: int
+    group: _Group
     read: bool = False
     extractions: int = 0
     rounds: int = 0
     last_position: int = 0
+
+
+@dataclass
+class _Group:
+    """The sessions one statement reads (those of one ``expect``)."""
+
+    sql: str
+    params: tuple[str, ...]
+    keys: list[tuple[str, str]]
 
 
 def _params(user_id: str, session_id: str) -> tuple[str, ...]:
@@ -84,23 +96,31 @@ def _noted(conn: Connection, create: bool = False) -> dict[tuple[str, str], _Ses
     return sessions
 
 
-def expect(conn: Connection, user_id: str, session_id: str, most: int) -> None:
-    """A capture of this session will append in this transaction, whose
-    writes have not begun: its state before them is to be read, on
+def expect(conn: Connection, keys: Sequence[tuple[str, str]], most: int) -> None:
+    """Captures of these (user, session) pairs will append in this
+    transaction, whose writes have not begun: their states before them are
+    to be read (one statement for the sessions not expected yet), on
     PostgreSQL with the next round trip."""
     sessions = _noted(conn, create=True)
-    if sessions is None or (user_id, session_id) in sessions:
+    if sessions is None:
         return
-    sessions[(user_id, session_id)] = _Session(most)
-    rawexec.prefetch(
-        conn, _BEFORE.format(limit=limit(most)), _params(user_id, session_id), reads=_READS
-    )
+    new = [k for k in dict.fromkeys(keys) if k not in sessions]
+    if not new:
+        return
+    lim = limit(most)
+    sql = " UNION ALL ".join(_BEFORE.format(i=i, limit=lim) for i in range(len(new)))
+    params = tuple(p for u, s in new for p in _params(u, s))
+    group = _Group(sql, params, new)
+    for k in new:
+        sessions[k] = _Session(most, group)
+    rawexec.prefetch(conn, sql, params, reads=_READS)
 
 
 def settle(conn: Connection, events: Sequence[StoredEvent]) -> None:
-    """Before the pipeline-state projection writes ``events``: read the state
-    of each expected session they capture into (once per transaction), then
-    add their positions and rounds (``PipelineStateProjection.apply``'s)."""
+    """Before the pipeline-state projection writes ``events``: read the
+    states of the expected sessions they capture into (each statement once
+    per transaction), then add their positions and rounds (what
+    ``PipelineStateProjection.apply`` writes for them)."""
     sessions = _noted(conn)
     if not sessions:
         return
@@ -110,17 +130,23 @@ def settle(conn: Connection, events: Sequence[StoredEvent]) -> None:
         if isinstance(ev.payload, MessagesCaptured)
         and (s := sessions.get((ev.user_id, ev.payload.session_id))) is not None
     ]
-    for s, ev in captures:
+    for s, _ in captures:
         if not s.read:
-            assert isinstance(ev.payload, MessagesCaptured)
-            sql = _BEFORE.format(limit=limit(s.most))
-            row = rawexec.first(conn, sql, _params(ev.user_id, ev.payload.session_id))
-            s.extractions, s.rounds = (int(row[0]), int(row[1])) if row else (0, 0)
-            s.read = True
+            _read(conn, s.group, sessions)
     for s, ev in captures:
         assert isinstance(ev.payload, MessagesCaptured)
         s.rounds += [m.get("role") for m in ev.payload.messages].count("user")
         s.last_position = max(s.last_position, ev.position)
+
+
+def _read(conn: Connection, group: _Group, sessions: dict[tuple[str, str], _Session]) -> None:
+    # The whole statement as it was sent ahead (PostgreSQL answers from
+    # that), for every session it names.
+    for i, extractions, rounds in rawexec.rows(conn, group.sql, group.params):
+        s = sessions[group.keys[int(i)]]
+        s.extractions, s.rounds = int(extractions), int(rounds)
+    for k in group.keys:
+        sessions[k].read = True
 
 
 def reached(

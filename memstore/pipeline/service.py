@@ -293,16 +293,16 @@ class PipelineService:
                 with self._captured_lock:
                     self._items[(ev.user_id, session)] = item
 
-    def before_capture(self, conn: Connection, user_id: str, session_id: str) -> None:
-        """A capture's build, before its first read: the session's state
-        before the capture is to be read ahead (memstore.pipeline.before),
-        and, when its last capture queued work nobody has taken yet, the
-        enqueue's read of that item (this one most likely reaches the
-        threshold too)."""
-        before.expect(conn, user_id, session_id, most_threshold(self.settings))
+    def before_capture(self, conn: Connection, sessions: Sequence[tuple[str, str]]) -> None:
+        """Captures' builds, before their first read: each session's state
+        before the captures is to be read ahead (memstore.pipeline.before),
+        and, for a session whose last capture queued work nobody has taken
+        yet, the enqueue's read of that item (this capture most likely
+        reaches the threshold too)."""
+        before.expect(conn, sessions, most_threshold(self.settings))
         with self._captured_lock:
-            queued = (user_id, session_id) in self._queued
-        if queued:
+            queued = [k for k in sessions if k in self._queued]
+        for user_id, session_id in queued:
             queue.read_open_ahead(conn, user_id, "l1", session_id=session_id)
 
     def _threshold(self, extractions: int) -> int:

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, event, text
 
 from memstore.derive.messages.events import MessagesCaptured
 from memstore.errors import InvalidInputError, StorageError
@@ -100,6 +100,52 @@ def test_a_message_captured_twice_in_one_batch_is_stored_once(store: Store) -> N
     assert sorted(stored) == [[], [], [], [], ["m1"]]
     assert all(r.duplicates == ["m1"] for r in results if not r.stored)  # type: ignore[union-attr]
     assert _l0_ids(store, "u") == [("s1", "m1")]
+
+
+def test_a_batch_reads_which_of_its_messages_are_stored_in_one_statement(store: Store) -> None:
+    store.capture("v", "s", [{"role": "user", "content": "stored before", "id": "old"}])
+    long_call = [{"role": "user", "content": f"line {i}", "id": f"w{i}"} for i in range(100)]
+    store.capture("w", "s", long_call[:2])
+    reads: list[str] = []
+
+    def on_execute(*args: Any) -> None:
+        if "message_id IN (" in args[2]:
+            reads.append(args[2])
+
+    calls: list[Callable[[], object]] = [
+        *[
+            (lambda i=i: store.capture_turn(f"u{i}", "s", f"hello {i}", "hi", turn_id="t"))
+            for i in range(3)
+        ],
+        lambda: store.capture(
+            "v",
+            "s",
+            [
+                {"role": "user", "content": "stored before", "id": "old"},
+                {"role": "user", "content": "new here", "id": "new"},
+            ],
+        ),
+        lambda: store.capture_turn("u0", "s", "hello 0", "hi", turn_id="t"),  # the same call again
+        lambda: store.capture("w", "s", long_call),
+    ]
+    event.listen(store._db.engine, "before_cursor_execute", on_execute)
+    try:
+        results = _run_queued(store, calls)
+    finally:
+        event.remove(store._db.engine, "before_cursor_execute", on_execute)
+    assert all(not isinstance(r, Exception) for r in results), results
+    stored = [r.stored for r in results]  # type: ignore[union-attr]
+    dups = [r.duplicates for r in results]  # type: ignore[union-attr]
+    assert stored[1] == stored[2] == ["t:0", "t:1"]
+    assert sorted([stored[0], stored[4]]) == [[], ["t:0", "t:1"]]  # either may come first
+    assert stored[3] == ["new"] and dups[3] == ["old"]
+    assert stored[5] == [f"w{i}" for i in range(2, 100)] and dups[5] == ["w0", "w1"]
+    assert _l0_ids(store, "u0") == [("s", "t:0"), ("s", "t:1")]
+    # At most two transactions (the first capture's, and everything queued
+    # behind it), each reading its short calls' ids with one statement, and
+    # the long call with its own.
+    assert len(reads) <= 3, reads
+    assert any(" UNION ALL " in r for r in reads)
 
 
 def test_a_failing_request_fails_only_its_own_caller(store: Store) -> None:

@@ -52,7 +52,7 @@ def test_a_statement_listener_still_sees_every_capture_statement(store: Store) -
         event.remove(store._db.engine, "before_cursor_execute", on_execute)
     assert any(s.startswith("INSERT INTO events") for s in seen)
     assert any(s.startswith("INSERT INTO l0_messages") for s in seen)
-    assert any("SELECT COALESCE((SELECT c.runs FROM l1_cursors" in s for s in seen)
+    assert any("COALESCE((SELECT c.runs FROM l1_cursors" in s for s in seen)
     seen.clear()
     store.capture_turn("alice", "s1", "third turn", "ok")  # no listener: nothing recorded
     assert seen == []

@@ -173,6 +173,49 @@ def known_message_ids(
     return known
 
 
+# Parameters one statement of ``stored_ids_together`` takes at most (SQLite
+# allows 32,766; a batch of captures of a turn each needs about 4 per capture).
+_TOGETHER_PARAMS = 2_000
+
+
+def stored_ids_together(
+    conn: Connection, wanted: Sequence[tuple[str, str, Sequence[str]]]
+) -> dict[tuple[str, str], set[str]]:
+    """``known_message_ids`` of several sessions (distinct), in as few
+    statements as the parameter limit allows."""
+    out: dict[tuple[str, str], set[str]] = {(u, s): set() for u, s, _ in wanted}
+    parts: list[str] = []
+    params: list[Any] = []
+    keys: list[tuple[str, str]] = []
+
+    def send() -> None:
+        sql = " UNION ALL ".join(parts)
+        for i, mid in rawexec.rows(conn, sql, params):
+            out[keys[int(i)]].add(mid)
+        parts.clear()
+        params.clear()
+        keys.clear()
+
+    for u, s, ids in wanted:
+        if not ids:
+            continue
+        if len(ids) > 64:  # a long call: its own statements
+            out[(u, s)] = known_message_ids(conn, u, s, ids)
+            continue
+        marks, chunk = in_list(ids)
+        if params and len(params) + 2 + len(chunk) > _TOGETHER_PARAMS:
+            send()
+        parts.append(
+            f"SELECT {len(keys)}, message_id FROM l0_messages WHERE user_id = ? "
+            f"AND session_id = ? AND message_id IN ({marks})"
+        )
+        params.extend((u, s, *chunk))
+        keys.append((u, s))
+    if parts:
+        send()
+    return out
+
+
 def new_messages(prepared: Sequence[PreparedMessage], known: set[str]) -> list[PreparedMessage]:
     fresh: list[PreparedMessage] = []
     seen: set[str] = set()
@@ -229,31 +272,14 @@ def plan(
     given ids (bad input raises here), to append as one ``l0.captured`` event
     of those this session does not have yet."""
     prepared = prepare_messages(session_id, messages, now=kernel.clock(), max_bytes=max_bytes)
+    build = _CaptureBuild(kernel, user_id, session_id, agent_id, prepared)
     dropped = len(messages) - len(prepared)
-    ids = [m.id for m in prepared]
-    # What the last run of the build saw (it runs again, alone, when the
-    # transaction it shared with other captures failed).
-    seen: dict[str, Any] = {"known": set(), "fresh": []}
-
-    def only_new(conn: Connection, claimed: dict[Any, Any]) -> list[NewEvent]:
-        # Inside the append's transaction: two captures of the same
-        # messages cannot both see them as new. A capture committed in the
-        # same transaction before this one is not in l0_messages yet: the
-        # ids it took are in ``claimed``.
-        taken: set[str] = claimed.setdefault(("l0", user_id, session_id), set())
-        # PostgreSQL: the projections' and the pipeline's first reads go
-        # with the check below.
-        kernel.before_capture(conn, user_id, session_id)
-        known = known_message_ids(conn, user_id, session_id, ids) | taken.intersection(ids)
-        fresh = new_messages(prepared, known)
-        taken.update(m.id for m in fresh)
-        checked.note_new(conn, user_id, session_id, (m.id for m in fresh))
-        seen["known"], seen["fresh"] = known, fresh
-        return [capture_event(user_id, session_id, agent_id, fresh)] if fresh else []
+    ids = build.ids
 
     def result(stored: list[StoredEvent]) -> CaptureResult:
-        known: set[str] = seen["known"]
-        fresh: list[PreparedMessage] = seen["fresh"]
+        # What the last run of the build saw (it runs again, alone, when the
+        # transaction it shared with other captures failed).
+        known, fresh = build.known, build.fresh
         if not stored:
             return CaptureResult(None, [], ids, [], dropped)
         # A repeat within the call is a duplicate too, reported like one stored before.
@@ -268,7 +294,66 @@ def plan(
             dropped,
         )
 
-    return CapturePlan(only_new, result)
+    return CapturePlan(build, result)
+
+
+# The batch's scratch: per (user, session), which of its captures' ids are
+# stored, read for every capture of the batch at once (``read_together``).
+_STORED = "l0.stored"
+
+
+class _CaptureBuild:
+    """A capture's ``GroupBuild``: inside the append's transaction, the
+    messages this session does not have yet, as one event. Two captures of
+    the same messages cannot both see them as new; a capture committed in
+    the same transaction before this one is not in l0_messages yet, so the
+    ids it took are in the batch's scratch."""
+
+    __slots__ = ("agent_id", "fresh", "ids", "kernel", "known", "prepared", "session_id", "user_id")
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        user_id: str,
+        session_id: str,
+        agent_id: str | None,
+        prepared: list[PreparedMessage],
+    ) -> None:
+        self.kernel, self.user_id, self.session_id = kernel, user_id, session_id
+        self.agent_id, self.prepared = agent_id, prepared
+        self.ids = [m.id for m in prepared]
+        self.known: set[str] = set()
+        self.fresh: list[PreparedMessage] = []
+
+    @staticmethod
+    def read_together(conn: Connection, scratch: dict[Any, Any], builds: Sequence[Any]) -> None:
+        """Before any capture of a batch builds: every session's stored ids
+        among its captures' in one statement, and the first reads of the
+        projections and the pipeline sent ahead for them all (PostgreSQL
+        answers everything with one round trip)."""
+        wanted: dict[tuple[str, str], dict[str, None]] = {}
+        for b in builds:
+            wanted.setdefault((b.user_id, b.session_id), {}).update(dict.fromkeys(b.ids))
+        builds[0].kernel.before_capture(conn, list(wanted))
+        scratch[_STORED] = stored_ids_together(
+            conn, [(u, s, list(ids)) for (u, s), ids in wanted.items()]
+        )
+
+    def __call__(self, conn: Connection, claimed: dict[Any, Any]) -> list[NewEvent]:
+        user_id, session_id, ids = self.user_id, self.session_id, self.ids
+        taken: set[str] = claimed.setdefault(("l0", user_id, session_id), set())
+        together: dict[tuple[str, str], set[str]] | None = claimed.get(_STORED)
+        if together is not None and (user_id, session_id) in together:
+            stored = together[(user_id, session_id)].intersection(ids)
+        else:  # built on its own, not through the group committer
+            self.kernel.before_capture(conn, [(user_id, session_id)])
+            stored = known_message_ids(conn, user_id, session_id, ids)
+        known = stored | taken.intersection(ids)
+        fresh = new_messages(self.prepared, known)
+        taken.update(m.id for m in fresh)
+        checked.note_new(conn, user_id, session_id, (m.id for m in fresh))
+        self.known, self.fresh = known, fresh
+        return [capture_event(user_id, session_id, self.agent_id, fresh)] if fresh else []
 
 
 def turn_messages(
