@@ -102,6 +102,32 @@ def test_a_message_captured_twice_in_one_batch_is_stored_once(store: Store) -> N
     assert _l0_ids(store, "u") == [("s1", "m1")]
 
 
+def test_a_capture_build_run_on_its_own_reads_what_is_stored_itself(store: Store) -> None:
+    # A build is a plain GroupBuild: run without the batch's shared read (as
+    # any other caller of the kernel would), it still finds the session's
+    # stored messages in its own transaction.
+    store.capture("u", "s", [{"role": "user", "content": "first", "id": "a"}])
+    planned = store._plan_capture(
+        "u",
+        "s",
+        [
+            {"role": "user", "content": "first", "id": "a"},
+            {"role": "user", "content": "second", "id": "b"},
+        ],
+        None,
+    )
+    with store._db.write() as conn:
+        events = list(planned.build(conn, {}))
+        assert len(events) == 1
+        payload = events[0].payload
+        assert isinstance(payload, MessagesCaptured)
+        assert [m["id"] for m in payload.messages] == ["b"]
+        stored = store._kernel._write(conn, events, store._kernel.hooks)[0]
+    result = planned.result(stored)
+    assert result.stored == ["b"] and result.duplicates == ["a"]
+    assert _l0_ids(store, "u") == [("s", "a"), ("s", "b")]
+
+
 def test_a_batch_reads_which_of_its_messages_are_stored_in_one_statement(store: Store) -> None:
     store.capture("v", "s", [{"role": "user", "content": "stored before", "id": "old"}])
     long_call = [{"role": "user", "content": f"line {i}", "id": f"w{i}"} for i in range(100)]
