@@ -165,12 +165,17 @@ def known_message_ids(
     known: set[str] = set()
     for i in range(0, len(ids), 500):
         marks, chunk = in_list(ids[i : i + 500])
-        sql = (
-            "SELECT message_id FROM l0_messages WHERE user_id = ? AND session_id = ? "
-            f"AND message_id IN ({marks})"
-        )
+        sql = _STORED_SQL.format(tag="", marks=marks)
         known |= {r[0] for r in rawexec.rows(conn, sql, (user_id, session_id, *chunk))}
     return known
+
+
+# Which of some ids one session stores; ``tag`` numbers the part of a
+# ``stored_ids_together`` statement the rows come from.
+_STORED_SQL = (
+    "SELECT {tag}message_id FROM l0_messages WHERE user_id = ? AND session_id = ? "
+    "AND message_id IN ({marks})"
+)
 
 
 # Parameters one statement of ``stored_ids_together`` takes at most (SQLite
@@ -205,10 +210,7 @@ def stored_ids_together(
         marks, chunk = in_list(ids)
         if params and len(params) + 2 + len(chunk) > _TOGETHER_PARAMS:
             send()
-        parts.append(
-            f"SELECT {len(keys)}, message_id FROM l0_messages WHERE user_id = ? "
-            f"AND session_id = ? AND message_id IN ({marks})"
-        )
+        parts.append(_STORED_SQL.format(tag=f"{len(keys)}, ", marks=marks))
         params.extend((u, s, *chunk))
         keys.append((u, s))
     if parts:
