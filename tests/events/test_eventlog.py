@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -33,6 +34,18 @@ def test_append_assigns_positions_and_stream_sequences(store: Store) -> None:
     assert [e.payload for e in store.read_events(user_id="u2")] == [Noted("two")]
     assert [e.position for e in store.read_events(after=1)] == [2, 3]
     assert store.read_events(types=["nope"]) == []
+
+
+def test_event_ids_are_unique_and_later_events_sort_after_earlier_ones(store: Store) -> None:
+    first = store.append([NewEvent("s/a", Noted(str(i)), user_id="u1") for i in range(50)])
+    time.sleep(0.003)  # the next millisecond at least
+    later = store.append([NewEvent("s/b", Noted("later"), user_id="u1")])
+    ids = [e.event_id for e in first + later]
+    assert len(set(ids)) == len(ids)
+    assert all(len(i) == 32 and int(i, 16) >= 0 and i == i.lower() for i in ids)
+    assert max(e.event_id for e in first) < later[0].event_id
+    # The same ids are stored and read back.
+    assert [e.event_id for e in store.read_events()] == ids
 
 
 def test_occurred_and_recorded_time_are_separate(store: Store) -> None:
