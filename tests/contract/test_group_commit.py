@@ -345,3 +345,78 @@ def test_a_cancelled_wait_neither_stops_the_writer_nor_loses_the_capture(
     assert store.submit_capture("u", "s1", _msg(3)).result(timeout=60).stored == ["t3"]
     assert [m for _, m in _l0_ids(store, "u")] == ["t0", "t1", "t2", "t3"]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+def _two_seen(store: Store) -> None:
+    """Leave the committer having last committed two captures together: the
+    first of three queued behind the test's transaction commits alone, the
+    other two together (after the default gathering wait for a third)."""
+    calls: list[Callable[[], object]] = [
+        (lambda i=i: store.capture_turn("w", f"s{i}", f"warm {i}", turn_id=f"w{i}"))
+        for i in range(3)
+    ]
+    assert all(not isinstance(r, Exception) for r in _run_queued(store, calls))
+
+
+def _capture_on_thread(store: Store, session: str) -> tuple[threading.Thread, list[object]]:
+    out: list[object] = []
+
+    def run() -> None:
+        try:
+            out.append(store.capture_turn("u", session, f"pasta in {session}", turn_id="t"))
+        except Exception as e:  # the test looks at it
+            out.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, out
+
+
+def test_a_leader_waits_for_as_many_captures_as_the_last_transaction_held(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _two_seen(store)
+    # A wait far longer than the test: only the second capture's arrival can
+    # end it, and without the wait the first would have committed alone.
+    monkeypatch.setattr("memstore.events.groupcommit.GATHER_S", 120.0)
+    commits = Commits(store)
+    first, out_a = _capture_on_thread(store, "a")
+    deadline = time.monotonic() + 60
+    while sum(store._kernel.group.pending) < 1:
+        assert time.monotonic() < deadline, "the first capture never queued"
+        time.sleep(0.005)
+    first.join(0.3)
+    assert first.is_alive(), "the leader did not wait for the second capture"
+    second, out_b = _capture_on_thread(store, "b")
+    first.join(60)
+    second.join(60)
+    assert not first.is_alive() and not second.is_alive()
+    assert all(not isinstance(r, Exception) for r in out_a + out_b), out_a + out_b
+    assert commits.n == 1  # both in one transaction
+    assert sorted(s for s, _ in _l0_ids(store, "u")) == ["a", "b"]
+
+
+def test_a_lone_caller_waits_once_after_a_burst_and_never_again(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # From a fresh store: the last transaction saw one capture, nobody waits.
+    monkeypatch.setattr("memstore.events.groupcommit.GATHER_S", 120.0)
+    t0 = time.monotonic()
+    for i in range(3):
+        store.capture_turn("u", "s", f"alone {i}", turn_id=f"a{i}")
+    assert time.monotonic() - t0 < 60
+    monkeypatch.setattr("memstore.events.groupcommit.GATHER_S", 0.05)
+    _two_seen(store)
+    # The first capture after the burst expects a second one, which never
+    # comes: it waits the whole (bounded) time, then commits alone...
+    monkeypatch.setattr("memstore.events.groupcommit.GATHER_S", 0.5)
+    t0 = time.monotonic()
+    store.capture_turn("u", "s", "after the burst", turn_id="b0")
+    assert time.monotonic() - t0 >= 0.45
+    # ...and the next ones expect what it saw: themselves alone.
+    monkeypatch.setattr("memstore.events.groupcommit.GATHER_S", 120.0)
+    t0 = time.monotonic()
+    for i in range(1, 3):
+        store.capture_turn("u", "s", f"after the burst {i}", turn_id=f"b{i}")
+    assert time.monotonic() - t0 < 60
+    assert len(_l0_ids(store, "u")) == 6
