@@ -29,6 +29,7 @@ import hashlib
 import itertools
 import math
 import re
+import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
@@ -74,41 +75,114 @@ _W_CJK_BI = 1.0
 
 @lru_cache(maxsize=1 << 16)
 def _hash64(feature: str) -> int:
-    # Features repeat heavily across texts (common words, n-grams); caching the
-    # digest makes long documents several times faster.
+    # Word bigrams repeat across texts too (the other features have ids,
+    # below, and are hashed once per id).
     digest = hashlib.blake2b(feature.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(digest, "little")
 
 
-@lru_cache(maxsize=1 << 16)
-def _word_features(word: str) -> tuple[tuple[str, float], ...]:
-    """A word's own features (itself and its character n-grams): the same
-    words come back in text after text, and building the n-gram strings was
-    most of the cost of a document."""
-    if word in _STOPWORDS:
-        return (("w:" + word, _W_STOPWORD),)
-    padded = f"<{word}>"
-    grams = [
-        ("c:" + padded[i : i + n], _W_CHARGRAM) for n in (3, 4) for i in range(len(padded) - n + 1)
-    ]
-    return (("w:" + word, _W_WORD), *grams)
+class _Vocab:
+    """Every feature other than word bigrams gets an int id the first time a
+    text has it, with its hash and weight stored by id, and every word the ids
+    of its own features (itself and its character n-grams).
+
+    A text is then a list of ints, counted in C, and its hashes and weights
+    are two array lookups: building feature strings, counting them and hashing
+    them one at a time was most of the cost of a message (an indexer embedded
+    ~1,150 chat messages a second). The vector is the same, bit for bit
+    (tests/embeddings/test_hashing_fast.py holds the plain recipe as the
+    oracle): the same features, counts, weights and hashes, added in the same
+    order. Bigrams (a new one in most texts) are counted by string; no bigram
+    comes before another feature in a text's features, so counting the two
+    kinds apart keeps the order of first appearance.
+
+    Ids are assigned under a lock and published only once their hash and
+    weight are written, so a thread that sees an id finds its entry. Bounded:
+    once it holds ``_MAX_FEATURES`` features or ``_MAX_WORDS`` words the next
+    text starts a new vocabulary (a text uses one from start to end)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.words: dict[str, tuple[int, ...]] = {}
+        self.hashes = np.empty(4096, dtype=np.uint64)
+        self.weights = np.empty(4096, dtype=np.float64)
+        self.full = False
+        self._lock = threading.Lock()
+
+    def feature(self, name: str, weight: float) -> int:
+        got = self.ids.get(name)
+        if got is not None:
+            return got
+        with self._lock:
+            got = self.ids.get(name)
+            if got is not None:
+                return got
+            n = len(self.ids)
+            if n == len(self.hashes):
+                # Grown copies first, then published: a reader holding an id
+                # reads whichever array is current, and both have its entry.
+                hashes = np.empty(2 * n, dtype=np.uint64)
+                weights = np.empty(2 * n, dtype=np.float64)
+                hashes[:n] = self.hashes
+                weights[:n] = self.weights
+                self.hashes, self.weights = hashes, weights
+            self.hashes[n] = _hash64(name)
+            self.weights[n] = weight
+            self.ids[name] = n
+            if n + 1 >= _MAX_FEATURES:
+                self.full = True
+            return n
+
+    def word(self, word: str) -> tuple[int, ...]:
+        got = self.words.get(word)
+        if got is not None:
+            return got
+        if word in _STOPWORDS:
+            ids: tuple[int, ...] = (self.feature("w:" + word, _W_STOPWORD),)
+        else:
+            padded = f"<{word}>"
+            grams = [padded[i : i + n] for n in (3, 4) for i in range(len(padded) - n + 1)]
+            ids = (
+                self.feature("w:" + word, _W_WORD),
+                *(self.feature("c:" + g, _W_CHARGRAM) for g in grams),
+            )
+        self.words[word] = ids
+        if len(self.words) >= _MAX_WORDS:
+            self.full = True
+        return ids
 
 
-def _features(text: str) -> list[tuple[str, float]]:
+# 1 + log(tf) for the counts a text usually has, computed by the math
+# module as before (a feature's weight is multiplied by the same float64).
+_DAMPING = np.array([1.0 + math.log(t) if t else 0.0 for t in range(1024)], dtype=np.float64)
+
+_MAX_FEATURES = 1 << 17
+_MAX_WORDS = 1 << 16
+_vocab = _Vocab()
+
+
+def _current_vocab() -> _Vocab:
+    global _vocab
+    v = _vocab
+    if v.full:
+        v = _vocab = _Vocab()
+    return v
+
+
+def _features(v: _Vocab, text: str) -> tuple[list[int], list[str]]:
+    """A text's features: the ids of all but the word bigrams, and those."""
     text = unicodedata.normalize("NFKC", text).casefold()
     words: list[str] = []
-    out: list[tuple[str, float]] = []
-    for m in _TOKEN_RE.finditer(text):
-        run = m.group("cjk")
-        if run is not None:
-            out.extend(("u:" + ch, _W_CJK_UNI) for ch in run)
-            out.extend(("v:" + run[i : i + 2], _W_CJK_BI) for i in range(len(run) - 1))
+    ids: list[int] = []
+    for run, word in _TOKEN_RE.findall(text):
+        if run:
+            ids.extend(v.feature("u:" + ch, _W_CJK_UNI) for ch in run)
+            ids.extend(v.feature("v:" + run[i : i + 2], _W_CJK_BI) for i in range(len(run) - 1))
             continue
-        word = m.group("word")
         words.append(word)
-        out.extend(_word_features(word))
-    out.extend((f"b:{a} {b}", _W_BIGRAM) for a, b in itertools.pairwise(words))
-    return out
+        got = v.words.get(word)
+        ids.extend(got if got is not None else v.word(word))
+    return ids, [f"b:{a} {b}" for a, b in itertools.pairwise(words)]
 
 
 class HashingEmbedder(Embedder):
@@ -125,21 +199,34 @@ class HashingEmbedder(Embedder):
         self._buckets = dimensions - 1  # the last one is reserved for featureless text
 
     def _vector(self, text: str, out: FloatArray) -> None:
-        features = _features(text)
-        if not features:
+        v = _current_vocab()
+        ids, bigrams = _features(v, text)
+        if not ids and not bigrams:
             out[self._buckets] = 1.0
             return
-        # Per distinct feature, in order of first appearance: its count and
-        # its weight (a feature's weight never varies; its prefix says which).
-        counts = Counter(f for f, _ in features)
-        weights = dict(features)
-        n = len(counts)
-        hashes = np.fromiter(map(_hash64, counts), dtype=np.uint64, count=n)
-        value = np.fromiter(map(weights.__getitem__, counts), dtype=np.float64, count=n)
-        tf = np.fromiter(counts.values(), dtype=np.int64, count=n)
+        # Per distinct feature, in order of first appearance: its hash, its
+        # weight and its count (the bigrams after every other feature).
+        counts = Counter(ids)
+        pairs = Counter(bigrams)
+        k = len(counts)
+        n = k + len(pairs)
+        index = np.fromiter(counts, dtype=np.intp, count=k)
+        hashes = np.empty(n, dtype=np.uint64)
+        value = np.empty(n, dtype=np.float64)
+        tf = np.empty(n, dtype=np.int64)
+        hashes[:k] = v.hashes[index]
+        value[:k] = v.weights[index]
+        tf[:k] = np.fromiter(counts.values(), dtype=np.int64, count=k)
+        hashes[k:] = np.fromiter(map(_hash64, pairs), dtype=np.uint64, count=n - k)
+        value[k:] = _W_BIGRAM
+        tf[k:] = np.fromiter(pairs.values(), dtype=np.int64, count=n - k)
         repeated = np.flatnonzero(tf > 1)
         if len(repeated):  # damped: 1 + log(tf), with the math module's log
-            value[repeated] *= [1.0 + math.log(t) for t in tf[repeated].tolist()]
+            counted = tf[repeated]
+            if int(counted.max()) < len(_DAMPING):
+                value[repeated] *= _DAMPING[counted]
+            else:
+                value[repeated] *= [1.0 + math.log(t) for t in counted.tolist()]
         # Bit 63 chooses the sign; the low bits choose the bucket. They are
         # independent enough for this purpose and save a second hash.
         value[(hashes >> np.uint64(63)).astype(bool)] *= -1.0
