@@ -348,14 +348,37 @@ def test_a_cancelled_wait_neither_stops_the_writer_nor_loses_the_capture(
 
 
 def _two_seen(store: Store) -> None:
-    """Leave the committer having last committed two captures together: the
-    first of three queued behind the test's transaction commits alone, the
-    other two together (after the default gathering wait for a third)."""
-    calls: list[Callable[[], object]] = [
-        (lambda i=i: store.capture_turn("w", f"s{i}", f"warm {i}", turn_id=f"w{i}"))
-        for i in range(3)
-    ]
-    assert all(not isinstance(r, Exception) for r in _run_queued(store, calls))
+    """Leave the committer having last committed two captures together.
+
+    While the test holds the write transaction, one capture takes the lead
+    and its transaction (alone) waits; only then two more queue. Once the
+    test lets go, the first commits, and the next leader takes the two (it
+    waits the default moment for a third, which never comes)."""
+    group = store._kernel.group
+    results: list[object] = []
+
+    def capture(i: int) -> None:
+        try:
+            results.append(store.capture_turn("w", f"s{i}", f"warm {i}", turn_id=f"w{i}"))
+        except Exception as e:  # the test looks at it
+            results.append(e)
+
+    def until(state: tuple[int, int]) -> None:
+        deadline = time.monotonic() + 60
+        while group.pending != state:
+            assert time.monotonic() < deadline, f"the committer never reached {state}"
+            time.sleep(0.005)
+
+    threads = [threading.Thread(target=capture, args=(i,)) for i in range(3)]
+    with store._db.write():
+        threads[0].start()
+        until((1, 0))  # leading, its transaction waiting for the test's
+        for t in threads[1:]:
+            t.start()
+        until((1, 2))
+    for t in threads:
+        t.join(60)
+    assert len(results) == 3 and all(not isinstance(r, Exception) for r in results), results
 
 
 def _capture_on_thread(store: Store, session: str) -> tuple[threading.Thread, list[object]]:
