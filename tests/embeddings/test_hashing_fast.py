@@ -88,7 +88,7 @@ def test_threads_sharing_a_new_vocabulary_get_the_same_vectors(
         try:
             start.wait()
             # Each thread in its own order, so they add features at once.
-            order = texts[i::4] + texts[: i : 1] + texts
+            order = texts[i::4] + texts[:i] + texts
             vecs = HashingEmbedder().embed_documents(order)
             results[i] = vecs[len(order) - len(texts) :]
         except BaseException as e:  # the test looks at it
