@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,16 +71,17 @@ _PREV_TEXT = (
 )
 
 
-def _l0_rows(conn: Connection, space: Space, where: str, params: dict[str, Any]) -> list[_Row]:
+def _l0_rows(conn: Connection, space: Space, where: str, params: Sequence[Any]) -> list[_Row]:
     context = space.model_id.endswith("+ctx1")
     prev = _PREV_TEXT if context else "NULL"
-    rows = conn.execute(
-        text(
-            f"SELECT m.id, m.user_id, {labelled_sql('m')}, m.session_id, {prev}, m.text "
-            f"FROM l0_messages m WHERE {where}"
-        ),
+    # Driver-level (memstore.db.rawexec): once per batch, and compiling the
+    # text() clause cost more than running it.
+    rows = rawexec.rows(
+        conn,
+        f"SELECT m.id, m.user_id, {labelled_sql('m')}, m.session_id, {prev}, m.text "
+        f"FROM l0_messages m WHERE {where}",
         params,
-    ).all()
+    )
     out = []
     for r in rows:
         # l0_messages keeps no hash column (migration 0019: 65 B a message);
@@ -92,8 +93,7 @@ def _l0_rows(conn: Connection, space: Space, where: str, params: dict[str, Any])
 
 
 def _pending_l0(conn: Connection, space: Space, limit: int) -> list[_Row]:
-    params = {"c": space.cursor}
-    return _l0_rows(conn, space, f"m.id > :c ORDER BY m.id {limit_sql(limit)}", params)
+    return _l0_rows(conn, space, f"m.id > ? ORDER BY m.id {limit_sql(limit)}", (space.cursor,))
 
 
 def context_texts(conn: Connection, user_id: str) -> dict[tuple[str, str, str], str]:
@@ -138,8 +138,8 @@ def _pending_l1(conn: Connection, space: Space, limit: int) -> list[_Row]:
 def _ids_l0(conn: Connection, space: Space, ids: list[int]) -> list[_Row]:
     if not ids:
         return []
-    marks, params = in_named([int(i) for i in ids], "i")
-    return _l0_rows(conn, space, f"m.id IN ({marks}) ORDER BY m.id", params)
+    marks, values = in_list([int(i) for i in ids])
+    return _l0_rows(conn, space, f"m.id IN ({marks}) ORDER BY m.id", values)
 
 
 def _ids_l1(conn: Connection, space: Space, ids: list[int]) -> list[_Row]:
@@ -345,10 +345,10 @@ class Indexer:
             if ready and not sp.ready:
                 spaces.mark_ready(conn, sp)
             if cursor is not None:
-                conn.execute(
-                    update(vector_spaces)
-                    .where(vector_spaces.c.name == sp.name, vector_spaces.c.cursor < cursor)
-                    .values(cursor=cursor)
+                rawexec.run(
+                    conn,
+                    "UPDATE vector_spaces SET cursor = ? WHERE name = ? AND cursor < ?",
+                    (cursor, sp.name, cursor),
                 )
         if bad:
             log.debug("indexer quarantined %d row(s) of %s", len(rows) - len(good), sp.name)

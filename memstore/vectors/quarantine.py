@@ -15,8 +15,10 @@ from datetime import datetime
 
 from sqlalchemy import Connection, delete, func, select
 
+from memstore.db import rawexec
 from memstore.db.backend import upsert
 from memstore.db.schema import vector_quarantine as vq
+from memstore.db.sqlfn import in_list
 from memstore.redact import redact
 from memstore.timeutil import timedelta, to_iso
 
@@ -88,10 +90,12 @@ def held(conn: Connection, space: str, source_ids: list[int]) -> set[int]:
     write deletes only rows that exist; usually none)."""
     out: set[int] = set()
     for i in range(0, len(source_ids), 500):
-        rows = conn.execute(
-            select(vq.c.source_id).where(
-                vq.c.space == space, vq.c.source_id.in_(source_ids[i : i + 500])
-            )
+        # Driver-level (memstore.db.rawexec): the indexer asks once per batch.
+        marks, values = in_list(source_ids[i : i + 500])
+        rows = rawexec.rows(
+            conn,
+            f"SELECT source_id FROM vector_quarantine WHERE space = ? AND source_id IN ({marks})",
+            [space, *values],
         )
         out.update(int(r[0]) for r in rows)
     return out

@@ -171,7 +171,8 @@ def mark_ready(conn: Connection, sp: Space) -> None:
 
 
 def current_epoch(conn: Connection, name: str) -> int | None:
-    row = conn.execute(select(vector_spaces.c.epoch).where(vector_spaces.c.name == name)).first()
+    # Driver-level: the indexer reads it first in every write transaction.
+    row = rawexec.first(conn, "SELECT epoch FROM vector_spaces WHERE name = ?", (name,))
     return None if row is None else int(row[0])
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, func, text
 from sqlalchemy.sql.elements import ColumnElement
 
-from memstore.db import elements
+from memstore.db import elements, rawexec
 from memstore.db.backend.base import Backend, CompactionResult, Partition, Storage
 from memstore.db.sqlfn import driver_rows
 
@@ -240,25 +240,39 @@ class SqliteBackend(Backend):
         # One point delete per row: vec0 plans ``rowid IN (...)`` as a scan of
         # the whole table (20 ms at 100k rows, under the write lock), while
         # ``rowid = ?`` is a lookup (tests/reliability/test_reliability_query_plans.py).
-        # (vec0 has no upsert: INSERT OR REPLACE fails.)
-        conn.execute(
-            text(f'DELETE FROM "{table}" WHERE rowid = :id'), [{"id": p["id"]} for p in rows]
-        )
-        v = _bind(element, ":v")
-        if kind == "l0":
-            ins = text(
-                f'INSERT INTO "{table}"(rowid, user_id, session_id, embedding) '
-                f"VALUES (:id, :u, :m0, {v})"
-            )
+        # (vec0 has no upsert: INSERT OR REPLACE fails.) Driver-level
+        # statements (memstore.db.rawexec): this runs under the write lock,
+        # and SQLAlchemy's per-statement work was half of a batch's time
+        # there, which captures queued behind.
+        if not rows:
+            return
+        rawexec.run_many(conn, f'DELETE FROM "{table}" WHERE rowid = ?', [(p["id"],) for p in rows])
+        if element == "float32":
+            blobs = [p["v"] for p in rows]
         else:
-            ins = text(
-                f'INSERT INTO "{table}"(rowid, user_id, mtype, scene, embedding) '
-                f"VALUES (:id, :u, :m0, :m1, {v})"
+            # The whole batch in one conversion: int8 scales each row on its own.
+            dims = len(rows[0]["v"]) // 4
+            stored = elements.encode(b"".join(p["v"] for p in rows), element, dims)
+            size = len(stored) // len(rows)
+            blobs = [stored[i * size : (i + 1) * size] for i in range(len(rows))]
+        v = _bind(element, "?")
+        if kind == "l0":
+            ins = (
+                f'INSERT INTO "{table}"(rowid, user_id, session_id, embedding) '
+                f"VALUES (?, ?, ?, {v})"
             )
-        if element != "float32":
-            dims = len(rows[0]["v"]) // 4 if rows else 0
-            rows = [{**r, "v": elements.encode(r["v"], element, dims)} for r in rows]
-        conn.execute(ins, rows)
+            values: list[tuple[Any, ...]] = [
+                (p["id"], p["u"], p["m0"], b) for p, b in zip(rows, blobs, strict=True)
+            ]
+        else:
+            ins = (
+                f'INSERT INTO "{table}"(rowid, user_id, mtype, scene, embedding) '
+                f"VALUES (?, ?, ?, ?, {v})"
+            )
+            values = [
+                (p["id"], p["u"], p["m0"], p["m1"], b) for p, b in zip(rows, blobs, strict=True)
+            ]
+        rawexec.run_many(conn, ins, values)
 
     def vector_knn(
         self,
