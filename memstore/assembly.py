@@ -10,6 +10,7 @@ and erasure purges the pipeline's rows of the erased user.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -127,21 +128,28 @@ class Parts:
         p = self.kernel.projections.get("l0_messages")
         return p if isinstance(p, L0Projection) else None
 
-    def index_keywords(self, pace: Callable[[float], bool] | None = None) -> int:
+    def index_keywords(
+        self, pace: Callable[[float], bool] | None = None, *, arrived_before: bool = False
+    ) -> int:
         """Write the keyword rows of every message still waiting for them
         (memstore.derive.messages.keywords), in short transactions; returns
         how many. ``pace(started)`` runs after each transaction (``started``:
-        when its batch was read, ``time.monotonic``); True stops the pass."""
+        when its batch was read, ``time.monotonic``); True stops the pass.
+        ``arrived_before``: stop once the messages stored when the pass began
+        are written, rather than when none wait."""
         if self.kernel.db.backend.keyword_index != "fts5":
             return 0
         db = self.kernel.db
         total = 0
+        last: int | None = None
         while True:
             started = time.monotonic()
             # Read in a read transaction, derived outside any, written in a
             # short write transaction: under load, deriving a few hundred
             # messages under the write lock held captures up to 90 ms.
             with db.read() as conn:
+                if arrived_before and last is None:
+                    last = keywords.last_message(conn)
                 waiting = keywords.read_waiting(conn, keywords.BATCH)
             if waiting is None:
                 return total
@@ -153,6 +161,8 @@ class Parts:
                     # pass makes progress whatever else writes.
                     done = keywords.index_waiting(conn, keywords.BATCH)
             total += done
+            if last is not None and int(waiting.rows[-1][0]) >= last:
+                return total
             if pace is not None and pace(started):
                 return total
 
@@ -169,7 +179,12 @@ class Parts:
 
     def start_background(self) -> None:
         if self.indexer is not None and self.background is None:
-            self.background = BackgroundIndexer(self.indexer, keywords=self.index_keywords)
+            # Each keyword pass ends with what was stored when it began: under
+            # captures that never pause, a pass until none wait never ended,
+            # and no vector was written until the captures stopped.
+            self.background = BackgroundIndexer(
+                self.indexer, keywords=functools.partial(self.index_keywords, arrived_before=True)
+            )
             self.background.start()
             # Captures leave their keyword rows to the thread from now on.
             self.defer_keywords(True)

@@ -237,3 +237,36 @@ def test_a_keyword_pass_paces_after_each_batch(tmp_path: Path, settings: Setting
         assert before <= calls[0] and calls == sorted(calls)
         hits = store.search_conversations("u1", "glaze firing number 97", strategy="keyword")
         assert hits and "97" in hits[0].text
+
+
+def test_a_bounded_keyword_pass_ends_with_what_waited_when_it_began(
+    tmp_path: Path, settings: Settings
+) -> None:
+    # The background indexer's pass: captures that never pause must not keep
+    # it going, or the vector batches that come after it never run.
+    with Store.open(tmp_path / "m.db", settings=settings) as store:
+        parts = store.internals
+        parts.defer_keywords(True)
+        for i in range(100):
+            _say(store, f"u{i % 3}", f"kiln load number {i}")
+        assert waiting_messages(store) == 200
+        arrivals = 0
+
+        def capture_more(_started: float) -> bool:
+            # Twenty more messages stored after each batch, 600 in all.
+            nonlocal arrivals
+            if arrivals < 600:
+                for _ in range(10):
+                    _say(store, "u9", f"late arrival {arrivals}")
+                    arrivals += 2
+            return False
+
+        done = parts.index_keywords(pace=capture_more, arrived_before=True)
+        # The batches that held the 200 that waited; the last one was filled
+        # up with messages stored meanwhile.
+        assert done == -(-200 // keywords.BATCH) * keywords.BATCH < 200 + arrivals
+        assert waiting_messages(store) == 200 + arrivals - done
+        # Unbounded, the same pass goes on while messages arrive.
+        more = parts.index_keywords(pace=capture_more)
+        assert arrivals == 600 and waiting_messages(store) == 0
+        assert done + more == 800
