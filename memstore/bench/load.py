@@ -43,6 +43,8 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import text
+
 from memstore.bench.chattext import ChatText
 from memstore.bench.metrics import percentile
 from memstore.config import Settings
@@ -163,11 +165,27 @@ def _library_phase(
 
         call(-1, 0)  # warm-up, not timed (first statements, caches)
         res = drive(clients, seconds, max_captures, call)
+        res["messages"], res["embedded"] = _embedded(store)
         group = getattr(store.internals.kernel, "group", None)  # (absent from older trees compared)
         if group is not None:
             res["shared_transactions"] = group.batches
             res["captures_in_shared"] = group.batched
     return res
+
+
+def _embedded(store: Store) -> tuple[int, int]:
+    """(messages stored, messages with a vector) when the phase ends: how far
+    the background indexer kept up while the captures ran."""
+    with store.internals.db.read() as conn:
+        stored = conn.execute(text("SELECT count(*) FROM l0_messages")).scalar_one()
+        cursor = conn.execute(
+            text("SELECT max(cursor) FROM vector_spaces WHERE kind = 'l0'")
+        ).scalar_one()
+        embedded = 0
+        if cursor is not None:
+            q = "SELECT count(*) FROM l0_messages WHERE id <= :c"
+            embedded = conn.execute(text(q), {"c": cursor}).scalar_one()
+    return int(stored), int(embedded)
 
 
 class Gateway:
@@ -319,6 +337,13 @@ def format_load(res: dict[str, Any]) -> str:
                 f"  {many['captures_in_shared']} of {many['captures']} captures committed in "
                 f"{many['shared_transactions']} shared transactions"
             )
+        for key in ("one", "many"):
+            r = res[setup][key]
+            if "embedded" in r:
+                lines.append(
+                    f"  {r['clients']} client(s): {r['embedded']} of {r['messages']} messages "
+                    "had their vectors when the phase ended"
+                )
         if many["first_error"]:
             lines.append(f"  first error: {many['first_error']}")
     return "\n".join(lines)

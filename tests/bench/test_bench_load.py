@@ -72,6 +72,12 @@ def test_cli_writes_json(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert data["library"]["many"]["captures"] == 10
     assert "gateway" not in data
+    # How far the indexer kept up: a count of the phase's own messages (a
+    # warm-up turn and ten turns), at most all of them.
+    for key in ("one", "many"):
+        phase = data["library"][key]
+        assert phase["messages"] == 22 and 0 <= phase["embedded"] <= 22
+    assert "messages had their vectors when the phase ended" in got.output
 
 
 def test_cli_refuses_one_thread() -> None:
