@@ -147,7 +147,7 @@ def _append_all(store: Store, start: int, count: int, per_txn: int, streams: int
     return time.perf_counter() - t0
 
 
-def _raw_replay(path: Path, clock: Callable[[], float] = time.perf_counter) -> float:
+def read_decode_log(path: Path, clock: Callable[[], float] = time.perf_counter) -> float:
     """Read every event row and decode its payload with the bare driver."""
     conn: Any = sqlite_module().connect(str(path))
     t0 = clock()
@@ -158,7 +158,7 @@ def _raw_replay(path: Path, clock: Callable[[], float] = time.perf_counter) -> f
     return took
 
 
-def _captured_log(store: Store, messages: int, users: int) -> float:
+def captured_log(store: Store, messages: int, users: int) -> float:
     """``messages`` messages of conversation-like text, one ``capture_turn``
     per user/assistant pair, users round-robin, 50 turns per session: the log
     (and the projections' layout) a host leaves. Returns the seconds it took."""
@@ -176,7 +176,7 @@ def rebuild_captured(base: Path, messages: int, users: int = 100) -> dict[str, A
     """Rebuild of a log of captured messages next to reading + decoding it."""
     store = Store.open(base / "captured.db", settings=bench_settings())
     try:
-        fill_s = _captured_log(store, messages, users)
+        fill_s = captured_log(store, messages, users)
         with store.internals.db.read() as conn:
             text_b = conn.exec_driver_sql("SELECT avg(length(CAST(text AS BLOB))) FROM l0_messages")
             avg_text = float(text_b.scalar_one() or 0)
@@ -184,8 +184,8 @@ def rebuild_captured(base: Path, messages: int, users: int = 100) -> dict[str, A
         t0, c0 = time.perf_counter(), time.process_time()
         replayed = store.rebuild()
         took, cpu = time.perf_counter() - t0, time.process_time() - c0
-        raw_took = _raw_replay(store.path)
-        raw_cpu = _raw_replay(store.path, time.process_time)
+        raw_took = read_decode_log(store.path)
+        raw_cpu = read_decode_log(store.path, time.process_time)
     finally:
         store.close()
     # CPU time too: on a shared machine the wall clock mostly measures the
