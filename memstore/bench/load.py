@@ -23,6 +23,9 @@ process that stores (library: this one, its indexer included; gateway: the
 server), which a loaded machine disturbs less than throughput. Targets: 50 gateway clients >= 2x one
 client's throughput with p99 <= 4x p50; 8 threads >= 1.5x with p99 <= 4x p50.
 
+After each phase: how many of its messages had a vector when it ended
+(the background indexer embeds them meanwhile).
+
 The store runs as ``memstore serve`` would by default except: the hashing
 embedder (the background indexer still runs, so vectors are written while
 the captures are), and no pipeline timers (no derivation).
@@ -43,7 +46,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Connection, create_engine, text
 
 from memstore.bench.chattext import ChatText
 from memstore.bench.metrics import percentile
@@ -177,15 +180,30 @@ def _embedded(store: Store) -> tuple[int, int]:
     """(messages stored, messages with a vector) when the phase ends: how far
     the background indexer kept up while the captures ran."""
     with store.internals.db.read() as conn:
-        stored = conn.execute(text("SELECT count(*) FROM l0_messages")).scalar_one()
-        cursor = conn.execute(
-            text("SELECT max(cursor) FROM vector_spaces WHERE kind = 'l0'")
-        ).scalar_one()
-        embedded = 0
-        if cursor is not None:
-            q = "SELECT count(*) FROM l0_messages WHERE id <= :c"
-            embedded = conn.execute(text(q), {"c": cursor}).scalar_one()
+        return _embedded_on(conn)
+
+
+def _embedded_on(conn: Connection) -> tuple[int, int]:
+    stored = conn.execute(text("SELECT count(*) FROM l0_messages")).scalar_one()
+    cursor = conn.execute(
+        text("SELECT max(cursor) FROM vector_spaces WHERE kind = 'l0'")
+    ).scalar_one()
+    embedded = 0
+    if cursor is not None:
+        q = "SELECT count(*) FROM l0_messages WHERE id <= :c"
+        embedded = conn.execute(text(q), {"c": cursor}).scalar_one()
     return int(stored), int(embedded)
+
+
+def _embedded_at(target: str) -> tuple[int, int]:
+    """``_embedded`` of the store a server holds open (a file path or a URL),
+    read over a connection of this process while the server still runs."""
+    engine = create_engine(target if "://" in target else f"sqlite:///{target}")
+    try:
+        with engine.connect() as conn:
+            return _embedded_on(conn)
+    finally:
+        engine.dispose()
 
 
 class Gateway:
@@ -263,7 +281,9 @@ def _gateway_phase(
                 raise RuntimeError(f"HTTP {resp.status}: {data[:200]!r}")
 
         call(-1, 0)  # warm-up, not timed (the app's first request loads more code)
-        return drive(clients, seconds, max_captures, call, cpu_of=gateway.proc.pid)
+        res = drive(clients, seconds, max_captures, call, cpu_of=gateway.proc.pid)
+        res["messages"], res["embedded"] = _embedded_at(target)
+        return res
     finally:
         for conn in conns.values():
             conn.close()

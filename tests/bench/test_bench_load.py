@@ -55,6 +55,9 @@ def test_run_load_library_and_gateway(tmp_path: Path) -> None:
         for key in ("one", "many"):
             r = res[setup][key]
             assert r["captures"] == 40 and r["errors"] == 0, (setup, key, r)
+            # 41 turns with the warm-up, two messages each (the gateway's
+            # count read from the server's file while it runs).
+            assert r["messages"] == 82 and 0 <= r["embedded"] <= 82, (setup, key, r)
         assert res[setup]["many"]["throughput_vs_one"] > 0
     assert res["library"]["many"]["captures_in_shared"] <= 40
     table = format_load(res)
