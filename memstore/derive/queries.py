@@ -8,20 +8,19 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from memstore.db import backend, rawexec
+from memstore.db import rawexec
 from memstore.db.schema import (
     active_generations,
     derive_failures,
     derive_generations,
     events,
     l0_messages,
-    l1_cursors,
     l1_memories,
     l2_scenes,
     l2_state,
     l3_persona,
 )
-from memstore.db.sqlfn import driver_rows, driver_sql
+from memstore.db.sqlfn import driver_rows, driver_sql, in_list
 from memstore.db.sqlfn import limit as limit_sql
 from memstore.derive.messages.events import ContentErased, UserErased
 from memstore.validate import check_int
@@ -111,14 +110,17 @@ def generations(conn: Connection, user_id: str) -> list[dict[str, Any]]:
     return out
 
 
+# The three reads an L1 run's append makes under the write lock (with
+# ``erased_since`` and ``captures_exist``): driver-level (memstore.db.rawexec),
+# since building each Core statement cost more than running it, and captures
+# wait for that lock.
+_L1_CURSOR = (
+    "SELECT cursor_position FROM l1_cursors WHERE user_id = ? AND session_id = ? AND generation = ?"
+)
+
+
 def l1_cursor(conn: Connection, user_id: str, session_id: str, generation: int) -> int:
-    got = conn.execute(
-        select(l1_cursors.c.cursor_position).where(
-            l1_cursors.c.user_id == user_id,
-            l1_cursors.c.session_id == session_id,
-            l1_cursors.c.generation == generation,
-        )
-    ).scalar_one_or_none()
+    got = rawexec.scalar(conn, _L1_CURSOR, (user_id, session_id, generation))
     return int(got) if got is not None else 0
 
 
@@ -317,33 +319,38 @@ def forgotten_sources(conn: Connection, user_id: str) -> set[str]:
     return {str(i) for (ids,) in rows for i in json.loads(ids)}
 
 
+_ERASED_SINCE = (
+    "SELECT position FROM events WHERE type IN (?, ?) AND position > ? AND {erased} = ? LIMIT 1"
+)
+_ERASED_USER = {
+    "sqlite": "json_extract(payload, '$.erased_user_id')",
+    "postgresql": "(CAST(payload AS JSONB) ->> 'erased_user_id')",
+}
+
+
 def erased_since(conn: Connection, user_id: str, position: int) -> bool:
     """Was ``user_id`` erased, whole or in part, after log position
     ``position``? (A tombstone is always appended above the erased head.)"""
-    e = events.c
-    got = conn.execute(
-        select(e.position)
-        .where(
-            e.type.in_([UserErased.TYPE, ContentErased.TYPE]),
-            e.position > position,
-            backend.of(conn).json_text(e.payload, "erased_user_id") == user_id,
-        )
-        .limit(1)
-    ).first()
+    sql = _ERASED_SINCE.format(erased=_ERASED_USER[conn.dialect.name])
+    got = rawexec.first(conn, sql, (UserErased.TYPE, ContentErased.TYPE, position, user_id))
     return got is not None
+
+
+_CAPTURES_EXIST = (
+    "SELECT count(DISTINCT position) FROM l0_messages WHERE user_id = ? AND session_id = ? "
+    "AND position IN ({marks})"
+)
 
 
 def captures_exist(conn: Connection, user_id: str, session_id: str, positions: set[int]) -> bool:
     """Are the capture events at ``positions`` still the user's (not erased)?"""
     if not positions:
         return True
-    found = conn.execute(
-        select(func.count(func.distinct(l0_messages.c.position))).where(
-            l0_messages.c.user_id == user_id,
-            l0_messages.c.session_id == session_id,
-            l0_messages.c.position.in_(sorted(positions)),
-        )
-    ).scalar_one()
+    # in_list pads with the last value: a repeat changes no count of distinct values.
+    marks, values = in_list(sorted(positions))
+    found = rawexec.scalar(
+        conn, _CAPTURES_EXIST.format(marks=marks), (user_id, session_id, *values)
+    )
     return int(found) == len(positions)
 
 
