@@ -119,6 +119,11 @@ class PipelineService:
         # not failed, and claimed again after the next open).
         self.close_timeout_s = store.settings.pipeline.close_timeout_s
         self._stopping = threading.Event()
+        # When a capture last reached on_captured (time.monotonic()), and how
+        # long a drain rests after an item during which captures arrived, per
+        # second the item took (rest_if_busy).
+        self._last_capture = 0.0
+        self.yield_ratio = 1.0
         # Timer jobs fire into this service (the scheduler's executor hands
         # it to them): nothing process-wide finds it.
         self.timers = Timers(store.db, self, close_timeout_s=self.close_timeout_s)
@@ -176,6 +181,20 @@ class PipelineService:
                 on_tick=self._on_lease_tick,
             )
             self._lease.start()
+
+    def rest_if_busy(self, started: float) -> None:
+        """After a work item begun at ``started`` (time.monotonic()): if
+        captures arrived meanwhile, rest as long as the item took times
+        ``yield_ratio`` (a stop ends the rest). Derivation shares the
+        interpreter lock and the write lock with the captures of its process:
+        under 8 capturing threads with the timers on they captured 1.33-1.35x
+        one thread's rate, 1.67-1.73x with the rest (the background indexer
+        rests the same way)."""
+        if self.yield_ratio > 0 and self._last_capture >= started:
+            self._rest((time.monotonic() - started) * self.yield_ratio)
+
+    def _rest(self, seconds: float) -> None:
+        self._stopping.wait(seconds)
 
     @property
     def stopping(self) -> bool:
@@ -265,6 +284,7 @@ class PipelineService:
         """In the capture transaction, after the inline projections applied:
         at the warm-up threshold, queue the session's L1 work. In a forget's
         transaction: queue the persona for the LLM (``derive.follow``)."""
+        self._last_capture = time.monotonic()
         now = self.clock()
         for ev in stored:
             if _asks_llm_persona(ev):

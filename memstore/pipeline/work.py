@@ -8,6 +8,7 @@ service (timers, capture hooks, the lease) stays in ``service``.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
@@ -40,6 +41,7 @@ class Working(Protocol):
     @property
     def stopping(self) -> bool: ...
     def arm_drain(self, when: datetime) -> None: ...
+    def rest_if_busy(self, started: float) -> None: ...
     def arm_l2(self, user: str, when: datetime, *, if_earlier: bool = True) -> None: ...
     def arm_l2_periodic(self, us: UserState, now: datetime) -> None: ...
     def l2_not_before(self, us: UserState) -> datetime | None: ...
@@ -78,9 +80,11 @@ def drain(
         if item is None:
             break
         ran.add(item.work)
+        started = time.monotonic()
         out = _execute(svc, item, owner)
         if out is not None:
             outcomes.append(out)
+        svc.rest_if_busy(started)
     if svc.stopping:
         return outcomes  # what is queued stays queued for the next open
     with svc.store.db.read() as conn:

@@ -325,3 +325,33 @@ def test_run_pipeline_is_woken_when_a_worker_of_this_process_lets_go(
     assert [c for c in der.calls if c[0] == "l2"] == [("l2", "u", "")]
     assert [(o.stage, o.ok) for o in outs] in ([("l2", True)], [])
     assert der.calls == [("l1", "u", "s"), ("l2", "u", "")]
+
+
+def test_a_drain_rests_after_an_item_only_if_captures_arrived_during_it(
+    env: tuple[Store, PipelineService, FakeDeriver],
+) -> None:
+    store, svc, der = env
+    rests: list[float] = []
+    svc._rest = rests.append  # type: ignore[method-assign]
+    capture(store, svc, "u", "s1")
+    capture(store, svc, "u", "s2")
+    seen: list[float] = []
+    inner = svc.rest_if_busy
+
+    def rest_if_busy(started: float) -> None:
+        seen.append(started)
+        inner(started)
+
+    svc.rest_if_busy = rest_if_busy  # type: ignore[method-assign]
+    svc.drain()
+    # Asked once per item, and nothing captured while they ran: no rest.
+    assert [c[0] for c in der.calls] == ["l1", "l1"] and len(seen) == 2
+    assert rests == []
+    started = time.monotonic()
+    time.sleep(0.002)
+    capture(store, svc, "u", "s3")  # a capture during an item begun at ``started``
+    inner(started)
+    assert len(rests) == 1 and 0.002 <= rests[0] <= time.monotonic() - started
+    svc.yield_ratio = 0.0
+    inner(started)
+    assert len(rests) == 1  # a ratio of 0 never rests
