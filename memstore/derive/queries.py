@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from memstore.db import rawexec
+from memstore.db import backend, rawexec
 from memstore.db.schema import (
     active_generations,
     derive_failures,
@@ -322,16 +322,13 @@ def forgotten_sources(conn: Connection, user_id: str) -> set[str]:
 _ERASED_SINCE = (
     "SELECT position FROM events WHERE type IN (?, ?) AND position > ? AND {erased} = ? LIMIT 1"
 )
-_ERASED_USER = {
-    "sqlite": "json_extract(payload, '$.erased_user_id')",
-    "postgresql": "(CAST(payload AS JSONB) ->> 'erased_user_id')",
-}
 
 
 def erased_since(conn: Connection, user_id: str, position: int) -> bool:
     """Was ``user_id`` erased, whole or in part, after log position
     ``position``? (A tombstone is always appended above the erased head.)"""
-    sql = _ERASED_SINCE.format(erased=_ERASED_USER[conn.dialect.name])
+    erased = backend.of(conn).json_text_sql("payload", "erased_user_id")
+    sql = _ERASED_SINCE.format(erased=erased)
     got = rawexec.first(conn, sql, (UserErased.TYPE, ContentErased.TYPE, position, user_id))
     return got is not None
 

@@ -103,6 +103,11 @@ class Backend(ABC):
         """The text of top-level ``key`` in a JSON text column (events.payload)."""
 
     @abstractmethod
+    def json_text_sql(self, column: str, key: str) -> str:
+        """:meth:`json_text` as SQL text, for statements sent to the driver
+        (``key``: a fixed name, written into the statement)."""
+
+    @abstractmethod
     def by_primary_key(self, column: str) -> str:
         """``column`` written so that a test on it does not steer the planner
         to the column's secondary indexes (the rows are looked up by primary

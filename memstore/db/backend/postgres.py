@@ -105,6 +105,9 @@ class PostgresBackend(Backend):
     def json_text(self, column: Any, key: str) -> ColumnElement[Any]:
         return column.cast(JSONB)[key].astext  # type: ignore[no-any-return]
 
+    def json_text_sql(self, column: str, key: str) -> str:
+        return f"(CAST({column} AS JSONB) ->> '{key}')"
+
     def by_primary_key(self, column: str) -> str:
         return column  # plans by statistics; and there is no unary plus for text
 

@@ -152,6 +152,9 @@ class SqliteBackend(Backend):
     def json_text(self, column: Any, key: str) -> ColumnElement[Any]:
         return func.json_extract(column, f"$.{key}")
 
+    def json_text_sql(self, column: str, key: str) -> str:
+        return f"json_extract({column}, '$.{key}')"
+
     def by_primary_key(self, column: str) -> str:
         # Unary "+" keeps the test off the column's indexes: with a plain
         # "m.user_id = ?" the planner walked the user's whole index range
