@@ -119,6 +119,11 @@ class Backend(ABC):
         transaction then updates, so concurrent claimers do not both see them
         free ("" where the write transaction already excludes other writers)."""
 
+    @abstractmethod
+    def claim_skip_locked(self) -> str:
+        """``claim_lock`` for a claim that takes the first free row: rows
+        another claimer holds are skipped, not waited for."""
+
     # -- full-text maintenance ------------------------------------------------
 
     @abstractmethod

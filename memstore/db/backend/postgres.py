@@ -114,6 +114,9 @@ class PostgresBackend(Backend):
     def claim_lock(self) -> str:
         return " FOR UPDATE"
 
+    def claim_skip_locked(self) -> str:
+        return " FOR UPDATE SKIP LOCKED"
+
     def fts_clear(self, conn: Connection, table: str, *, contentless: bool) -> None:
         conn.execute(text(f"DELETE FROM {table}"))
 

@@ -166,6 +166,9 @@ class SqliteBackend(Backend):
     def claim_lock(self) -> str:
         return ""  # the write transaction already excludes other writers
 
+    def claim_skip_locked(self) -> str:
+        return ""
+
     def fts_clear(self, conn: Connection, table: str, *, contentless: bool) -> None:
         if contentless:
             # A contentless FTS5 table cannot DELETE rows it has no content
