@@ -138,6 +138,8 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--rounds", type=int, default=1, help="rebuild + floor this many times")
     ap.add_argument("--path", type=Path, default=None, help="keep the store here (reused)")
     args = ap.parse_args(argv)
+    if args.messages < 2 or args.users < 1 or args.rounds < 1:
+        ap.error("--messages must be at least 2 (one turn), --users and --rounds at least 1")
     with tempfile.TemporaryDirectory(prefix="memstore-floor-") as tmp:
         path = args.path or Path(tmp) / "captured.db"
         for i in range(args.rounds):

@@ -43,6 +43,8 @@ def test_rebuild_floor_writes_what_the_rebuild_left_and_reports_both(tmp_path: P
     for row in ("read + decode the log (reference)", "rebuild", "L0 writes alone", "FTS5 rows"):
         assert row in out.output
     assert out.output.count("the floor's tables equal the rebuild's: yes") == 2
+    bad = CliRunner().invoke(cli, ["bench", "rebuild-floor", "--messages", "0"])
+    assert bad.exit_code == 2 and "--messages must be at least 2" in bad.output
 
 
 def test_embed_rate_embeds_every_captured_message_with_and_without_context() -> None:
