@@ -193,10 +193,9 @@ def claim(
     # A claimed item is free again once its claim expired or its owner is
     # gone (``owners``: known only in Python, so found first, then named).
     dead = [str(o) for (o,) in rawexec.rows(conn, _CLAIMERS, (now_s,)) if owners.is_dead(str(o))]
-    where = ["run_after <= ?"]
-    params: list[Any] = [now_s]
     free = "claimed_by IS NULL OR claimed_until IS NULL OR claimed_until < ?"
-    params.append(now_s)
+    where = ["run_after <= ?"]
+    params: list[Any] = [now_s, now_s]  # run_after, then the free clause's expiry
     if dead:
         marks, values = in_list(dead)
         free += f" OR claimed_by IN ({marks})"
