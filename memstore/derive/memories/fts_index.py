@@ -22,16 +22,19 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, text
 
+from memstore.db import rawexec
 from memstore.derive.messages.columns import message_columns
 from memstore.derive.messages.keywords import fts_key
 
-_SLOT_OF = text("SELECT slot FROM l1_user_slots WHERE user_id = :u")
+# The statements of every memory added go to the driver (memstore.db.rawexec),
+# as the L1 projection's own: they run under the write lock captures wait for.
+_SLOT_OF = "SELECT slot FROM l1_user_slots WHERE user_id = ?"
 _TOP = text("SELECT coalesce(max(slot), 0) FROM l1_user_slots")
 _NEW_SLOT = text("INSERT INTO l1_user_slots (user_id, slot, docs, tokens) VALUES (:u, :s, 0, 0)")
-_COUNT = text("UPDATE l1_user_slots SET docs = docs + :d, tokens = tokens + :t WHERE user_id = :u")
-_FTS_INSERT = text("INSERT INTO l1_fts(rowid, text, cjk, stem) VALUES (:k, :t, :c, :s)")
+_COUNT = "UPDATE l1_user_slots SET docs = docs + ?, tokens = tokens + ? WHERE user_id = ?"
+_FTS_INSERT = "INSERT INTO l1_fts(rowid, text, cjk, stem) VALUES (?, ?, ?, ?)"
 _FTS_DELETE = text("DELETE FROM l1_fts WHERE rowid = :k")
-_REPEATS_INSERT = text("INSERT INTO l1_term_repeats (key, repeats) VALUES (:k, :r)")
+_REPEATS_INSERT = "INSERT INTO l1_term_repeats (key, repeats) VALUES (?, ?)"
 _REPEATS_DELETE = text("DELETE FROM l1_term_repeats WHERE key = :k")
 
 
@@ -51,7 +54,7 @@ class MemoryFts:
         """``user_id``'s slot, given the next free one on first use."""
         slot = self._slots.get(user_id)
         if slot is None:
-            found = self._conn.execute(_SLOT_OF, {"u": user_id}).scalar()
+            found = rawexec.scalar(self._conn, _SLOT_OF, (user_id,))
             if found is None:
                 found = int(self._conn.execute(_TOP).scalar_one()) + 1
                 self._conn.execute(_NEW_SLOT, {"u": user_id, "s": found})
@@ -61,9 +64,9 @@ class MemoryFts:
     def add(self, user_id: str, row_id: int, content: str) -> None:
         _, latin, cjk, stem, length, repeats = message_columns(content)
         key = fts_key(self.slot(user_id), row_id)
-        self._conn.execute(_FTS_INSERT, {"k": key, "t": latin, "c": cjk, "s": stem})
+        rawexec.run(self._conn, _FTS_INSERT, (key, latin, cjk, stem))
         if repeats is not None:
-            self._conn.execute(_REPEATS_INSERT, {"k": key, "r": repeats})
+            rawexec.run(self._conn, _REPEATS_INSERT, (key, repeats))
         self._count(user_id, 1, length)
 
     def remove(self, user_id: str, row_id: int, content: str) -> None:
@@ -82,5 +85,5 @@ class MemoryFts:
     def flush(self) -> None:
         for user_id, (docs, tokens) in self._counts.items():
             if docs or tokens:
-                self._conn.execute(_COUNT, {"d": docs, "t": tokens, "u": user_id})
+                rawexec.run(self._conn, _COUNT, (docs, tokens, user_id))
         self._counts.clear()
