@@ -53,6 +53,7 @@ from memstore.errors import MemstoreError, PipelineError
 from memstore.events.log import StoredEvent
 from memstore.pipeline import before, endsession, owners, queue, runnow, scheduler, wakeup, work
 from memstore.pipeline.lease import LeaseKeeper
+from memstore.pipeline.pacing import Pacer
 from memstore.pipeline.reconcile import arm_sessions, idle_due, reconcile
 from memstore.pipeline.runner import Deriver, ModuleDeriver, Outcome, Runner
 from memstore.pipeline.scheduler import (
@@ -119,11 +120,8 @@ class PipelineService:
         # not failed, and claimed again after the next open).
         self.close_timeout_s = store.settings.pipeline.close_timeout_s
         self._stopping = threading.Event()
-        # When a capture last reached on_captured (time.monotonic()), and how
-        # long a drain rests after an item during which captures arrived, per
-        # second the item took (rest_if_busy).
-        self._last_capture = 0.0
-        self.yield_ratio = 1.0
+        # Drains give way to the captures of this process (pacing).
+        self.pacer = Pacer(self._stopping)
         # Timer jobs fire into this service (the scheduler's executor hands
         # it to them): nothing process-wide finds it.
         self.timers = Timers(store.db, self, close_timeout_s=self.close_timeout_s)
@@ -181,20 +179,6 @@ class PipelineService:
                 on_tick=self._on_lease_tick,
             )
             self._lease.start()
-
-    def rest_if_busy(self, started: float) -> None:
-        """After a work item begun at ``started`` (time.monotonic()): if
-        captures arrived meanwhile, rest as long as the item took times
-        ``yield_ratio`` (a stop ends the rest). Derivation shares the
-        interpreter lock and the write lock with the captures of its process:
-        under 8 capturing threads with the timers on they captured 1.33-1.35x
-        one thread's rate, 1.67-1.73x with the rest (the background indexer
-        rests the same way)."""
-        if self.yield_ratio > 0 and self._last_capture >= started:
-            self._rest((time.monotonic() - started) * self.yield_ratio)
-
-    def _rest(self, seconds: float) -> None:
-        self._stopping.wait(seconds)
 
     @property
     def stopping(self) -> bool:
@@ -284,7 +268,7 @@ class PipelineService:
         """In the capture transaction, after the inline projections applied:
         at the warm-up threshold, queue the session's L1 work. In a forget's
         transaction: queue the persona for the LLM (``derive.follow``)."""
-        self._last_capture = time.monotonic()
+        self.pacer.captured()
         now = self.clock()
         for ev in stored:
             if _asks_llm_persona(ev):
@@ -427,7 +411,7 @@ class PipelineService:
             return
         with self.store.db.write() as conn:
             queue.enqueue(conn, user_id, "l1", session_id=session_id, now=now)
-        self.drain()
+        self.drain(paced=True)
 
     def on_l2_timer(self, user_id: str) -> None:
         with self.store.db.read() as conn:
@@ -442,12 +426,12 @@ class PipelineService:
                 return
             with self.store.db.write() as conn:
                 queue.enqueue(conn, user_id, "l2", now=now)
-            self.drain()
+            self.drain(paced=True)
         else:
             self.arm_l2_periodic(us, now)
 
     def on_drain_timer(self) -> None:
-        self.drain()
+        self.drain(paced=True)
 
     def on_retention_timer(self) -> None:
         """Erase what is past the retention limits, then look again later."""
@@ -486,13 +470,22 @@ class PipelineService:
         session_id: str | None = None,
         stages: tuple[str, ...] | None = None,
         only: Collection[queue.WorkKey] | None = None,
+        paced: bool = False,
     ) -> list[Outcome]:
         """Run ready queued work (in this thread) until none is claimable;
-        with ``only``, just the work of those keys (``work.drain``)."""
+        with ``only``, just the work of those keys (``work.drain``).
+        ``paced``: give way to captures (``pacing``), as timers do; a caller
+        asking for derivation now (run_pipeline, end_session) is not kept waiting."""
         with self._captured_lock:
             self._queued.clear()  # items claimed below: new ones need the drain armed
         return work.drain(
-            self, self._owner(), user_id=user_id, session_id=session_id, stages=stages, only=only
+            self,
+            self._owner(),
+            user_id=user_id,
+            session_id=session_id,
+            stages=stages,
+            only=only,
+            paced=paced,
         )
 
     # -- explicit operations -------------------------------------------------------

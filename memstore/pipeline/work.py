@@ -8,12 +8,13 @@ service (timers, capture hooks, the lease) stays in ``service``.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Collection
+from contextlib import nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from memstore.pipeline import queue, wakeup
+from memstore.pipeline.pacing import Pacer
 from memstore.pipeline.runner import Deriver, Outcome, Runner
 from memstore.pipeline.state import UserState, get_session, get_user
 from memstore.redact import redact
@@ -35,13 +36,13 @@ class Working(Protocol):
     deriver: Deriver
     runner: Runner
     lock_ttl_s: float
+    pacer: Pacer
 
     @property
     def clock(self) -> Callable[[], datetime]: ...
     @property
     def stopping(self) -> bool: ...
     def arm_drain(self, when: datetime) -> None: ...
-    def rest_if_busy(self, started: float) -> None: ...
     def arm_l2(self, user: str, when: datetime, *, if_earlier: bool = True) -> None: ...
     def arm_l2_periodic(self, us: UserState, now: datetime) -> None: ...
     def l2_not_before(self, us: UserState) -> datetime | None: ...
@@ -55,11 +56,13 @@ def drain(
     session_id: str | None = None,
     stages: tuple[str, ...] | None = None,
     only: Collection[queue.WorkKey] | None = None,
+    paced: bool = False,
 ) -> list[Outcome]:
     """Claim and run ready work as ``owner`` until none is claimable; with
     ``only``, just the work of those keys. Each key runs at most once per
     drain: a failure waits for its retry, and work queued again for a key
-    that just ran waits for the next drain (armed at the end)."""
+    that just ran waits for the next drain (armed at the end). ``paced``:
+    each claim and its item take their turn (memstore.pipeline.pacing)."""
     outcomes: list[Outcome] = []
     ran: set[queue.WorkKey] = set()
 
@@ -67,24 +70,23 @@ def drain(
         return item.work not in ran and (only is None or item.work in only)
 
     while not svc.stopping:
-        item = queue.claim_in(
-            svc.store.db,
-            owner,
-            now=svc.clock,
-            ttl_s=svc.lock_ttl_s,
-            user_id=user_id,
-            session_id=session_id,
-            stages=stages,
-            accept=accept,
-        )
-        if item is None:
-            break
-        ran.add(item.work)
-        started = time.monotonic()
-        out = _execute(svc, item, owner)
+        with svc.pacer.turn() if paced else nullcontext():
+            item = queue.claim_in(
+                svc.store.db,
+                owner,
+                now=svc.clock,
+                ttl_s=svc.lock_ttl_s,
+                user_id=user_id,
+                session_id=session_id,
+                stages=stages,
+                accept=accept,
+            )
+            if item is None:
+                break
+            ran.add(item.work)
+            out = _execute(svc, item, owner)
         if out is not None:
             outcomes.append(out)
-        svc.rest_if_busy(started)
     if svc.stopping:
         return outcomes  # what is queued stays queued for the next open
     with svc.store.db.read() as conn:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -327,31 +328,43 @@ def test_run_pipeline_is_woken_when_a_worker_of_this_process_lets_go(
     assert der.calls == [("l1", "u", "s"), ("l2", "u", "")]
 
 
-def test_a_drain_rests_after_an_item_only_if_captures_arrived_during_it(
+def test_a_drain_takes_a_turn_per_item_and_rests_only_after_captures(
     env: tuple[Store, PipelineService, FakeDeriver],
 ) -> None:
     store, svc, der = env
     rests: list[float] = []
-    svc._rest = rests.append  # type: ignore[method-assign]
+    svc.pacer._rest = rests.append  # type: ignore[method-assign]
     capture(store, svc, "u", "s1")
     capture(store, svc, "u", "s2")
-    seen: list[float] = []
-    inner = svc.rest_if_busy
+    turns = 0
+    inner = svc.pacer.turn
 
-    def rest_if_busy(started: float) -> None:
-        seen.append(started)
-        inner(started)
+    def turn() -> Any:
+        nonlocal turns
+        turns += 1
+        return inner()
 
-    svc.rest_if_busy = rest_if_busy  # type: ignore[method-assign]
-    svc.drain()
-    # Asked once per item, and nothing captured while they ran: no rest.
-    assert [c[0] for c in der.calls] == ["l1", "l1"] and len(seen) == 2
+    svc.pacer.turn = turn  # type: ignore[method-assign]
+    svc.drain()  # asked for now (run_pipeline, end_session): no turns
+    assert turns == 0 and [c[0] for c in der.calls] == ["l1", "l1"]
+    capture(store, svc, "u", "s3")
+    capture(store, svc, "u", "s4")
+    svc.drain(paced=True)  # as the timers drain
+    # A turn per item and one for the claim that found nothing; the captures
+    # came before the items, so no rest.
+    assert [c[0] for c in der.calls] == ["l1"] * 4 and turns == 3
     assert rests == []
-    started = time.monotonic()
-    time.sleep(0.002)
-    capture(store, svc, "u", "s3")  # a capture during an item begun at ``started``
-    inner(started)
-    assert len(rests) == 1 and 0.002 <= rests[0] <= time.monotonic() - started
-    svc.yield_ratio = 0.0
-    inner(started)
-    assert len(rests) == 1  # a ratio of 0 never rests
+    # A capture while an item runs: the drain rests before its next claim.
+    capture(store, svc, "u", "s5")
+    capture(store, svc, "u", "s6")
+    real_run = svc.runner.run
+
+    def run_and_capture(*args: Any, **kwargs: Any) -> Any:
+        out = real_run(*args, **kwargs)
+        svc.pacer.captured()
+        return out
+
+    svc.runner.run = run_and_capture  # type: ignore[method-assign]
+    svc.drain(paced=True)
+    assert [c[0] for c in der.calls] == ["l1"] * 6
+    assert len(rests) >= 1 and all(r > 0 for r in rests)
