@@ -10,10 +10,13 @@ So, while captures arrive:
 
 - items run one at a time, whichever thread drains (an idle process keeps
   both threads: an item waiting on an LLM holds no core);
-- after an item during which a capture arrived, every drain of the process
-  rests ``ratio`` times the CPU the item used. CPU, not wall time: an item
-  that mostly waits on an LLM used little and rests little, while a rule
-  extraction, all CPU, rests in proportion.
+- after an item during which captures arrived, every drain of the process
+  rests up to ``ratio`` times the CPU the item used: the full ratio once
+  ``FULL_AT`` captures arrived during the item (a burst), a share of it for
+  fewer (one capture of a chatting user costs the next item ``ratio /
+  FULL_AT`` of its CPU, so memories still follow a conversation closely).
+  CPU, not wall time: an item that mostly waits on an LLM used little and
+  rests little, while a rule extraction, all CPU, rests in proportion.
 
 With no capture during an item nothing changes: the next item starts at once.
 """
@@ -27,13 +30,16 @@ from contextlib import contextmanager
 
 # A capture this recent makes an item take its turn alone.
 BUSY_WINDOW_S = 1.0
-# Rest per CPU second of an item during which captures arrived. Measured with
-# `memstore bench load`'s library phase on a default store, eight threads
-# (BENCHMARKS.md, "Concurrent capture"): p99 was 3.8-4.8x p50 with 8, 3.9-4.3x
-# with 24. Under a burst derivation gets at most 1/(1 + ratio) of a core; the
-# rule deriver then still keeps up with ~100 turns a second, and an LLM's item,
-# mostly waiting, uses little CPU and so rests little.
+# Rest per CPU second of an item during which a burst of captures arrived.
+# Measured with `memstore bench load --pipeline --embedder e5`'s library phase,
+# eight threads (BENCHMARKS.md, "Concurrent capture"): p99 was 3.8-4.8x p50
+# with 8, 3.9-4.3x with 24. Under a burst derivation gets at most
+# 1/(1 + ratio) of a core; the rule deriver then still extracts ~100 turns a
+# second.
 DEFAULT_RATIO = 24.0
+# Captures during one item that earn it the full ratio. Eight threads capture
+# ~2,000 turns a second, hundreds during an item of the rule deriver.
+FULL_AT = 32
 
 
 class Pacer:
@@ -42,12 +48,15 @@ class Pacer:
     def __init__(self, stopping: threading.Event, ratio: float = DEFAULT_RATIO) -> None:
         self.ratio = ratio
         self.last_capture = 0.0  # time.monotonic() of the last capture seen
+        self.captures = 0  # captures seen since the process began
         self._stopping = stopping
         self._resume_at = 0.0
         self._lock = threading.Lock()
         self._alone = threading.Lock()
 
-    def captured(self) -> None:
+    def captured(self, count: int = 1) -> None:
+        """``count`` captures were committed (one transaction may hold many)."""
+        self.captures += count
         self.last_capture = time.monotonic()
 
     def busy(self, since: float) -> bool:
@@ -64,20 +73,23 @@ class Pacer:
         alone = self.ratio > 0 and self.busy(time.monotonic() - BUSY_WINDOW_S)
         if alone:
             self._alone.acquire()
-        started, cpu = time.monotonic(), time.thread_time()
+        started, cpu, seen = time.monotonic(), time.thread_time(), self.captures
         try:
             yield
         finally:
             if alone:
                 self._alone.release()
-            self.after(started, time.thread_time() - cpu)
+            self.after(started, time.thread_time() - cpu, self.captures - seen)
 
-    def after(self, started: float, cpu_s: float) -> None:
-        """An item begun at ``started`` used ``cpu_s``: if a capture arrived
-        meanwhile, move the drains' rest ``ratio * cpu_s`` later, then rest."""
-        if self.ratio > 0 and self.busy(started):
+    def after(self, started: float, cpu_s: float, captures: int = FULL_AT) -> None:
+        """An item begun at ``started`` used ``cpu_s`` while ``captures``
+        arrived: if any did, move the drains' rest later (see the module
+        docstring), then rest."""
+        if self.ratio > 0 and captures > 0 and self.busy(started):
+            share = min(1.0, captures / FULL_AT)
             with self._lock:
-                self._resume_at = max(self._resume_at, time.monotonic()) + cpu_s * self.ratio
+                now = time.monotonic()
+                self._resume_at = max(self._resume_at, now) + cpu_s * self.ratio * share
         self.wait()
 
     def wait(self) -> None:

@@ -268,7 +268,6 @@ class PipelineService:
         """In the capture transaction, after the inline projections applied:
         at the warm-up threshold, queue the session's L1 work. In a forget's
         transaction: queue the persona for the LLM (``derive.follow``)."""
-        self.pacer.captured()
         now = self.clock()
         for ev in stored:
             if _asks_llm_persona(ev):
@@ -278,9 +277,13 @@ class PipelineService:
         # session's after every capture in this transaction (several share one
         # when they are committed together), so its last capture answers for all.
         last: dict[tuple[str, str], StoredEvent] = {}
+        captures = 0
         for ev in stored:
             if not ev.duplicate and isinstance(ev.payload, MessagesCaptured):
                 last[(ev.user_id, ev.payload.session_id)] = ev
+                captures += 1
+        if captures:
+            self.pacer.captured(captures)
         for (_, session), ev in last.items():
             # A capture noted its session's state before its writes (one
             # round trip less on PostgreSQL); other appends read it now.
