@@ -400,6 +400,7 @@ SQLITE_ONLY_TESTS: dict[str, str] = {
             "test_cli_first_hour.py",
             "test_cli_light_reads.py",
             "test_gateway_client.py",
+            "test_gateway_startup.py",
             "test_gateway_turn_pool.py",
             "test_hermes_concurrency.py",
             "test_inspector_browser.py",

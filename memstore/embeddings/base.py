@@ -9,7 +9,8 @@ dimension, other prefixes) and must *not* change otherwise.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import ClassVar
 
 import numpy as np
@@ -45,6 +46,18 @@ class Embedder(ABC):
     @abstractmethod
     def embed_query(self, text: str) -> FloatArray:
         """Vector for a search query: shape ``(dimensions,)``."""
+
+    def load(self) -> None:
+        """Load the model now rather than at the first embedding. Nothing to
+        do for an embedder without a local model (the default)."""
+        return None
+
+    def sparing(self, busy: Callable[[], bool]) -> AbstractContextManager[None]:
+        """Inside, in this thread: whenever ``busy()`` is true as a call to
+        ``embed_documents`` begins, embed on one core and leave the others to
+        the process's other work. Nothing changes for an embedder that does
+        not spread over cores (the default)."""
+        return nullcontext()
 
     def resolve_dimensions(self) -> int:
         """The dimension, asking the model first if it is not known yet.

@@ -189,8 +189,9 @@ class OnnxE5:
         del float_engine, w, model
         _release_heap()
 
-    def embed(self, texts: Sequence[str], is_query: bool) -> F32Array:
-        """L2-normalised vectors, one row per text, in order."""
+    def embed(self, texts: Sequence[str], is_query: bool, workers: int | None = None) -> F32Array:
+        """L2-normalised vectors, one row per text, in order; on ``workers``
+        cores (default: ``self.workers``). A text's vector is the same on any."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
@@ -199,7 +200,8 @@ class OnnxE5:
         # Each worker takes every n-th window, so all get a like share of
         # long and short ones; onnxruntime releases the interpreter lock in
         # run(), and one session serves concurrent runs.
-        shares = [windows[k :: self.workers] for k in range(self.workers)]
+        n = max(1, workers or self.workers)
+        shares = [windows[k::n] for k in range(n)]
         shares = [share for share in shares if share]
         if len(shares) == 1:
             results = [self._run_all(shares[0])]

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException
 
 from memstore.config import Settings
 from memstore.errors import (
+    EmbeddingError,
     InvalidInputError,
     LockedError,
     MemstoreError,
@@ -43,6 +44,11 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.store = Store.open(db, settings=settings)
+        try:
+            # Before the first request, not under it (Store.load_embedder).
+            app.state.store.load_embedder()
+        except EmbeddingError as exc:  # serve anyway: embeddings fail as they would later
+            log.warning("the embedder did not load at start-up: %s", loggable(exc))
         app.state.started = time.monotonic()
         try:
             async with AsyncExitStack() as stack:

@@ -150,6 +150,8 @@ def _ids_l1(conn: Connection, space: Space, ids: list[int]) -> list[_Row]:
 
 
 _PENDING = {"l0": _pending_l0, "l1": _pending_l1}
+# Captures this recent make the background indexer embed on one core.
+BUSY_S = 1.0
 _BY_ID = {"l0": _ids_l0, "l1": _ids_l1}
 
 
@@ -526,6 +528,11 @@ class BackgroundIndexer:
         self._last_notify = time.monotonic()
         self._wake.set()
 
+    def busy(self) -> bool:
+        """Whether captures arrived within the last ``BUSY_S`` seconds: the
+        embedder then leaves cores to them (``Embedder.sparing``)."""
+        return time.monotonic() - self._last_notify < BUSY_S
+
     def _pace(self, _rows: int) -> None:
         """After each batch: rest if captures arrived while it ran, then the
         keyword rows waiting (their pass rests after each of its own)."""
@@ -561,9 +568,10 @@ class BackgroundIndexer:
                 if self.keywords is not None:
                     self.keywords(self._rest_if_busy)
                 self._step_started = time.monotonic()
-                self.indexer.run_until_idle(
-                    batch=self.batch, progress=self._pace, should_stop=self._stop.is_set
-                )
+                with self.indexer.embedder.sparing(self.busy):
+                    self.indexer.run_until_idle(
+                        batch=self.batch, progress=self._pace, should_stop=self._stop.is_set
+                    )
                 if woke:
                     # Something was written: merge the FTS segments it left
                     # (keyword search probes each one), in short steps.

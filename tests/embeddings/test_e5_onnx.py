@@ -133,3 +133,40 @@ def test_long_windows_run_alone_without_the_mask(
     assert calls["unmasked"] == len(long)
     cos = (fast * masked).sum(axis=1)
     assert cos.min() >= 0.9998, float(cos.min())
+
+
+def test_a_call_on_one_worker_gives_the_same_vectors(onnx_engine: OnnxE5) -> None:
+    texts = _texts()
+    # Equal but for the order a long text's windows are summed in (float32).
+    np.testing.assert_allclose(
+        onnx_engine.embed(texts, False, workers=1), onnx_engine.embed(texts, False), atol=1e-6
+    )
+
+
+def test_sparing_embeds_documents_on_one_core_while_busy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    embedder = E5Embedder(engine="onnx")
+    embedder.load()
+    engine = e5_module._LOADED["onnx"]
+    assert isinstance(engine, OnnxE5)
+    monkeypatch.setattr(engine, "workers", 2)
+    pooled: list[int] = []
+    real_pool = engine._pool
+
+    def pool() -> object:
+        pooled.append(1)  # the pool runs the shares of a call on several cores
+        return real_pool()
+
+    monkeypatch.setattr(engine, "_pool", pool)
+    texts = _texts()
+    busy = [True]
+    with embedder.sparing(lambda: busy[0]):
+        spared = embedder.embed_documents(texts)
+        assert pooled == []
+        busy[0] = False  # the captures stopped: every core again
+        embedder.embed_documents(texts)
+        assert pooled == [1]
+    embedder.embed_documents(texts)  # outside: as always
+    assert pooled == [1, 1]
+    np.testing.assert_allclose(spared, embedder.embed_documents(texts), atol=1e-6)

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import pytest
 from sqlalchemy import text
 
 from memstore.store import Store
-from memstore.vectors.indexer import BackgroundIndexer
+from memstore.vectors.indexer import BUSY_S, BackgroundIndexer
 
 pytestmark = pytest.mark.both_backends
 
@@ -92,3 +94,38 @@ def test_vectors_are_written_while_captures_never_pause(store: Store) -> None:
             text("SELECT cursor FROM vector_spaces WHERE name = :n"), {"n": space.name}
         ).scalar_one()
     assert done >= 300, f"{done} of 6,000 messages embedded while they were captured"
+
+
+def test_busy_while_captures_arrived_within_the_last_second(store: Store) -> None:
+    assert store._parts.indexer is not None
+    bg = Recording(store._parts.indexer)
+    assert not bg.busy()  # nothing captured yet
+    bg.notify()
+    assert bg.busy()
+    bg._last_notify -= BUSY_S + 0.1  # that capture, a moment over the window ago
+    assert not bg.busy()
+
+
+def test_the_thread_embeds_sparingly_and_asks_about_captures(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    indexer = store._parts.indexer
+    assert indexer is not None
+    asked: list[Callable[[], bool]] = []
+    plain = indexer.embedder.sparing
+
+    def sparing(busy: Callable[[], bool]) -> AbstractContextManager[None]:
+        asked.append(busy)
+        return plain(busy)
+
+    monkeypatch.setattr(indexer.embedder, "sparing", sparing)
+    store.capture_turn("u", "s", "the kiln reached cone six", "and the glaze?")
+    bg = BackgroundIndexer(indexer, interval_s=0.05, settle_s=0.0)
+    bg.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not asked and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        bg.stop()
+    assert asked and asked[0] == bg.busy
