@@ -28,7 +28,10 @@ After each phase: how many of its messages had a vector when it ended
 
 The store runs as ``memstore serve`` would by default except: the hashing
 embedder (the background indexer still runs, so vectors are written while
-the captures are), and no pipeline timers (no derivation).
+the captures are), and no pipeline timers (no derivation). With ``pipeline``
+the timers run, so memories are derived while the captures arrive; with
+``embedder="e5"`` as well, the store is the one a plain ``Store.open`` (or
+``memstore serve``) gives.
 """
 
 from __future__ import annotations
@@ -58,8 +61,8 @@ TARGETS = {"library": (1.5, 4.0), "gateway": (2.0, 4.0)}
 Call = Callable[[int, int], None]  # (client, its n-th call)
 
 
-def _settings(embedder: str) -> Settings:
-    return Settings().replace(embedder=embedder, scheduler=False, background_indexer=True)
+def _settings(embedder: str, pipeline: bool = False) -> Settings:
+    return Settings().replace(embedder=embedder, scheduler=pipeline, background_indexer=True)
 
 
 def _turns(n: int, seed: int) -> list[tuple[str, str]]:
@@ -157,18 +160,30 @@ def _target(work: Path, name: str, db_url: str | None) -> AbstractContextManager
 
 
 def _library_phase(
-    target: str, clients: int, seconds: float, max_captures: int, embedder: str, seed: int
+    target: str,
+    clients: int,
+    seconds: float,
+    max_captures: int,
+    embedder: str,
+    seed: int,
+    pipeline: bool = False,
 ) -> dict[str, Any]:
     turns = _turns(min(max_captures, 4000), seed)
-    with Store.open(target, settings=_settings(embedder)) as store:
+    with Store.open(target, settings=_settings(embedder, pipeline)) as store:
 
         def call(c: int, i: int) -> None:
             user, reply = turns[(c * 7919 + i) % len(turns)]
             store.capture_turn(f"u{c}", "s1", user, reply, turn_id=f"t{i}")
 
+        # Loaded before the phase, as `memstore serve` does before it listens
+        # (Store.load_embedder): e5's first load stalls every thread.
+        store.load_embedder()
         call(-1, 0)  # warm-up, not timed (first statements, caches)
         res = drive(clients, seconds, max_captures, call)
         res["messages"], res["embedded"] = _embedded(store)
+        if pipeline:
+            with store.internals.db.read() as conn:
+                res["memories"] = _memories_on(conn)
         group = getattr(store.internals.kernel, "group", None)  # (absent from older trees compared)
         if group is not None:
             res["shared_transactions"] = group.batches
@@ -195,13 +210,20 @@ def _embedded_on(conn: Connection) -> tuple[int, int]:
     return int(stored), int(embedded)
 
 
-def _embedded_at(target: str) -> tuple[int, int]:
-    """``_embedded`` of the store a server holds open (a file path or a URL),
-    read over a connection of this process while the server still runs."""
+def _memories_on(conn: Connection) -> int:
+    """Memories derived when the phase ends (with the pipeline's timers on)."""
+    return int(conn.execute(text("SELECT count(*) FROM l1_memories")).scalar_one())
+
+
+def _embedded_at(target: str, pipeline: bool = False) -> tuple[int, int, int | None]:
+    """``_embedded`` (and with ``pipeline`` the memories derived) of the store
+    a server holds open (a file path or a URL), read over a connection of
+    this process while the server still runs."""
     engine = create_engine(target if "://" in target else f"sqlite:///{target}")
     try:
         with engine.connect() as conn:
-            return _embedded_on(conn)
+            stored, embedded = _embedded_on(conn)
+            return stored, embedded, _memories_on(conn) if pipeline else None
     finally:
         engine.dispose()
 
@@ -209,11 +231,11 @@ def _embedded_at(target: str) -> tuple[int, int]:
 class Gateway:
     """``memstore serve`` in a child process on a free loopback port."""
 
-    def __init__(self, db: str, embedder: str) -> None:
+    def __init__(self, db: str, embedder: str, pipeline: bool = False) -> None:
         env = dict(os.environ)
         env.update(
             MEMSTORE_EMBEDDER=embedder,
-            MEMSTORE_SCHEDULER="false",
+            MEMSTORE_SCHEDULER="true" if pipeline else "false",
             MEMSTORE_BACKGROUND_INDEXER="true",
         )
         env.pop("MEMSTORE_GATEWAY_API_KEY", None)
@@ -249,10 +271,16 @@ class Gateway:
 
 
 def _gateway_phase(
-    target: str, clients: int, seconds: float, max_captures: int, embedder: str, seed: int
+    target: str,
+    clients: int,
+    seconds: float,
+    max_captures: int,
+    embedder: str,
+    seed: int,
+    pipeline: bool = False,
 ) -> dict[str, Any]:
     turns = _turns(min(max_captures, 4000), seed)
-    gateway = Gateway(target, embedder)
+    gateway = Gateway(target, embedder, pipeline)
     conns: dict[int, http.client.HTTPConnection] = {}
     try:
 
@@ -282,7 +310,9 @@ def _gateway_phase(
 
         call(-1, 0)  # warm-up, not timed (the app's first request loads more code)
         res = drive(clients, seconds, max_captures, call, cpu_of=gateway.proc.pid)
-        res["messages"], res["embedded"] = _embedded_at(target)
+        res["messages"], res["embedded"], memories = _embedded_at(target, pipeline)
+        if memories is not None:
+            res["memories"] = memories
         return res
     finally:
         for conn in conns.values():
@@ -298,6 +328,7 @@ def run_load(
     max_captures: int = 4000,
     setups: tuple[str, ...] = ("library", "gateway"),
     embedder: str = "hashing",
+    pipeline: bool = False,
     db_url: str | None = None,
     workdir: Path | None = None,
     log: Callable[[str], None] = lambda _m: None,
@@ -306,6 +337,7 @@ def run_load(
     phases = {"library": _library_phase, "gateway": _gateway_phase}
     res: dict[str, Any] = {
         "embedder": embedder,
+        "pipeline": pipeline,
         "seconds": seconds,
         "max_captures": max_captures,
         "backend": "postgresql" if db_url else "sqlite",
@@ -317,7 +349,9 @@ def run_load(
             for n in (1, many[setup]):
                 log(f"load: {setup}, {n} client(s) ...")
                 with _target(Path(tmp), f"{setup}-{n}", db_url) as target:
-                    rows.append(phases[setup](target, n, seconds, max_captures, embedder, 1))
+                    rows.append(
+                        phases[setup](target, n, seconds, max_captures, embedder, 1, pipeline)
+                    )
             one, lots = rows
             lots["throughput_vs_one"] = round(lots["per_s"] / one["per_s"], 2)
             res[setup] = {"one": one, "many": lots}
@@ -328,7 +362,8 @@ def run_load(
 def format_load(res: dict[str, Any]) -> str:
     lines = [
         "memstore bench load: one conversation turn per call (~245 B messages), "
-        f"{res['backend']}, {res['embedder']} embedder, phases of <= {res['seconds']} s / "
+        f"{res['backend']}, {res['embedder']} embedder, pipeline timers "
+        f"{'on' if res.get('pipeline') else 'off'}, phases of <= {res['seconds']} s / "
         f"{res['max_captures']} captures",
         f"load average before {res['load_before'][0]:.2f}, after {res['load_after'][0]:.2f}",
         f"{'setup':<9} {'clients':>7} {'captures':>8} {'per s':>8} {'p50 ms':>8} "
@@ -363,6 +398,7 @@ def format_load(res: dict[str, Any]) -> str:
                 lines.append(
                     f"  {r['clients']} client(s): {r['embedded']} of {r['messages']} messages "
                     "had their vectors when the phase ended"
+                    + (f", {r['memories']} memories derived" if "memories" in r else "")
                 )
         if many["first_error"]:
             lines.append(f"  first error: {many['first_error']}")

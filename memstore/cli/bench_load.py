@@ -23,6 +23,9 @@ from memstore.cli.bench import bench_group, json_opt, log, save, workdir_opt
 @click.option("--embedder", type=click.Choice(["hashing", "e5", "none"]), default="hashing",
               show_default=True,
               help="The stores' embedder (its indexer runs meanwhile).")  # fmt: skip
+@click.option("--pipeline", is_flag=True,
+              help="Run the pipeline's timers: memories are derived while the captures "
+              "arrive (with --embedder e5, every default a store opens with).")  # fmt: skip
 @click.option("--db", "db_url", default=None,
               help="Run on this PostgreSQL server instead (a new database per phase; "
               "needs CREATEDB).")  # fmt: skip
@@ -35,6 +38,7 @@ def bench_load(
     max_captures: int,
     setups: tuple[str, ...],
     embedder: str,
+    pipeline: bool,
     db_url: str | None,
     json_path: Path | None,
     workdir: Path | None,
@@ -50,6 +54,7 @@ def bench_load(
     Example:
       memstore bench load
       memstore bench load --setup library --threads 8 --seconds 5
+      memstore bench load --pipeline --embedder e5
       memstore bench load --db postgresql+psycopg://memstore@127.0.0.1:55432/memstore
     """
     from memstore.bench.load import format_load, run_load
@@ -61,6 +66,7 @@ def bench_load(
         max_captures=max_captures,
         setups=setups or ("library", "gateway"),
         embedder=embedder,
+        pipeline=pipeline,
         db_url=db_url,
         workdir=workdir,
         log=log,

@@ -80,9 +80,34 @@ def test_cli_writes_json(tmp_path: Path) -> None:
     for key in ("one", "many"):
         phase = data["library"][key]
         assert phase["messages"] == 22 and 0 <= phase["embedded"] <= 22
+        assert "memories" not in phase  # no timers, no derivation to count
     assert "messages had their vectors when the phase ended" in got.output
 
 
 def test_cli_refuses_one_thread() -> None:
     got = CliRunner().invoke(cli, ["bench", "load", "--threads", "1"])
     assert got.exit_code == 2
+
+
+def test_cli_pipeline_derives_while_capturing(tmp_path: Path) -> None:
+    out = tmp_path / "load.json"
+    got = CliRunner().invoke(
+        cli,
+        ["bench", "load", "--setup", "library", "--threads", "2", "--seconds", "5",
+         "--max-captures", "10", "--pipeline", "--json", str(out), "--workdir", str(tmp_path)],
+    )  # fmt: skip
+    assert got.exit_code == 0, got.output
+    data = json.loads(out.read_text())
+    assert data["pipeline"] is True
+    assert "pipeline timers on" in got.output
+    for key in ("one", "many"):
+        # A count read from the phase's own store when it ended (derivation
+        # runs on the timers, so it may not have come round yet).
+        assert data["library"][key]["memories"] >= 0
+    assert "memories derived" in got.output
+
+
+def test_without_pipeline_no_memory_count() -> None:
+    res = {"backend": "sqlite", "embedder": "hashing", "seconds": 1, "max_captures": 1,
+           "load_before": (0.0,), "load_after": (0.0,), "pipeline": False}  # fmt: skip
+    assert "pipeline timers off" in format_load(res)
