@@ -32,11 +32,11 @@ from contextlib import contextmanager
 BUSY_WINDOW_S = 1.0
 # Rest per CPU second of an item during which a burst of captures arrived.
 # Measured with `memstore bench load --pipeline --embedder e5`'s library phase,
-# eight threads (BENCHMARKS.md, "Concurrent capture"): p99 was 3.8-4.8x p50
-# with 8, 3.9-4.3x with 24. Under a burst derivation gets at most
-# 1/(1 + ratio) of a core; the rule deriver then still extracts ~100 turns a
-# second.
-DEFAULT_RATIO = 24.0
+# eight threads, three rounds each (BENCHMARKS.md, "Concurrent capture"): p99
+# was 3.8-4.8x p50 with 8, 3.8-4.0x with 24 and 3.1-4.0x with 64. Under a
+# burst derivation gets at most 1/(1 + ratio) of a core (the rule deriver
+# then extracts ~40 turns a second) and catches up once the burst ends.
+DEFAULT_RATIO = 64.0
 # Captures during one item that earn it the full ratio. Eight threads capture
 # ~2,000 turns a second, hundreds during an item of the rule deriver.
 FULL_AT = 32
