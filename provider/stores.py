@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from memstore.config import Settings
+from memstore.errors import MemstoreError
+from memstore.logtext import loggable
 from memstore.store import Store
 
 log = logging.getLogger(__name__)
@@ -33,7 +35,21 @@ StoreOpener = Callable[[Path, Settings], Store]
 
 
 def _open_store(path: Path, settings: Settings) -> Store:
-    return Store.open(path, settings=settings)
+    store = Store.open(path, settings=settings)
+    # The embedder loads now, on a thread of its own, rather than under the
+    # agent's first turns: e5's first load holds the interpreter lock for
+    # ~0.65 s (Store.load_embedder), which stalls every thread of the host.
+    threading.Thread(
+        target=_load_embedder, args=(store,), name="memstore-embedder-load", daemon=True
+    ).start()
+    return store
+
+
+def _load_embedder(store: Store) -> None:
+    try:
+        store.load_embedder()
+    except MemstoreError as exc:  # the first embedding reports it again, where it matters
+        log.info("memstore: the embedder did not load ahead: %s", loggable(exc))
 
 
 def store_key(path: str | Path) -> Path:

@@ -14,6 +14,8 @@ from memstore.hermes_provider.sessions import SessionRegistry
 from memstore.hermes_provider.stores import SharedStores
 
 from memstore.config import Settings
+from memstore.errors import EmbeddingError
+from memstore.store import Store
 from tests.hermes_support import config, hermes_home_fixture, provider_module  # noqa: F401
 
 pytestmark = pytest.mark.hermes
@@ -60,6 +62,45 @@ def test_shared_store_is_reference_counted(tmp_path: Path) -> None:
     assert c.store is not b.store
     reg.close_all()
     assert c.store._closed
+
+
+def test_a_shared_store_loads_its_embedder_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loaded = threading.Event()
+    threads: list[str] = []
+
+    def load_embedder(self: Store) -> None:
+        threads.append(threading.current_thread().name)
+        loaded.set()
+
+    monkeypatch.setattr(Store, "load_embedder", load_embedder)
+    reg = SharedStores(linger_s=0)
+    lease = reg.acquire(tmp_path / "m.db", SETTINGS)
+    try:
+        # On a thread of its own, so opening never waits for a model.
+        assert loaded.wait(30) and threads == ["memstore-embedder-load"]
+    finally:
+        lease.release()
+
+
+def test_an_embedder_that_cannot_load_ahead_leaves_the_store_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tried = threading.Event()
+
+    def load_embedder(self: Store) -> None:
+        tried.set()
+        raise EmbeddingError("no model here")
+
+    monkeypatch.setattr(Store, "load_embedder", load_embedder)
+    reg = SharedStores(linger_s=0)
+    lease = reg.acquire(tmp_path / "m.db", SETTINGS)
+    try:
+        assert tried.wait(30)
+        lease.store.capture_turn("u", "s", "still here", "yes")
+    finally:
+        lease.release()
 
 
 def test_lingering_store_is_reused_then_closed_by_the_timer(tmp_path: Path) -> None:
