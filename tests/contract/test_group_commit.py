@@ -247,7 +247,10 @@ def _queued_with_futures(
     """``submit`` run on this thread (each returns a future at once, committed
     by the store's writer thread) and the blocking ``calls`` on threads of
     their own, all while the test holds the write transaction; it lets go
-    once every one of them is in the group committer."""
+    once every one of them is in the group committer. The first submission
+    is the writer's batch, waiting for the lock, before the others queue:
+    on a busy machine the writer could otherwise wake after they all queued
+    and take them in one batch."""
     results: list[object] = [None] * len(calls)
 
     def run(i: int) -> None:
@@ -258,7 +261,12 @@ def _queued_with_futures(
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
     with store._db.write():
-        futures = [s() for s in submit]
+        futures = [s() for s in submit[:1]]
+        deadline = time.monotonic() + 60
+        while submit and store._kernel.group.pending[0] < 1:
+            assert time.monotonic() < deadline, "the writer never took the first submission"
+            time.sleep(0.005)
+        futures += [s() for s in submit[1:]]
         for t in threads:
             t.start()
         deadline = time.monotonic() + 60
