@@ -73,19 +73,18 @@ class Pacer:
         alone = self.ratio > 0 and self.busy(time.monotonic() - BUSY_WINDOW_S)
         if alone:
             self._alone.acquire()
-        started, cpu, seen = time.monotonic(), time.thread_time(), self.captures
+        cpu, seen = time.thread_time(), self.captures
         try:
             yield
         finally:
             if alone:
                 self._alone.release()
-            self.after(started, time.thread_time() - cpu, self.captures - seen)
+            self.after(time.thread_time() - cpu, self.captures - seen)
 
-    def after(self, started: float, cpu_s: float, captures: int = FULL_AT) -> None:
-        """An item begun at ``started`` used ``cpu_s`` while ``captures``
-        arrived: if any did, move the drains' rest later (see the module
-        docstring), then rest."""
-        if self.ratio > 0 and captures > 0 and self.busy(started):
+    def after(self, cpu_s: float, captures: int) -> None:
+        """An item used ``cpu_s`` while ``captures`` arrived: if any did,
+        move the drains' rest later (see the module docstring), then rest."""
+        if self.ratio > 0 and captures > 0:
             share = min(1.0, captures / FULL_AT)
             with self._lock:
                 now = time.monotonic()
