@@ -389,6 +389,7 @@ SQLITE_ONLY_TESTS: dict[str, str] = {
             "test_search_waiting.py",
             "test_prepared_statements.py",
             "test_held_readers.py",
+            "test_writer_turn.py",
         ),
         "SQLite's own files, pragmas, WAL, FTS5 or sqlite-vec internals, or SQLite revisions",
     ),

@@ -27,6 +27,7 @@ from memstore.db.checkpoint import Checkpointer
 from memstore.db.driver import load_vec, sqlite_module
 from memstore.db.sqlfn import STATEMENT_CACHE
 from memstore.db.target import looks_like_url, safe_url
+from memstore.db.writerturn import WriterTurns
 from memstore.errors import ConfigError, InvalidInputError, LockedError, StorageError
 
 # Settings.durability -> PRAGMA synchronous. In WAL mode NORMAL syncs only at
@@ -112,6 +113,13 @@ class Database(ABC):
         checkpoints, memstore.db.checkpoint); nothing by default."""
         return None
 
+    @contextmanager
+    def _writer_turn(self) -> Iterator[None]:
+        """Held around a writer, inside this process's write lock: the turn
+        among the writers of other processes (SQLite, memstore.db.writerturn);
+        the engine's own lock queue otherwise."""
+        yield
+
     @abstractmethod
     def translate_error(self, err: Exception, what: str = "database") -> StorageError:
         """A driver error as a memstore error (callers ``raise ... from err``)."""
@@ -133,7 +141,7 @@ class Database(ABC):
         One lock per process queues this process's writers; the engine's
         ``_write_transaction`` serialises processes. An integrity error passes
         through untranslated (callers tell a duplicate from a storage fault)."""
-        with self._write_lock:
+        with self._write_lock, self._writer_turn():
             try:
                 with self._write_transaction() as conn:
                     yield conn
@@ -170,7 +178,7 @@ class Database(ABC):
         """A connection outside any transaction, while this process's other
         writers wait (statements that cannot run in a transaction: VACUUM,
         checkpoints)."""
-        with self._write_lock, self.engine.connect() as conn:
+        with self._write_lock, self._writer_turn(), self.engine.connect() as conn:
             yield conn
 
     def close(self) -> None:
@@ -225,6 +233,8 @@ class SqliteDatabase(Database):
         self.module = sqlite_module()
         self.driver_errors = (self.module.Error,)
         self._checkpointer = Checkpointer(self.path, self.module, busy_timeout_ms)
+        self._turns = WriterTurns(self.path)
+        self._turn_depth = self._turn_pid = 0
         self.engine: Engine = create_engine(
             f"sqlite:///{self.path}",
             module=self.module,
@@ -279,6 +289,30 @@ class SqliteDatabase(Database):
         raw = conn.connection.driver_connection
         assert raw is not None
         raw.execute(f"BEGIN {mode}")
+
+    @contextmanager
+    def _writer_turn(self) -> Iterator[None]:
+        # Taken once per outermost writer: a write inside a write of this
+        # thread (the write lock is re-entrant) is inside the turn already.
+        if self._turn_depth and self._turn_pid == os.getpid():
+            self._turn_depth += 1
+            try:
+                yield
+            finally:
+                self._turn_depth -= 1
+            return
+        wait_s = self.busy_timeout_ms / 1000
+        if not self._turns.acquire(wait_s):
+            raise LockedError(
+                f"{self.location} is locked by another writer (waited busy_timeout): "
+                f"a write transaction of another process held it over {wait_s:g} s"
+            )
+        self._turn_depth, self._turn_pid = 1, os.getpid()
+        try:
+            yield
+        finally:
+            self._turn_depth = self._turn_pid = 0
+            self._turns.release()
 
     def _after_write(self) -> None:
         if self._checkpointer is not None:
@@ -375,6 +409,7 @@ class SqliteDatabase(Database):
             held, self._held = self._held, None
             if held is not None and self._held_pid == os.getpid():
                 held.close()
+            self._turns.close()
         with self._idle_lock:
             self._closing = True
             idle, self._idle = self._idle, []
