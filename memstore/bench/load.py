@@ -52,6 +52,7 @@ from typing import Any
 from sqlalchemy import Connection, create_engine, text
 
 from memstore.bench.chattext import ChatText
+from memstore.bench.load_procs import Capturers
 from memstore.bench.metrics import percentile
 from memstore.config import Settings
 from memstore.store import Store
@@ -167,6 +168,7 @@ def _library_phase(
     embedder: str,
     seed: int,
     pipeline: bool = False,
+    processes: int = 0,
 ) -> dict[str, Any]:
     turns = _turns(min(max_captures, 4000), seed)
     with Store.open(target, settings=_settings(embedder, pipeline)) as store:
@@ -179,7 +181,16 @@ def _library_phase(
         # (Store.load_embedder): e5's first load stalls every thread.
         store.load_embedder()
         call(-1, 0)  # warm-up, not timed (first statements, caches)
-        res = drive(clients, seconds, max_captures, call)
+        beside = Capturers(processes, target, embedder, pipeline) if processes else None
+        try:
+            if beside is not None:
+                beside.go()
+            res = drive(clients, seconds, max_captures, call)
+            if beside is not None:
+                res["beside"] = beside.finish()
+        finally:
+            if beside is not None:
+                beside.stop()
         res["messages"], res["embedded"] = _embedded(store)
         if pipeline:
             with store.internals.db.read() as conn:
@@ -329,15 +340,16 @@ def run_load(
     setups: tuple[str, ...] = ("library", "gateway"),
     embedder: str = "hashing",
     pipeline: bool = False,
+    processes: int = 0,
     db_url: str | None = None,
     workdir: Path | None = None,
     log: Callable[[str], None] = lambda _m: None,
 ) -> dict[str, Any]:
     many = {"library": threads, "gateway": clients}
-    phases = {"library": _library_phase, "gateway": _gateway_phase}
     res: dict[str, Any] = {
         "embedder": embedder,
         "pipeline": pipeline,
+        "processes": processes,
         "seconds": seconds,
         "max_captures": max_captures,
         "backend": "postgresql" if db_url else "sqlite",
@@ -349,9 +361,11 @@ def run_load(
             for n in (1, many[setup]):
                 log(f"load: {setup}, {n} client(s) ...")
                 with _target(Path(tmp), f"{setup}-{n}", db_url) as target:
-                    rows.append(
-                        phases[setup](target, n, seconds, max_captures, embedder, 1, pipeline)
-                    )
+                    args = (target, n, seconds, max_captures, embedder, 1, pipeline)
+                    if setup == "library":
+                        rows.append(_library_phase(*args, processes=processes))
+                    else:
+                        rows.append(_gateway_phase(*args))
             one, lots = rows
             lots["throughput_vs_one"] = round(lots["per_s"] / one["per_s"], 2)
             res[setup] = {"one": one, "many": lots}
@@ -364,7 +378,12 @@ def format_load(res: dict[str, Any]) -> str:
         "memstore bench load: one conversation turn per call (~245 B messages), "
         f"{res['backend']}, {res['embedder']} embedder, pipeline timers "
         f"{'on' if res.get('pipeline') else 'off'}, phases of <= {res['seconds']} s / "
-        f"{res['max_captures']} captures",
+        f"{res['max_captures']} captures"
+        + (
+            f"; library phases beside {res['processes']} capturing processes"
+            if res.get("processes")
+            else ""
+        ),
         f"load average before {res['load_before'][0]:.2f}, after {res['load_after'][0]:.2f}",
         f"{'setup':<9} {'clients':>7} {'captures':>8} {'per s':>8} {'p50 ms':>8} "
         f"{'p99 ms':>8} {'p99/p50':>7} {'vs 1':>6} {'errors':>6} {'CPU ms/capture':>14}",
@@ -399,6 +418,14 @@ def format_load(res: dict[str, Any]) -> str:
                     f"  {r['clients']} client(s): {r['embedded']} of {r['messages']} messages "
                     "had their vectors when the phase ended"
                     + (f", {r['memories']} memories derived" if "memories" in r else "")
+                )
+        for key in ("one", "many"):
+            b = res[setup][key].get("beside")
+            if b:
+                lines.append(
+                    f"  beside {res[setup][key]['clients']} thread(s): {b['processes']} "
+                    f"processes captured {b['captures']} ({b['per_s']:.1f}/s), p50 "
+                    f"{b['p50_ms']:.2f} ms, p99 {b['p99_ms']:.2f} ms, {b['errors']} errors"
                 )
         if many["first_error"]:
             lines.append(f"  first error: {many['first_error']}")

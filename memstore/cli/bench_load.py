@@ -26,6 +26,9 @@ from memstore.cli.bench import bench_group, json_opt, log, save, workdir_opt
 @click.option("--pipeline", is_flag=True,
               help="Run the pipeline's timers: memories are derived while the captures "
               "arrive (with --embedder e5, every default a store opens with).")  # fmt: skip
+@click.option("--processes", type=click.IntRange(0, 64), default=0, show_default=True,
+              help="Library phases run beside this many processes capturing into the same "
+              "store (each its own Store), as on a host with several processes.")  # fmt: skip
 @click.option("--db", "db_url", default=None,
               help="Run on this PostgreSQL server instead (a new database per phase; "
               "needs CREATEDB).")  # fmt: skip
@@ -39,6 +42,7 @@ def bench_load(
     setups: tuple[str, ...],
     embedder: str,
     pipeline: bool,
+    processes: int,
     db_url: str | None,
     json_path: Path | None,
     workdir: Path | None,
@@ -55,6 +59,7 @@ def bench_load(
       memstore bench load
       memstore bench load --setup library --threads 8 --seconds 5
       memstore bench load --pipeline --embedder e5
+      memstore bench load --setup library --processes 3 --seconds 60
       memstore bench load --db postgresql+psycopg://memstore@127.0.0.1:55432/memstore
     """
     from memstore.bench.load import format_load, run_load
@@ -67,6 +72,7 @@ def bench_load(
         setups=setups or ("library", "gateway"),
         embedder=embedder,
         pipeline=pipeline,
+        processes=processes,
         db_url=db_url,
         workdir=workdir,
         log=log,

@@ -111,3 +111,25 @@ def test_without_pipeline_no_memory_count() -> None:
     res = {"backend": "sqlite", "embedder": "hashing", "seconds": 1, "max_captures": 1,
            "load_before": (0.0,), "load_after": (0.0,), "pipeline": False}  # fmt: skip
     assert "pipeline timers off" in format_load(res)
+
+
+def test_cli_processes_capture_beside_the_threads(tmp_path: Path) -> None:
+    out = tmp_path / "load.json"
+    got = CliRunner().invoke(
+        cli,
+        ["bench", "load", "--setup", "library", "--threads", "2", "--seconds", "5",
+         "--max-captures", "10", "--processes", "2", "--json", str(out),
+         "--workdir", str(tmp_path)],
+    )  # fmt: skip
+    assert got.exit_code == 0, got.output
+    data = json.loads(out.read_text())
+    assert data["processes"] == 2
+    for key in ("one", "many"):
+        phase = data["library"][key]
+        beside = phase["beside"]
+        assert beside["processes"] == 2 and beside["errors"] == 0
+        assert beside["captures"] >= 0
+        # The threads' own turns plus the processes' (each a warm-up turn
+        # and its captures): all in the phase's one store.
+        assert phase["messages"] == 22 + 2 * (2 + beside["captures"])
+    assert "beside 2 thread(s): 2 processes captured" in got.output
