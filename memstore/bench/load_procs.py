@@ -99,7 +99,12 @@ def _child(target: str, embedder: str, pipeline: bool, seed: int) -> None:
         if sys.stdin.readline().strip() != "go":
             return
         stop = threading.Event()
-        threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+
+        def wait_for_stop() -> None:
+            sys.stdin.readline()
+            stop.set()
+
+        threading.Thread(target=wait_for_stop, daemon=True).start()
         latencies: list[float] = []
         errors = 0
         i = 0
