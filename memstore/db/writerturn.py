@@ -3,10 +3,10 @@
 SQLite lets one writer in at a time. A process that finds the file locked
 waits in SQLite's busy handler, which sleeps 1, 2, 5, 10 ... up to 100 ms
 between tries and has no queue: whoever tries at the right moment gets in.
-Eight capturing threads beside three capturing processes on one file (60 s,
-hashing embedder) then saw captures p99 190-240 ms and up to 1.9 s, 26-35x
-their p50, while a process's next capture, a fraction of a millisecond
-after its commit, found the lock free (BENCHMARKS.md, "Beside other
+Eight capturing threads beside three capturing processes on one file saw
+p99 340-740 ms, 62-217x their p50, and fewer captures a second than one
+thread alone, while a process's next capture, a fraction of a millisecond
+after its own commit, found the lock free (BENCHMARKS.md, "Beside other
 processes").
 
 So before its ``BEGIN IMMEDIATE`` a memstore writer takes an exclusive
