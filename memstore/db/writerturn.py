@@ -31,9 +31,11 @@ shares its parent's open file, and its lock with it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
+import weakref
 from pathlib import Path
 
 try:
@@ -44,6 +46,22 @@ except ImportError:  # pragma: no cover - Windows
 __all__ = ["WriterTurns", "turn_path"]
 
 log = logging.getLogger(__name__)
+
+
+# Every instance of the process, so that a forked child closes what it
+# inherited at once: a descriptor of the parent's open file keeps that file,
+# and a lock the parent holds on it, alive for as long as the child keeps it
+# (a parent killed mid-transaction would leave its turn taken until then).
+_ALL: weakref.WeakSet[WriterTurns] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for turns in list(_ALL):
+        turns.forget_inherited()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def turn_path(db_path: Path) -> Path:
@@ -63,6 +81,19 @@ class WriterTurns:
         self.off = fcntl is None
         self._pid = 0
         self._fd = -1
+        self._waiter_fd = -1
+        self._reset()
+        _ALL.add(self)
+
+    def forget_inherited(self) -> None:
+        """In a forked child: close the parent's descriptors (the child opens
+        its own at its first write)."""
+        for fd in (self._fd, self._waiter_fd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._fd = self._waiter_fd = -1
+        self._pid = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -80,11 +111,8 @@ class WriterTurns:
         pid = os.getpid()
         if self._pid == pid:
             return self._fd
-        if self._fd >= 0:
-            # Inherited from the parent: closing this copy leaves the
-            # parent's open file, and any lock on it, as they are.
-            os.close(self._fd)
-        self._reset()
+        if self._pid:
+            self.forget_inherited()  # where fork hooks did not run
         self._pid, self._fd = pid, -1
         if self.off:
             return -1
@@ -136,19 +164,33 @@ class WriterTurns:
 
     def _start_waiter(self) -> None:
         if self._waiter is None or not self._waiter.is_alive():
+            # Its own descriptor of the same open file (so the same lock):
+            # closing the store's never pulls one from under it.
+            self._waiter_fd = os.dup(self._fd)
             self._waiter = threading.Thread(
                 target=self._wait_loop,
-                args=(self._fd, self._gen),
+                args=(self._waiter_fd, self._gen),
                 name="memstore-writer-turn",
                 daemon=True,
             )
             self._waiter.start()
 
     def _wait_loop(self, fd: int, gen: int) -> None:
+        try:
+            self._wait_for_requests(fd, gen)
+        finally:
+            with self._state:
+                if self._waiter_fd == fd:
+                    self._waiter_fd = -1
+            os.close(fd)
+
+    def _wait_for_requests(self, fd: int, gen: int) -> None:
         request, granted = self._request, self._granted
         while True:
             request.wait()
             request.clear()
+            if gen != self._gen:  # closed while idle
+                return
             failed: OSError | None = None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -169,10 +211,11 @@ class WriterTurns:
                     fcntl.flock(fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
-        """Close the descriptor (the waiter thread, if any, ends with the
-        process: it may be inside a ``flock`` that cannot be interrupted)."""
+        """Close the descriptor and end the waiter thread (one inside a
+        ``flock``, which cannot be interrupted, ends once that returns)."""
         with self._state:
             fd, self._fd = self._fd, -1
             self._gen += 1
+            self._request.set()  # an idle waiter thread ends
         if fd >= 0 and self._pid == os.getpid():
             os.close(fd)

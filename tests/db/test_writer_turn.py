@@ -53,9 +53,13 @@ def test_a_second_writer_waits_for_the_first_and_gives_up_after_its_limit(
         assert b.acquire(10.0)
         assert not a.acquire(0.2)
         b.release()
+        waiter = b._waiter
+        assert waiter is not None and waiter.is_alive()
     finally:
         a.close()
         b.close()
+    waiter.join(30)
+    assert not waiter.is_alive()  # the thread b started ends with the close
 
 
 def test_a_waiting_writer_is_let_in_when_the_holder_lets_go(tmp_path: Path) -> None:
@@ -198,3 +202,45 @@ def test_a_forked_child_takes_its_own_turn(tmp_path: Path) -> None:
                 pytest.fail("the forked child's write neither ran nor gave up")
     assert os.WIFEXITED(status)
     assert os.WEXITSTATUS(status) == 0
+
+
+FORKING_HOLDER = """
+import os, sys, time
+from memstore import Settings
+from memstore.store import Store
+store = Store.open(sys.argv[1], settings=Settings().replace(
+    embedder="hashing", scheduler=False, background_indexer=False))
+store.capture_turn("dave", "s1", "first", "ok")
+with store._db.write() as conn:
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(120)  # a worker that never writes
+        os._exit(0)
+    print(pid, flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_does_not_keep_its_killed_parent_s_turn(tmp_path: Path) -> None:
+    """A child keeps what it inherited open; if that included the turn's
+    open file, a parent killed mid-transaction would leave the turn taken
+    for as long as the child lives."""
+    db = tmp_path / "m.db"
+    Store.open(db, settings=_settings()).close()
+    script = tmp_path / "holder.py"
+    script.write_text(FORKING_HOLDER)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    holder = subprocess.Popen(
+        [sys.executable, str(script), str(db)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert holder.stdout is not None
+    child = int(holder.stdout.readline())
+    try:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(30)
+        with Store.open(db, settings=_settings(busy_timeout_ms=3000)) as store:
+            store.capture_turn("erin", "s1", "hello", "hi")  # not LockedError
+            assert _messages(store, "erin") == 2
+    finally:
+        os.kill(child, signal.SIGKILL)
