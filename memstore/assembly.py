@@ -31,7 +31,8 @@ from memstore.projections.base import Projection
 from memstore.search import SearchEngine
 from memstore.store_projections import default_projections
 from memstore.timeutil import Clock
-from memstore.vectors.indexer import BackgroundIndexer, Indexer
+from memstore.vectors.background import BackgroundIndexer
+from memstore.vectors.indexer import Indexer
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from memstore.store import Store
-from memstore.vectors.indexer import BUSY_S, BackgroundIndexer
+from memstore.vectors.background import BUSY_S, BackgroundIndexer
 
 pytestmark = pytest.mark.both_backends
 
