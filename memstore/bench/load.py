@@ -13,7 +13,9 @@ setups, each run with one client and then with many, on a fresh store each:
   their CPU counts on this machine too).
 
 With ``db_url`` (PostgreSQL) every phase gets a new database on that server
-instead of a file (its user needs CREATEDB).
+instead of a file (its user needs CREATEDB). With ``processes`` the library
+phases run beside that many capturing processes on the same store
+(memstore.bench.load_procs).
 
 A phase ends after ``seconds`` or ``max_captures`` captures, whichever comes
 first. Reported per phase: captures per second (over the phase's wall time),
