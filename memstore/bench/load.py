@@ -428,6 +428,7 @@ def format_load(res: dict[str, Any]) -> str:
                     f"  beside {res[setup][key]['clients']} thread(s): {b['processes']} "
                     f"processes captured {b['captures']} ({b['per_s']:.1f}/s), p50 "
                     f"{b['p50_ms']:.2f} ms, p99 {b['p99_ms']:.2f} ms, {b['errors']} errors"
+                    + (f" (first: {b['first_error']})" if b.get("first_error") else "")
                 )
         if many["first_error"]:
             lines.append(f"  first error: {many['first_error']}")

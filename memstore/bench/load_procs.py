@@ -78,6 +78,7 @@ class Capturers:
             "p50_ms": round(p50, 2),
             "p99_ms": round(p99, 2),
             "errors": sum(g["errors"] for g in got),
+            "first_error": next((g["first_error"] for g in got if g.get("first_error")), None),
         }
 
     def stop(self) -> None:
@@ -107,6 +108,7 @@ def _child(target: str, embedder: str, pipeline: bool, seed: int) -> None:
         threading.Thread(target=wait_for_stop, daemon=True).start()
         latencies: list[float] = []
         errors = 0
+        first_error: str | None = None
         i = 0
         t0 = time.perf_counter()
         while not stop.is_set():
@@ -115,11 +117,13 @@ def _child(target: str, embedder: str, pipeline: bool, seed: int) -> None:
             try:
                 store.capture_turn(user, "s1", a, b, turn_id=f"t{i}")
                 latencies.append(time.perf_counter() - started)
-            except Exception:  # counted, as the threads' are
+            except Exception as e:  # counted and shown, as the threads' are
                 errors += 1
+                first_error = first_error or f"{type(e).__name__}: {e}"
             i += 1
         took = time.perf_counter() - t0
-    print(json.dumps({"latencies": latencies, "seconds": took, "errors": errors}), flush=True)
+    out = {"latencies": latencies, "seconds": took, "errors": errors, "first_error": first_error}
+    print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":

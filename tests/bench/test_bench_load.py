@@ -128,6 +128,7 @@ def test_cli_processes_capture_beside_the_threads(tmp_path: Path) -> None:
         phase = data["library"][key]
         beside = phase["beside"]
         assert beside["processes"] == 2 and beside["errors"] == 0
+        assert beside["first_error"] is None
         assert beside["captures"] >= 0
         # The threads' own turns plus the processes' (each a warm-up turn
         # and its captures): all in the phase's one store.
