@@ -48,6 +48,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -162,18 +163,26 @@ def _target(work: Path, name: str, db_url: str | None) -> AbstractContextManager
     return fresh_pg(db_url)
 
 
-def _library_phase(
-    target: str,
-    clients: int,
-    seconds: float,
-    max_captures: int,
-    embedder: str,
-    seed: int,
-    pipeline: bool = False,
-    processes: int = 0,
-) -> dict[str, Any]:
-    turns = _turns(min(max_captures, 4000), seed)
-    with Store.open(target, settings=_settings(embedder, pipeline)) as store:
+@dataclass(frozen=True)
+class Phase:
+    """One phase: ``clients`` capturing into the store ``target``."""
+
+    target: str
+    clients: int
+    seconds: float
+    max_captures: int
+    embedder: str
+    pipeline: bool
+    processes: int = 0  # capturing processes beside it (library phases)
+    seed: int = 1
+
+    def turns(self) -> list[tuple[str, str]]:
+        return _turns(min(self.max_captures, 4000), self.seed)
+
+
+def _library_phase(p: Phase) -> dict[str, Any]:
+    turns = p.turns()
+    with Store.open(p.target, settings=_settings(p.embedder, p.pipeline)) as store:
 
         def call(c: int, i: int) -> None:
             user, reply = turns[(c * 7919 + i) % len(turns)]
@@ -183,18 +192,18 @@ def _library_phase(
         # (Store.load_embedder): e5's first load stalls every thread.
         store.load_embedder()
         call(-1, 0)  # warm-up, not timed (first statements, caches)
-        beside = Capturers(processes, target, embedder, pipeline) if processes else None
+        beside = Capturers(p.processes, p.target, p.embedder, p.pipeline) if p.processes else None
         try:
             if beside is not None:
                 beside.go()
-            res = drive(clients, seconds, max_captures, call)
+            res = drive(p.clients, p.seconds, p.max_captures, call)
             if beside is not None:
                 res["beside"] = beside.finish()
         finally:
             if beside is not None:
                 beside.stop()
         res["messages"], res["embedded"] = _embedded(store)
-        if pipeline:
+        if p.pipeline:
             with store.internals.db.read() as conn:
                 res["memories"] = _memories_on(conn)
         group = getattr(store.internals.kernel, "group", None)  # (absent from older trees compared)
@@ -283,17 +292,9 @@ class Gateway:
             self.proc.stderr.close()
 
 
-def _gateway_phase(
-    target: str,
-    clients: int,
-    seconds: float,
-    max_captures: int,
-    embedder: str,
-    seed: int,
-    pipeline: bool = False,
-) -> dict[str, Any]:
-    turns = _turns(min(max_captures, 4000), seed)
-    gateway = Gateway(target, embedder, pipeline)
+def _gateway_phase(p: Phase) -> dict[str, Any]:
+    turns = p.turns()
+    gateway = Gateway(p.target, p.embedder, p.pipeline)
     conns: dict[int, http.client.HTTPConnection] = {}
     try:
 
@@ -322,8 +323,8 @@ def _gateway_phase(
                 raise RuntimeError(f"HTTP {resp.status}: {data[:200]!r}")
 
         call(-1, 0)  # warm-up, not timed (the app's first request loads more code)
-        res = drive(clients, seconds, max_captures, call, cpu_of=gateway.proc.pid)
-        res["messages"], res["embedded"], memories = _embedded_at(target, pipeline)
+        res = drive(p.clients, p.seconds, p.max_captures, call, cpu_of=gateway.proc.pid)
+        res["messages"], res["embedded"], memories = _embedded_at(p.target, p.pipeline)
         if memories is not None:
             res["memories"] = memories
         return res
@@ -363,11 +364,9 @@ def run_load(
             for n in (1, many[setup]):
                 log(f"load: {setup}, {n} client(s) ...")
                 with _target(Path(tmp), f"{setup}-{n}", db_url) as target:
-                    args = (target, n, seconds, max_captures, embedder, 1, pipeline)
-                    if setup == "library":
-                        rows.append(_library_phase(*args, processes=processes))
-                    else:
-                        rows.append(_gateway_phase(*args))
+                    phase = Phase(target, n, seconds, max_captures, embedder, pipeline, processes)
+                    run = _library_phase if setup == "library" else _gateway_phase
+                    rows.append(run(phase))
             one, lots = rows
             lots["throughput_vs_one"] = round(lots["per_s"] / one["per_s"], 2)
             res[setup] = {"one": one, "many": lots}
