@@ -294,7 +294,8 @@ class SqliteDatabase(Database):
     def _writer_turn(self) -> Iterator[None]:
         # Taken once per outermost writer: a write inside a write of this
         # thread (the write lock is re-entrant) is inside the turn already.
-        if self._turn_depth and self._turn_pid == os.getpid():
+        pid = os.getpid()
+        if self._turn_depth and self._turn_pid == pid:
             self._turn_depth += 1
             try:
                 yield
@@ -305,9 +306,10 @@ class SqliteDatabase(Database):
         if not self._turns.acquire(wait_s):
             raise LockedError(
                 f"{self.location} is locked by another writer (waited busy_timeout): "
-                f"a write transaction of another process held it over {wait_s:g} s"
+                f"a write transaction of another process (or of another store on this "
+                f"file) held it over {wait_s:g} s"
             )
-        self._turn_depth, self._turn_pid = 1, os.getpid()
+        self._turn_depth, self._turn_pid = 1, pid
         try:
             yield
         finally:

@@ -82,6 +82,7 @@ class WriterTurns:
         self._pid = 0
         self._fd = -1
         self._waiter_fd = -1
+        self._gen = 0  # which descriptor a waiter thread serves
         self._reset()
         _ALL.add(self)
 
@@ -104,7 +105,7 @@ class WriterTurns:
         self._pending = False  # the waiter thread is inside a blocking flock
         self._wanted = False  # and a writer is waiting for its answer
         self._waiter: threading.Thread | None = None
-        self._gen = getattr(self, "_gen", 0) + 1  # which descriptor a waiter serves
+        self._gen += 1
 
     def _file(self) -> int:
         """This process's descriptor of the turn file (-1: writes go without)."""
