@@ -51,10 +51,20 @@ from memstore.derive.follow import FORGET_NOTE
 from memstore.derive.messages.events import MessagesCaptured
 from memstore.errors import MemstoreError, PipelineError
 from memstore.events.log import StoredEvent
-from memstore.pipeline import before, endsession, owners, queue, runnow, scheduler, wakeup, work
+from memstore.pipeline import (
+    before,
+    endsession,
+    owners,
+    queue,
+    runnow,
+    scheduler,
+    timerwork,
+    wakeup,
+    work,
+)
 from memstore.pipeline.lease import LeaseKeeper
 from memstore.pipeline.pacing import Pacer
-from memstore.pipeline.reconcile import arm_sessions, idle_due, reconcile
+from memstore.pipeline.reconcile import arm_sessions, reconcile
 from memstore.pipeline.runner import Deriver, ModuleDeriver, Outcome, Runner
 from memstore.pipeline.scheduler import (
     DRAIN_JOB_ID,
@@ -70,8 +80,6 @@ from memstore.pipeline.scheduler import (
 from memstore.pipeline.state import (
     PipelineStateProjection,
     UserState,
-    get_session,
-    get_user,
     most_threshold,
     pending_reached,
     threshold_for,
@@ -79,7 +87,6 @@ from memstore.pipeline.state import (
 from memstore.pipeline.status import build_status
 from memstore.pipeline.threads import DaemonPool, log_failure, time_left
 from memstore.records import EndSessionReport, PipelineStatus
-from memstore.timeutil import from_iso, timedelta
 
 if TYPE_CHECKING:
     from memstore.derive.context import DeriveContext
@@ -401,68 +408,26 @@ class PipelineService:
     # -- timer callbacks (scheduler threads, or run_due in tests) ----------------
 
     def on_idle_timer(self, user_id: str, session_id: str) -> None:
-        # Before the read: a capture committed after it arms again itself.
-        self.forget_idle(user_id, session_id)
-        with self.store.db.read() as conn:
-            st = get_session(conn, user_id, session_id)
-        if st is None or st.messages_pending == 0:
-            return
-        now = self.clock()
-        due = idle_due(st, self.settings)
-        if due > now:  # a later capture moved the deadline
-            self.arm_idle(user_id, session_id, due)
-            return
-        with self.store.db.write() as conn:
-            queue.enqueue(conn, user_id, "l1", session_id=session_id, now=now)
-        self.drain(paced=True)
+        timerwork.idle_fired(self, user_id, session_id)
 
     def on_l2_timer(self, user_id: str) -> None:
-        with self.store.db.read() as conn:
-            us = get_user(conn, user_id)
-        if us is None:
-            return
-        now = self.clock()
-        if us.l2_has_new_input:
-            earliest = self.l2_not_before(us)
-            if earliest is not None and earliest > now:
-                self.arm_l2(user_id, earliest, if_earlier=False)
-                return
-            with self.store.db.write() as conn:
-                queue.enqueue(conn, user_id, "l2", now=now)
-            self.drain(paced=True)
-        else:
-            self.arm_l2_periodic(us, now)
+        timerwork.l2_fired(self, user_id)
 
     def on_drain_timer(self) -> None:
         self.drain(paced=True)
 
     def on_retention_timer(self) -> None:
         """Erase what is past the retention limits, then look again later."""
-        from memstore.forgetting.retention import CHECK_EVERY_S, Policy, run_retention
-
-        policy = Policy.of(self.settings)
-        if not policy.active:
-            return  # switched off since the job was armed
-        reports = run_retention(self.store.kernel, policy, llm=self.store.llm_client() is not None)
-        if reports:
-            log.info("retention erased data of %d user(s)", len(reports))
-        self.arm_retention(self.clock() + timedelta(seconds=CHECK_EVERY_S))
+        timerwork.retention_fired(self)
 
     def arm_retention(self, when: datetime) -> None:
         self.timers.set_if_earlier(RETENTION_JOB_ID, RETENTION_TIMER, [], when)
 
     def l2_not_before(self, us: UserState) -> datetime | None:
-        if us.last_l2_at is None:
-            return None
-        return from_iso(us.last_l2_at) + timedelta(seconds=self.settings.pipeline.l2_min_interval_s)
+        return timerwork.l2_not_before(self.settings, us)
 
     def arm_l2_periodic(self, us: UserState, now: datetime) -> None:
-        """While the user was active lately: L2 again within ``l2_max_interval_s``."""
-        window = timedelta(seconds=self.settings.pipeline.l2_active_window_s)
-        if us.last_activity_at is not None and from_iso(us.last_activity_at) >= now - window:
-            self.arm_l2(
-                us.user_id, now + timedelta(seconds=self.settings.pipeline.l2_max_interval_s)
-            )
+        timerwork.arm_l2_periodic(self, us, now)
 
     # -- running work --------------------------------------------------------------
 
