@@ -13,22 +13,42 @@ past the retention limits and looks again later.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from memstore.config import Settings
 from memstore.pipeline import queue
 from memstore.pipeline.reconcile import idle_due
+from memstore.pipeline.runner import Outcome
 from memstore.pipeline.state import UserState, get_session, get_user
 from memstore.timeutil import from_iso, timedelta
 
 if TYPE_CHECKING:
-    from memstore.pipeline.service import PipelineService
+    from memstore.derive.context import DeriveContext
 
 log = logging.getLogger(__name__)
 
 
-def idle_fired(svc: PipelineService, user_id: str, session_id: str) -> None:
+class Firing(Protocol):
+    """What the timers' work needs of the pipeline service (a protocol, so
+    that this module, which the service imports, does not import it back)."""
+
+    store: DeriveContext
+    settings: Settings
+
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+    def forget_idle(self, user: str | None = None, session: str | None = None) -> None: ...
+    def arm_idle(
+        self, user: str, session: str, due: datetime, *, if_earlier: bool = False
+    ) -> bool: ...
+    def arm_l2(self, user: str, when: datetime, *, if_earlier: bool = True) -> None: ...
+    def arm_retention(self, when: datetime) -> None: ...
+    def drain(self, *, paced: bool = False) -> list[Outcome]: ...
+
+
+def idle_fired(svc: Firing, user_id: str, session_id: str) -> None:
     # Before the read: a capture committed after it arms again itself.
     svc.forget_idle(user_id, session_id)
     with svc.store.db.read() as conn:
@@ -45,7 +65,7 @@ def idle_fired(svc: PipelineService, user_id: str, session_id: str) -> None:
     svc.drain(paced=True)
 
 
-def l2_fired(svc: PipelineService, user_id: str) -> None:
+def l2_fired(svc: Firing, user_id: str) -> None:
     with svc.store.db.read() as conn:
         us = get_user(conn, user_id)
     if us is None:
@@ -63,7 +83,7 @@ def l2_fired(svc: PipelineService, user_id: str) -> None:
         arm_l2_periodic(svc, us, now)
 
 
-def retention_fired(svc: PipelineService) -> None:
+def retention_fired(svc: Firing) -> None:
     from memstore.forgetting.retention import CHECK_EVERY_S, Policy, run_retention
 
     policy = Policy.of(svc.settings)
@@ -82,11 +102,18 @@ def l2_not_before(settings: Settings, us: UserState) -> datetime | None:
     return from_iso(us.last_l2_at) + timedelta(seconds=settings.pipeline.l2_min_interval_s)
 
 
-def arm_l2_periodic(svc: PipelineService, us: UserState, now: datetime) -> None:
+def arm_l2_periodic(svc: Firing, us: UserState, now: datetime) -> None:
     """While the user was active lately: L2 again within ``l2_max_interval_s``."""
     window = timedelta(seconds=svc.settings.pipeline.l2_active_window_s)
     if us.last_activity_at is not None and from_iso(us.last_activity_at) >= now - window:
         svc.arm_l2(us.user_id, now + timedelta(seconds=svc.settings.pipeline.l2_max_interval_s))
 
 
-__all__ = ["arm_l2_periodic", "idle_fired", "l2_fired", "l2_not_before", "retention_fired"]
+__all__ = [
+    "Firing",
+    "arm_l2_periodic",
+    "idle_fired",
+    "l2_fired",
+    "l2_not_before",
+    "retention_fired",
+]
