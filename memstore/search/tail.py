@@ -21,10 +21,9 @@ import numpy as np
 from sqlalchemy import Connection
 
 from memstore.db.sqlfn import driver_rows
-from memstore.derive.messages.columns import message_columns
+from memstore.derive.messages.columns import message_tokens
 from memstore.derive.messages.keywords import indexed_text
 from memstore.search.phrases import Phrase, count_phrase, text_counts
-from memstore.text.terms import column_tokens
 
 Array = np.ndarray[Any, Any]
 
@@ -72,8 +71,7 @@ def tail_of(rows: Sequence[Any], phrases: Sequence[Phrase], session_id: str | No
     kept = np.ones(n, dtype=bool)
     counted = [i for i, ph in enumerate(phrases) if ph.counted]
     for d, (_id, session, text, speaker) in enumerate(rows):
-        _, latin, cjk, stem, length, _ = message_columns(indexed_text(speaker, text))
-        columns = column_tokens(latin, cjk, stem)
+        length, columns = message_tokens(indexed_text(speaker, text))
         lengths[d] = length
         if session_id is not None and session != session_id:
             kept[d] = False

@@ -12,9 +12,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memstore.derive.messages.columns import MessageColumns, message_columns
+from memstore.derive.messages.columns import MessageColumns, message_columns, message_tokens
 from memstore.text import document_columns, is_low_information, stem_text
-from memstore.text.terms import document_stats
+from memstore.text.terms import column_tokens, document_stats
 from tests.text.test_text_fast_paths import _PIECES
 from tests.text.test_text_fast_paths import _texts as _fast_path_texts
 
@@ -80,3 +80,31 @@ def test_message_columns_on_chosen_cases() -> None:
     got = [message_columns(t) for t in cases]
     assert {c[0] for c in got} == {0, 1}
     assert any(c[5] for c in got) and any(c[5] is None for c in got)
+
+
+def tokens_of_columns(text: str) -> tuple[int, tuple[list[str], list[str], list[str]]]:
+    _, latin, cjk, stem, length, _ = separately(text)
+    return length, column_tokens(latin, cjk, stem)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_texts)
+def test_message_tokens_are_the_columns_tokens(text: str) -> None:
+    assert message_tokens(text) == tokens_of_columns(text)
+
+
+def test_message_tokens_on_chosen_cases() -> None:
+    cases = [
+        "running runs Running RUNS the the the",
+        "Bob: I am allergic to peanuts, allergies run in the family",
+        "abc1def 12th 42 route66 x",  # a token with two words: the general path
+        "Café au lait, crème brûlée",  # not ASCII
+        "我们明天去北京 and Tokyo",  # CJK bigrams
+        "is an ok",  # no word long enough for a root
+        "",
+    ]
+    for text in cases:
+        assert message_tokens(text) == tokens_of_columns(text), text
+    lengths = {t: message_tokens(t)[0] for t in cases}
+    assert lengths[""] == 0 and lengths["is an ok"] == 3
+    assert message_tokens(cases[4])[1][1], "the CJK column has tokens"

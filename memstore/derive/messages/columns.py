@@ -21,9 +21,15 @@ from memstore.text import document_columns, is_low_information, stem_text
 from memstore.text.fts import STOP_WORDS
 from memstore.text.info import FILLER_WORDS, LABEL_RE, MAX_WORDS
 from memstore.text.stem import word_root
-from memstore.text.terms import document_stats
+from memstore.text.terms import column_tokens, document_stats
 
-__all__ = ["MessageColumns", "labelled_sql", "labelled_text", "message_columns"]
+__all__ = [
+    "MessageColumns",
+    "labelled_sql",
+    "labelled_text",
+    "message_columns",
+    "message_tokens",
+]
 
 
 def labelled_text(speaker: str | None, text: str) -> str:
@@ -50,6 +56,7 @@ def labelled_sql(alias: str) -> str:
 
 
 MessageColumns = tuple[int, str, str, str, int, str | None]
+ColumnTokens = tuple[list[str], list[str], list[str]]
 """``(low_info, text, cjk, stem, length, repeats)``: a plain
 tuple, since a NamedTuple's construction cost more than some of its columns."""
 
@@ -182,3 +189,22 @@ def message_columns(text: str) -> MessageColumns:
         len(tokens) + len(roots),
         _repeats(tokens, roots),
     )
+
+
+def message_tokens(text: str) -> tuple[int, ColumnTokens]:
+    """``(length, tokens of the text, CJK and root columns)`` of one
+    message's text: what keyword search counts a waiting message's phrases
+    in (memstore.search.tail), equal to tokenising :func:`message_columns`'
+    columns, without the flag and repeats it also derives. On ASCII text
+    the token list is the text column's tokens and the roots are the root
+    column's (``_ROOTS`` holds only roots that tokenise back to
+    themselves), so nothing is tokenised twice: ~3x faster per message,
+    which is what a search pays for each message waiting for its keyword
+    rows."""
+    if text.isascii():
+        tokens = text.encode().translate(_TOKEN_BYTES).decode().split()
+        roots = _ascii_roots(tokens)
+        if roots is not None:
+            return len(tokens) + len(roots), (tokens, [], roots)
+    _, latin, cjk, stem, length, _ = message_columns(text)
+    return length, column_tokens(latin, cjk, stem)
