@@ -215,9 +215,9 @@ def _tokenise(rows: list[Any], vocab: _Vocabulary, first_doc: int) -> tuple[_Seg
     lengths = np.zeros(len(rows))
     id_of = vocab.id_of
     for d, row in enumerate(rows):
-        # The columns' tokens from one tokenising of the text: on chat text
-        # a copy of 10k messages built in half the CPU of deriving the
-        # columns with memstore.text's functions and tokenising them again.
+        # The columns' tokens from one tokenising of the text: a copy of a
+        # 1k-message user of chat text is built in half the CPU of deriving
+        # the columns with memstore.text's functions and tokenising them again.
         n, columns = message_tokens(row[3])
         for column, tokens in enumerate(columns):
             term_ids.extend([id_of(column, t) for t in tokens])

@@ -56,9 +56,11 @@ def labelled_sql(alias: str) -> str:
 
 
 MessageColumns = tuple[int, str, str, str, int, str | None]
-ColumnTokens = tuple[list[str], list[str], list[str]]
 """``(low_info, text, cjk, stem, length, repeats)``: a plain
 tuple, since a NamedTuple's construction cost more than some of its columns."""
+
+ColumnTokens = tuple[list[str], list[str], list[str]]
+"""The tokens of a full-text row's text, CJK and root columns."""
 
 
 # unicode61's tokens (and the low-information check's words) are [^\W_]+,
@@ -193,14 +195,14 @@ def message_columns(text: str) -> MessageColumns:
 
 def message_tokens(text: str) -> tuple[int, ColumnTokens]:
     """``(length, tokens of the text, CJK and root columns)`` of one
-    message's text: what keyword search counts a waiting message's phrases
-    in (memstore.search.tail), equal to tokenising :func:`message_columns`'
-    columns, without the flag and repeats it also derives. On ASCII text
-    the token list is the text column's tokens and the roots are the root
-    column's (``_ROOTS`` holds only roots that tokenise back to
-    themselves), so nothing is tokenised twice: ~3x faster per message,
-    which is what a search pays for each message waiting for its keyword
-    rows."""
+    message's text, equal to tokenising :func:`message_columns`' columns,
+    without the flag and repeats it also derives: what keyword search counts
+    a waiting message's phrases in (memstore.search.tail) and what a user's
+    in-memory postings hold (memstore.search.postings). On ASCII text the
+    token list is the text column's tokens and the roots are the root
+    column's (``_ROOTS`` holds only roots that tokenise back to themselves),
+    so nothing is tokenised twice: scoring a waiting message of chat text
+    took 6-7 µs instead of 27-32."""
     if text.isascii():
         tokens = text.encode().translate(_TOKEN_BYTES).decode().split()
         roots = _ascii_roots(tokens)
